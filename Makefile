@@ -1,0 +1,86 @@
+# prefixroute — see README.md. Every tool the targets need is installed here,
+# at a pinned version, into ./bin (git-ignored).
+
+SHELL := /bin/bash
+GO    ?= go
+BIN   := $(CURDIR)/bin
+export PATH := $(BIN):$(PATH)
+export GOBIN := $(BIN)
+
+BUF_VERSION                := v1.75.0
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+GRPCURL_VERSION            := v1.9.4
+
+BUF                := $(BIN)/.stamp-buf-$(BUF_VERSION)
+PROTOC_GEN_GO      := $(BIN)/.stamp-protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
+PROTOC_GEN_GO_GRPC := $(BIN)/.stamp-protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
+GRPCURL            := $(BIN)/.stamp-grpcurl-$(GRPCURL_VERSION)
+
+LISTEN      ?= 127.0.0.1:50051
+HTTP_LISTEN ?= 127.0.0.1:9090
+DATA_DIR    ?= $(CURDIR)/data
+GOTEST_FLAGS ?= -race -count=1 -timeout 15m
+BENCH_COUNT  ?= 5
+
+.PHONY: all run build test generate check-generate lint breaking vet tools bench fuzz clean
+
+all: build
+
+$(BUF):
+	$(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+	@touch $@
+$(PROTOC_GEN_GO):
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	@touch $@
+$(PROTOC_GEN_GO_GRPC):
+	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	@touch $@
+$(GRPCURL):
+	$(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	@touch $@
+
+tools: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(GRPCURL)
+
+## run: start the sidecar on its embedded default (loopback, state in ./data).
+run:
+	$(GO) run ./cmd/prefixrouted --listen $(LISTEN) --http-listen $(HTTP_LISTEN) --data-dir $(DATA_DIR)
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+## generate: regenerate api/ from proto/ with the pinned local plugins.
+generate: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
+	buf generate
+
+## check-generate: fail when regenerating api/ changes anything.
+check-generate: generate
+	@if [ -n "$$(git status --porcelain -- api)" ]; then \
+		echo "api/ is out of date with proto/: run 'make generate' and commit the result:"; \
+		git status --porcelain -- api; git diff --stat -- api; exit 1; fi
+
+lint: $(BUF)
+	buf lint
+	buf format --diff --exit-code
+
+## breaking: compare proto/ with the last release tag (v*), when there is one.
+breaking: $(BUF)
+	@tag=$$(git describe --tags --abbrev=0 --match 'v*' 2>/dev/null); \
+	if [ -z "$$tag" ]; then echo "buf breaking: no release tag yet, nothing to compare against"; \
+	else echo "buf breaking --against .git#tag=$$tag"; buf breaking --against ".git#tag=$$tag"; fi
+
+vet:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^api/')); \
+	if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+
+## test: everything CI checks. Tool builds included, well under 10 minutes.
+test: tools check-generate lint breaking vet
+	$(GO) test $(GOTEST_FLAGS) ./...
+
+## bench: the Go benchmarks behind BENCHMARKS.md.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./...
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,135 @@
+package scheduler
+
+import (
+	"strconv"
+	"strings"
+)
+
+// DeploymentResult is the audit of one deployment in a Decision. It is a
+// plain value.
+type DeploymentResult struct {
+	// Weight is w_d as used.
+	Weight float64
+	// MatchedBlocks is the longest matched prefix over the deployment's
+	// eligible instances (clamped to Request.Blocks; 0 when none is
+	// eligible); HitRatio is MatchedBlocks / Request.Blocks (0 when Blocks
+	// is 0).
+	MatchedBlocks int
+	HitRatio      float64
+	// LoadMs is L_d, the deployment's queueing cost (soft-min over its
+	// eligible instances' QueueMs + BatchWaitMs), when the load term is on
+	// and the deployment has an eligible instance; 0 otherwise.
+	LoadMs float64
+	// Eligible counts the deployment's instances that passed the
+	// eligibility checks.
+	Eligible int
+	// Probability is P(d).
+	Probability float64
+	// Reason is ReasonNone when the deployment takes part in the draw;
+	// otherwise ReasonUnweighted, ReasonZeroWeight or
+	// ReasonNoEligibleInstance, checked in that order.
+	Reason Reason
+}
+
+// InstanceResult is the audit of one instance in a Decision. It is a plain
+// value.
+type InstanceResult struct {
+	// CostMs = PrefillMs + QueueMs + BatchWaitMs, S_i of the model. The cost
+	// parts are filled for every instance, excluded ones included.
+	CostMs      float64
+	PrefillMs   float64
+	QueueMs     float64
+	BatchWaitMs float64
+	// UncachedTokens is the prompt tokens left to prefill on this instance:
+	// the work to add to the chosen instance's queue (optimistic accounting).
+	UncachedTokens uint32
+	// Probability is P(i|d), filled for the instances of every deployment
+	// with an eligible instance (drawn or not, weight 0 included); Joint is
+	// P(d)*P(i|d), so the Joints of the pool sum to 1.
+	Probability float64
+	Joint       float64
+	// Reason is ReasonNone when the instance took part in the model (its
+	// deployment may not have been drawn); otherwise the eligibility or
+	// strategy reason for its probability 0.
+	Reason Reason
+}
+
+// Decision is the outcome of Decide with its full audit. Its zero value is
+// ready to use. Reuse one Decision across calls to avoid allocation: Decide
+// resizes its slices in place and allocates only when their capacity is too
+// small. A Decision is not safe for concurrent use; give each goroutine its
+// own.
+type Decision struct {
+	// Deployment and Instance are indexes into the Snapshot; -1 when Decide
+	// returned an error.
+	Deployment int
+	Instance   int
+	// DeploymentDraw and InstanceDraw are the two RNG draws, normally in
+	// [0,1); 0 when not drawn. The deployment (then the instance) chosen is
+	// the first positive-probability entry whose cumulative probability
+	// exceeds the draw; a draw beyond the last cumulative sum (rounding, or
+	// an RNG outside [0,1), NaN included) picks the last positive-probability
+	// entry.
+	DeploymentDraw float64
+	InstanceDraw   float64
+	// Deployments and Instances parallel Snapshot.Deployments and
+	// Snapshot.Instances.
+	Deployments []DeploymentResult
+	Instances   []InstanceResult
+	// Excluded counts instances by their InstanceResult.Reason: the
+	// eligibility reasons and ReasonThreshold / ReasonNotMinimum. The entries
+	// for ReasonNone and the deployment reasons stay 0.
+	Excluded [NumReasons]int
+
+	// deps is per-deployment scratch, parallel to Deployments.
+	deps []depState
+}
+
+// depState is the per-deployment scratch of one Decide call.
+type depState struct {
+	minCost float64 // S_min over the eligible instances
+	minLoad float64 // min of QueueMs+BatchWaitMs over the eligible instances
+	loadSum float64 // sum of 2^(-(q-minLoad)/DeploymentDeltaMs)
+	norm    float64 // sum of the instances' unnormalised weights
+	logit   float64 // log2 of P(d) up to a constant
+}
+
+// reset empties d for a snapshot of nd deployments and ni instances.
+func (d *Decision) reset(nd, ni int) {
+	d.Deployment, d.Instance = -1, -1
+	d.DeploymentDraw, d.InstanceDraw = 0, 0
+	d.Excluded = [NumReasons]int{}
+	d.Deployments = resize(d.Deployments, nd)
+	d.Instances = resize(d.Instances, ni)
+	d.deps = resize(d.deps, nd)
+}
+
+// resize returns s with length n and every element zeroed, reusing s's
+// storage when its capacity suffices.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// ExcludedSummary returns the non-zero Excluded counts in Reason order, e.g.
+// "3 stale, 1 draining", or "" when there are none. It allocates; meant for
+// error messages and logs.
+func (d *Decision) ExcludedSummary() string {
+	var b strings.Builder
+	for r, n := range d.Excluded {
+		if n == 0 || Reason(r) == ReasonNone {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(n))
+		b.WriteByte(' ')
+		b.WriteString(Reason(r).String())
+	}
+	return b.String()
+}

@@ -1,0 +1,116 @@
+package scheduler
+
+import (
+	"errors"
+	"time"
+)
+
+// RNG is the source of randomness for a decision. *math/rand/v2.Rand satisfies
+// it. Float64 should return a value in [0, 1); Decide tolerates any value (see
+// Decision.DeploymentDraw). Decide calls it exactly twice per successful
+// decision: first for the deployment, then for the instance; it does not call
+// it at all when it returns an error. An RNG is used by one Decide at a time:
+// give each goroutine its own (a *rand.Rand is not safe for concurrent use).
+type RNG interface {
+	Float64() float64
+}
+
+// Request is what Decide needs to know about one request. It is a plain value.
+type Request struct {
+	// PromptTokens is the prompt length in tokens.
+	PromptTokens uint32
+	// Blocks is the number of chained block hashes the request carries. The
+	// hit ratio of a deployment is its best eligible instance's MatchedBlocks
+	// / Blocks; 0 when Blocks is 0. Must be >= 0.
+	Blocks int
+}
+
+// Deployment is one deployment of the pool as the caller sees it. It is a
+// plain value.
+type Deployment struct {
+	// Name identifies the deployment in the audit and in error messages.
+	Name string
+	// Weight is the operator's weight w_d: finite and >= 0. 0 drains the
+	// deployment. Only ratios of weights matter.
+	Weight float64
+	// Unweighted is true when the pool has weights configured but none for
+	// this deployment: its Weight is then 0 and the audit says why
+	// (ReasonUnweighted). It has no effect when Weight > 0.
+	Unweighted bool
+}
+
+// Instance is one model-server instance as the caller sees it at decision
+// time. All load figures are the latest report's, except AssignedTokens. It
+// is a plain value. Every float must be finite and >= 0, every int >= 0,
+// ReportAge >= 0, or Decide returns ErrInvalidSnapshot.
+type Instance struct {
+	// ID identifies the instance in the audit and in error messages.
+	ID string
+	// Deployment is the index of the instance's deployment in
+	// Snapshot.Deployments.
+	Deployment int
+	// MatchedBlocks is the number of the request's block hashes, from the
+	// first, cached on this instance. Values above Request.Blocks count as
+	// Request.Blocks.
+	MatchedBlocks int
+	// BlockSizeTokens is the instance's KV block size; 0 means
+	// Policy.BlockSizeTokens.
+	BlockSizeTokens uint32
+	// PrefillTokensPerSecond is the instance's prefill throughput; 0 means
+	// Policy.DefaultPrefillTokensPerSecond.
+	PrefillTokensPerSecond float64
+	// QueueMs is the instance's own estimate of its queued and running
+	// prefill work in ms; used only when HasQueueMs.
+	QueueMs    float64
+	HasQueueMs bool
+	// QueuedPrefillTokens is the prefill work queued or running on the
+	// instance, in tokens; used when HasQueueMs is false.
+	QueuedPrefillTokens uint64
+	// AssignedTokens is the prefill work the router assigned to the instance
+	// since its last report (optimistic accounting), in tokens.
+	AssignedTokens uint64
+	// KVUsage is the fraction of the instance's KV cache in use, normally
+	// 0..1 (values above 1 are accepted and count as full).
+	KVUsage float64
+	// ReportAge is the time since the instance's last report.
+	ReportAge time.Duration
+	// Disconnected is true when the instance's report stream is closed.
+	Disconnected bool
+	// Draining is true when the instance said it is draining.
+	Draining bool
+	// Excluded is true when the request excludes this instance (a retry).
+	Excluded bool
+}
+
+// Snapshot is the pool's state for one decision. Decide only reads it, so one
+// Snapshot may be shared by concurrent Decide calls as long as nobody writes
+// to it meanwhile.
+type Snapshot struct {
+	Deployments []Deployment
+	Instances   []Instance
+}
+
+// Errors returned by Decide and Policy.Validate, possibly wrapped with detail:
+// test them with errors.Is. When Decide fails, the Decision is filled in as
+// far as it got (see Decide), so the caller can report counts of exclusion
+// reasons.
+var (
+	// ErrNoInstances: the snapshot has no instance.
+	ErrNoInstances = errors.New("scheduler: pool has no instances")
+	// ErrNoEligibleInstance: every instance failed the eligibility checks.
+	ErrNoEligibleInstance = errors.New("scheduler: no eligible instance")
+	// ErrAllWeightsZero: eligible instances exist, but only in deployments
+	// whose weight is 0 (the pool is drained).
+	ErrAllWeightsZero = errors.New("scheduler: every deployment with eligible instances has weight 0")
+	// ErrInvalidSnapshot: an instance names a deployment index out of range,
+	// a figure of the snapshot or the request is NaN, infinite or negative,
+	// or an instance's cost overflows. The wrapping error names the instance
+	// (or deployment) and the field.
+	ErrInvalidSnapshot = errors.New("scheduler: invalid snapshot")
+	// ErrInvalidPolicy: Policy.Validate (which Decide also runs) rejected the
+	// policy. The wrapping error names the field by its proto name, e.g.
+	// "delta_ms must be > 0, got -1".
+	ErrInvalidPolicy = errors.New("scheduler: invalid policy")
+	// ErrInvalidArgument: Decide was given a nil *Decision or a nil RNG.
+	ErrInvalidArgument = errors.New("scheduler: invalid argument")
+)

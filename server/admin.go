@@ -1,0 +1,193 @@
+package server
+
+import (
+	"context"
+	"maps"
+
+	"google.golang.org/grpc/peer"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/server/state"
+	"github.com/prefixroute/prefixroute/server/store"
+)
+
+type adminService struct {
+	pb.UnimplementedAdminServiceServer
+	s *Server
+}
+
+// caller names who made an admin call, for the audit log.
+func caller(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return "unknown"
+}
+
+// SetWeights implements AdminService.SetWeights.
+func (as *adminService) SetWeights(ctx context.Context, req *pb.SetWeightsRequest) (*pb.SetWeightsResponse, error) {
+	s := as.s
+	if err := checkPoolName(req.GetPool()); err != nil {
+		return nil, err
+	}
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	if err := s.reg.CanHold(req.GetPool()); err != nil {
+		return nil, statusOf(err)
+	}
+	pc, err := s.store.SetWeights(req.GetPool(), req.GetWeights(), req.GetExpectedVersion(), caller(ctx))
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	if err := s.publish(req.GetPool(), pc); err != nil {
+		return nil, err
+	}
+	drained := true
+	for _, w := range pc.Weights {
+		drained = drained && w == 0
+	}
+	if drained {
+		s.log.Warn("pool fully drained: every weight is 0; picks fail with FailedPrecondition until a weight is raised",
+			"pool", req.GetPool(), "weights_version", pc.WeightsVersion, "caller", caller(ctx))
+	} else {
+		s.log.Info("weights set", "pool", req.GetPool(), "weights_version", pc.WeightsVersion,
+			"weights", pc.Weights, "caller", caller(ctx))
+	}
+	return &pb.SetWeightsResponse{Version: pc.WeightsVersion, Weights: maps.Clone(pc.Weights)}, nil
+}
+
+// GetWeights implements AdminService.GetWeights.
+func (as *adminService) GetWeights(ctx context.Context, req *pb.GetWeightsRequest) (*pb.GetWeightsResponse, error) {
+	pool, err := as.pool(req.GetPool())
+	if err != nil {
+		return nil, err
+	}
+	cfg := pool.Config()
+	resp := &pb.GetWeightsResponse{Version: cfg.WeightsVersion, Weights: maps.Clone(cfg.Weights), WeightsSet: cfg.Weights != nil}
+	for _, d := range pool.Deployments() {
+		resp.Deployments = append(resp.Deployments, &pb.DeploymentWeight{
+			Deployment: d.Deployment, Weight: d.Weight, Share: d.Share, Configured: d.Configured, Instances: uint32(d.Instances),
+		})
+	}
+	return resp, nil
+}
+
+// SetPolicy implements AdminService.SetPolicy.
+func (as *adminService) SetPolicy(ctx context.Context, req *pb.SetPolicyRequest) (*pb.SetPolicyResponse, error) {
+	s := as.s
+	if err := checkPoolName(req.GetPool()); err != nil {
+		return nil, err
+	}
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	if err := s.reg.CanHold(req.GetPool()); err != nil {
+		return nil, statusOf(err)
+	}
+	base := state.DefaultConfig().Policy
+	if pool, err := s.reg.Pool(req.GetPool()); err == nil {
+		base = pool.Config().Policy
+	}
+	p, err := mergePolicy(base, req.GetPolicy())
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	pc, err := s.store.SetPolicy(req.GetPool(), p, caller(ctx))
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	if err := s.publish(req.GetPool(), pc); err != nil {
+		return nil, err
+	}
+	s.log.Info("policy set", "pool", req.GetPool(), "policy_version", pc.PolicyVersion, "caller", caller(ctx))
+	return &pb.SetPolicyResponse{Policy: policyProto(&p), Version: pc.PolicyVersion}, nil
+}
+
+// GetPolicy implements AdminService.GetPolicy.
+func (as *adminService) GetPolicy(ctx context.Context, req *pb.GetPolicyRequest) (*pb.GetPolicyResponse, error) {
+	pool, err := as.pool(req.GetPool())
+	if err != nil {
+		return nil, err
+	}
+	cfg := pool.Config()
+	return &pb.GetPolicyResponse{Policy: policyProto(&cfg.Policy), Version: cfg.PolicyVersion}, nil
+}
+
+// ListInstances implements AdminService.ListInstances.
+func (as *adminService) ListInstances(ctx context.Context, req *pb.ListInstancesRequest) (*pb.ListInstancesResponse, error) {
+	pool, err := as.pool(req.GetPool())
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.ListInstancesResponse{}
+	for _, in := range pool.Instances(as.s.opts.Now()) {
+		st := &pb.InstanceStatus{
+			InstanceId: in.Instance, Deployment: in.Deployment, Address: in.Address,
+			State: instanceStateProto(in.State), ReportAgeMs: float64(in.ReportAge.Microseconds()) / 1000,
+			LastSeq: in.Last.Seq, RunningRequests: in.Last.RunningRequests, WaitingRequests: in.Last.WaitingRequests,
+			QueuedPrefillTokens: in.Last.QueuedPrefillTokens, KvCacheUsage: in.Last.KVCacheUsage,
+			KvCapacityBlocks: in.Last.KVCapacityBlocks, PrefillTokensPerSecond: in.Last.PrefillTokensPerSecond,
+			BlockSizeTokens: in.Last.BlockSizeTokens, ReportsCacheEvents: in.Last.ReportsCacheEvents,
+			CachedBlocks: uint64(in.CachedBlocks), AssignedTokens: in.AssignedTokens,
+		}
+		if in.Last.HasQueueMs {
+			st.QueueMs = &in.Last.QueueMs
+		}
+		resp.Instances = append(resp.Instances, st)
+	}
+	return resp, nil
+}
+
+// ListPools implements AdminService.ListPools.
+func (as *adminService) ListPools(ctx context.Context, req *pb.ListPoolsRequest) (*pb.ListPoolsResponse, error) {
+	resp := &pb.ListPoolsResponse{}
+	for _, p := range as.s.reg.Pools() {
+		deps, insts := p.Counts()
+		resp.Pools = append(resp.Pools, &pb.PoolSummary{
+			Pool: p.Name(), Deployments: uint32(deps), Instances: uint32(insts), WeightsVersion: p.Config().WeightsVersion,
+		})
+	}
+	return resp, nil
+}
+
+func (as *adminService) pool(name string) (*state.Pool, error) {
+	if err := checkPoolName(name); err != nil {
+		return nil, err
+	}
+	p, err := as.s.reg.Pool(name)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	return p, nil
+}
+
+// publish makes a durably stored configuration the pool's configuration in
+// force. Called with adminMu held, so publications follow store order.
+func (s *Server) publish(name string, pc store.PoolConfig) error {
+	pool, err := s.reg.Ensure(name)
+	if err != nil {
+		return statusOf(err)
+	}
+	pool.SetConfig(configOf(pc))
+	return nil
+}
+
+func checkPoolName(pool string) error {
+	if pool == "" {
+		return invalid("pool is empty; name the pool")
+	}
+	return nil
+}
+
+func instanceStateProto(s state.InstanceState) pb.InstanceState {
+	switch s {
+	case state.StateOK:
+		return pb.InstanceState_INSTANCE_STATE_OK
+	case state.StateStale:
+		return pb.InstanceState_INSTANCE_STATE_STALE
+	case state.StateDraining:
+		return pb.InstanceState_INSTANCE_STATE_DRAINING
+	case state.StateDisconnected:
+		return pb.InstanceState_INSTANCE_STATE_DISCONNECTED
+	}
+	return pb.InstanceState_INSTANCE_STATE_UNSPECIFIED
+}

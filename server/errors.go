@@ -1,0 +1,54 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/prefixroute/prefixroute/scheduler"
+	"github.com/prefixroute/prefixroute/server/state"
+	"github.com/prefixroute/prefixroute/server/store"
+)
+
+// codeOf maps the core's sentinel errors to gRPC codes. This is the only
+// place where they meet.
+func codeOf(err error) codes.Code {
+	switch {
+	case errors.Is(err, state.ErrPoolNotFound):
+		return codes.NotFound
+	case errors.Is(err, state.ErrInvalidPick), errors.Is(err, state.ErrInvalidReport),
+		errors.Is(err, store.ErrInvalidWeights), errors.Is(err, store.ErrInvalidName),
+		errors.Is(err, scheduler.ErrInvalidPolicy):
+		return codes.InvalidArgument
+	case errors.Is(err, state.ErrTooManyPools), errors.Is(err, state.ErrTooManyInstances):
+		return codes.ResourceExhausted
+	case errors.Is(err, state.ErrIdentityChanged):
+		return codes.InvalidArgument
+	case errors.Is(err, state.ErrSessionEnded):
+		return codes.Aborted
+	case errors.Is(err, store.ErrVersionMismatch):
+		return codes.Aborted
+	case errors.Is(err, store.ErrPersist):
+		return codes.Unavailable
+	case errors.Is(err, scheduler.ErrNoInstances), errors.Is(err, scheduler.ErrNoEligibleInstance):
+		return codes.Unavailable
+	case errors.Is(err, scheduler.ErrAllWeightsZero):
+		return codes.FailedPrecondition
+	}
+	return codes.Internal
+}
+
+// statusOf wraps err in a status with its mapped code.
+func statusOf(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codeOf(err), err.Error())
+}
+
+// invalid is an InvalidArgument status.
+func invalid(format string, args ...any) error {
+	return status.Error(codes.InvalidArgument, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,130 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/server/state"
+	"github.com/prefixroute/prefixroute/server/store"
+)
+
+// Options configures a Server. Zero fields take the defaults stated.
+type Options struct {
+	// DataDir holds the durable weights, policies and the audit log.
+	// Required.
+	DataDir string
+	// Limits bounds what clients can make the router hold; see state.Limits.
+	Limits state.Limits
+	// Logger receives operational logs. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// ReportInterval is the report interval the router asks instances for in
+	// every ack. Default 100ms.
+	ReportInterval time.Duration
+	// SweepInterval is how often disconnected instances are checked against
+	// forget_after. Default 1s.
+	SweepInterval time.Duration
+}
+
+// Server implements PickService, LoadService and AdminService over one
+// state.Registry and one store.Store. Safe for concurrent use.
+type Server struct {
+	opts  Options
+	log   *slog.Logger
+	reg   *state.Registry
+	store *store.Store
+
+	adminMu  sync.Mutex // orders store writes with their publication to the pools
+	stopping chan struct{}
+	stopOnce sync.Once
+	picks    sync.Pool // of *pickScratch
+}
+
+// New opens the data dir, restores every configured pool and returns a
+// Server ready to Register. A corrupt state file is an error naming it.
+func New(opts Options) (*Server, error) {
+	if opts.DataDir == "" {
+		return nil, fmt.Errorf("server: a data dir is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.ReportInterval <= 0 {
+		opts.ReportInterval = 100 * time.Millisecond
+	}
+	if opts.SweepInterval <= 0 {
+		opts.SweepInterval = time.Second
+	}
+	st, err := store.Open(opts.DataDir, store.Options{Now: opts.Now})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, log: opts.Logger, reg: state.NewRegistry(opts.Limits), store: st, stopping: make(chan struct{})}
+	s.picks.New = func() any { return newPickScratch() }
+	for name, pc := range st.Pools() {
+		p, err := s.reg.Ensure(name)
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("server: restoring pool %q: %w", name, err)
+		}
+		p.SetConfig(configOf(pc))
+	}
+	return s, nil
+}
+
+// Register adds the three services to gs.
+func (s *Server) Register(gs grpc.ServiceRegistrar) {
+	pb.RegisterPickServiceServer(gs, &pickService{s: s})
+	pb.RegisterLoadServiceServer(gs, &loadService{s: s})
+	pb.RegisterAdminServiceServer(gs, &adminService{s: s})
+}
+
+// Registry is the live state, for tools that drive it in-process.
+func (s *Server) Registry() *state.Registry { return s.reg }
+
+// Sweep forgets instances past forget_after every SweepInterval until ctx
+// ends.
+func (s *Server) Sweep(ctx context.Context) {
+	t := time.NewTicker(s.opts.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n := s.reg.Sweep(s.opts.Now()); n > 0 {
+				s.log.Info("forgot instances disconnected past forget_after", "instances", n)
+			}
+		}
+	}
+}
+
+// Drain ends every report stream with Unavailable, so instances reconnect
+// (to this router once it is back, or to another replica). Picks and admin
+// calls keep working.
+func (s *Server) Drain() { s.stopOnce.Do(func() { close(s.stopping) }) }
+
+// Close releases the data dir.
+func (s *Server) Close() error { return s.store.Close() }
+
+// configOf turns a stored pool configuration into the state's.
+func configOf(pc store.PoolConfig) *state.Config {
+	c := state.DefaultConfig()
+	c.Weights = pc.Weights
+	c.WeightsVersion = pc.WeightsVersion
+	if pc.Policy != nil {
+		c.Policy = *pc.Policy
+	}
+	c.PolicyVersion = pc.PolicyVersion
+	return c
+}

@@ -1,0 +1,32 @@
+// Package state is the router's live state: pools, their instances with the
+// latest load report of each, the prefix index (which instance holds which
+// block hash), optimistic accounting of the work assigned between reports,
+// and the snapshot each decision is made on.
+//
+// It is used by the gRPC services in package server and, with virtual time,
+// by the simulator: no method reads a clock; every one that needs the time
+// takes it as an argument.
+//
+// # Prefix index
+//
+// Each pool maps block hash -> the instances holding it. Instances that set
+// reports_cache_events get an exact index from their stored / removed
+// events; for the others the router records each request's blocks on the
+// instance it picked. Either way an instance's entries are an LRU bounded by
+// its kv_capacity_blocks (else the policy's default_kv_capacity_blocks), and
+// never more than Limits.MaxBlocksPerInstance.
+//
+// Memory: a (block, instance) pair costs about 40 bytes in the instance's LRU
+// (a 24-byte node plus its map entry); a distinct block costs about 80 bytes
+// in the pool's map (key, pointer, the holder set's header) plus 4 bytes per
+// holder, or a bitset of one bit per instance slot once it is held by more
+// than two instances per 64 slots. BenchmarkIndexMemory measures it.
+//
+// # Optimistic accounting
+//
+// A pick adds the request's uncached prompt tokens to the chosen instance's
+// assigned work, which the scheduler adds to the instance's queue; the next
+// report from that instance replaces the estimate with the instance's own
+// figures. So gateways picking between two reports spread out instead of all
+// choosing the same best instance.
+package state

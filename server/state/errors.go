@@ -1,0 +1,25 @@
+package state
+
+import "errors"
+
+// Errors of the state layer. The server maps them to gRPC codes; messages
+// wrapping them say which field or limit was involved.
+var (
+	// ErrPoolNotFound: no instance has reported into the pool and no operator
+	// configured it.
+	ErrPoolNotFound = errors.New("pool not found")
+	// ErrTooManyPools: creating the pool would pass Limits.MaxPools.
+	ErrTooManyPools = errors.New("too many pools")
+	// ErrTooManyInstances: a new instance would pass Limits.MaxInstancesPerPool.
+	ErrTooManyInstances = errors.New("too many instances in pool")
+	// ErrInvalidReport: a load report is malformed or over a limit.
+	ErrInvalidReport = errors.New("invalid load report")
+	// ErrInvalidPick: a pick request is malformed or over a limit.
+	ErrInvalidPick = errors.New("invalid pick request")
+	// ErrIdentityChanged: a report on a stream names another instance than the
+	// stream's first report.
+	ErrIdentityChanged = errors.New("instance identity changed on stream")
+	// ErrSessionEnded: the session was replaced by a newer stream for the same
+	// instance, or the instance was forgotten.
+	ErrSessionEnded = errors.New("report session ended")
+)

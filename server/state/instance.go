@@ -1,0 +1,201 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Identity names a reporting instance. It is fixed for a stream's life.
+type Identity struct {
+	Pool, Deployment, Instance, Address string
+}
+
+// Report is one load report of an instance.
+type Report struct {
+	Seq                    uint64
+	RunningRequests        uint32
+	WaitingRequests        uint32
+	QueuedPrefillTokens    uint64
+	QueueMs                float64
+	HasQueueMs             bool
+	KVCacheUsage           float64
+	KVCapacityBlocks       uint64
+	PrefillTokensPerSecond float64
+	BlockSizeTokens        uint32
+	Draining               bool
+	ReportsCacheEvents     bool
+	// CacheCleared drops every block of the instance before Stored applies.
+	CacheCleared bool
+	Stored       []uint64
+	Removed      []uint64
+}
+
+// instance is the router's record of one instance. Guarded by its Pool's lock.
+type instance struct {
+	slot           uint32
+	id             Identity
+	dep            int // index into Pool.deps
+	last           Report
+	reported       bool // at least one report applied
+	lastReport     time.Time
+	connected      bool
+	disconnectedAt time.Time
+	session        *Session
+	assigned       uint64 // prefill tokens picked onto it since its last report
+	cache          *blockLRU
+}
+
+// Session is one report stream's hold on an instance. Done is closed when a
+// newer stream for the same instance replaced this one, or the instance was
+// forgotten; the stream should then end.
+type Session struct {
+	pool *Pool
+	in   *instance
+	num  uint64
+	done chan struct{}
+}
+
+// Done is closed when the session has been replaced.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Connect starts a report session for id, replacing any live session of the
+// same instance (whose Done is closed). An instance that comes back in
+// another deployment is forgotten and added anew.
+func (p *Pool) Connect(now time.Time, id Identity) (*Session, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	in := p.byID[id.Instance]
+	if in != nil && in.id.Deployment != id.Deployment {
+		p.forget(in)
+		in = nil
+	}
+	if in == nil {
+		if len(p.order) >= p.limits.MaxInstancesPerPool {
+			return nil, fmt.Errorf("%w %q: %d instances, the limit is %d",
+				ErrTooManyInstances, p.name, len(p.order), p.limits.MaxInstancesPerPool)
+		}
+		in = &instance{slot: p.freeSlot(), id: id, lastReport: now}
+		in.cache = newBlockLRU(0)
+		p.slots[in.slot] = in
+		p.byID[id.Instance] = in
+		p.order = append(p.order, in)
+		p.sortOrder()
+		p.rebuildDeployments()
+		p.applyCapacity(in)
+		p.index.grow(in.slot)
+	}
+	if in.session != nil {
+		close(in.session.done)
+	}
+	p.sessions++
+	s := &Session{pool: p, in: in, num: p.sessions, done: make(chan struct{})}
+	in.session = s
+	in.id.Address = id.Address
+	in.connected = true
+	return s, nil
+}
+
+// Report applies one report of the session's instance: load figures replace
+// the previous ones, the work assigned since the last report is dropped (the
+// report accounts for it), and cache events update the prefix index. It
+// returns ErrSessionEnded when the session was replaced.
+func (s *Session) Report(now time.Time, rep *Report) error {
+	p := s.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	in := s.in
+	if in.session != s {
+		return ErrSessionEnded
+	}
+	modeChanged := in.reported && in.last.ReportsCacheEvents != rep.ReportsCacheEvents
+	capChanged := !in.reported || in.last.KVCapacityBlocks != rep.KVCapacityBlocks
+	in.last = *rep
+	in.last.Stored, in.last.Removed = nil, nil
+	in.reported = true
+	in.lastReport = now
+	in.assigned = 0
+	if capChanged {
+		p.applyCapacity(in)
+	}
+	if rep.CacheCleared || modeChanged {
+		p.clearCache(in)
+	}
+	for _, h := range rep.Removed {
+		if in.cache.Remove(h) {
+			p.index.remove(h, in.slot)
+		}
+	}
+	for _, h := range rep.Stored {
+		p.store(in, h)
+	}
+	return nil
+}
+
+// Close marks the session's instance disconnected, unless a newer session
+// took it over. The instance is forgotten after forget_after.
+func (s *Session) Close(now time.Time) {
+	p := s.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s.in.session != s {
+		return
+	}
+	s.in.session = nil
+	s.in.connected = false
+	s.in.disconnectedAt = now
+}
+
+// store records h as held by in, evicting in's least recently used block when
+// it is full. Called with p.mu held.
+func (p *Pool) store(in *instance, h uint64) {
+	inserted, ev, evicted := in.cache.Touch(h)
+	if evicted {
+		p.index.remove(ev, in.slot)
+	}
+	if inserted {
+		p.index.add(h, in.slot)
+	}
+}
+
+func (p *Pool) clearCache(in *instance) {
+	in.cache.Each(func(h uint64) { p.index.remove(h, in.slot) })
+	in.cache = newBlockLRU(in.cache.capacity)
+}
+
+// applyCapacity bounds in's cache by its reported kv_capacity_blocks, else the
+// policy default, and never over Limits.MaxBlocksPerInstance.
+func (p *Pool) applyCapacity(in *instance) {
+	c := in.last.KVCapacityBlocks
+	if c == 0 {
+		c = p.cfg.Load().Policy.DefaultKVCapacityBlocks
+	}
+	if c == 0 || c > uint64(p.limits.MaxBlocksPerInstance) {
+		c = uint64(p.limits.MaxBlocksPerInstance)
+	}
+	in.cache.SetCapacity(int(c), func(h uint64) { p.index.remove(h, in.slot) })
+}
+
+// forget drops in and its index entries, ending its session. Called with
+// p.mu held; the caller rebuilds the deployments.
+func (p *Pool) forget(in *instance) {
+	p.clearCache(in)
+	if in.session != nil {
+		close(in.session.done)
+		in.session = nil
+	}
+	p.slots[in.slot] = nil
+	delete(p.byID, in.id.Instance)
+	p.order = slices.DeleteFunc(p.order, func(x *instance) bool { return x == in })
+}
+
+// freeSlot returns the lowest free slot, growing the slot table when full.
+func (p *Pool) freeSlot() uint32 {
+	for i, in := range p.slots {
+		if in == nil {
+			return uint32(i)
+		}
+	}
+	p.slots = append(p.slots, nil)
+	return uint32(len(p.slots) - 1)
+}

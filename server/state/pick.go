@@ -1,0 +1,193 @@
+package state
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/prefixroute/prefixroute/scheduler"
+)
+
+// PickInput is one request to route.
+type PickInput struct {
+	// Hashes are the prompt's chained block hashes, first block first.
+	Hashes       []uint64
+	PromptTokens uint32
+	// Exclude names instances not to choose. Unknown ids are ignored (the
+	// instance may have been forgotten since the gateway saw it).
+	Exclude []string
+	// Overrides replace the router's load figures for this pick only.
+	// Unknown ids are ignored.
+	Overrides []Override
+}
+
+// Override is a gateway's own view of one instance's load; nil fields keep
+// the router's value. The pointers are read during Pick only.
+type Override struct {
+	Instance               string
+	QueuedPrefillTokens    *uint64
+	QueueMs                *float64
+	KVCacheUsage           *float64
+	PrefillTokensPerSecond *float64
+	Draining               *bool
+}
+
+// Pick is one decision with everything needed to explain it: the snapshot
+// the scheduler saw, its decision, and the names behind the snapshot's
+// indexes. Reuse a Pick across calls (e.g. from a sync.Pool) so a decision
+// allocates nothing once the buffers have grown. Not safe for concurrent use.
+type Pick struct {
+	Snapshot scheduler.Snapshot
+	Decision scheduler.Decision
+	// Addresses parallels Snapshot.Instances.
+	Addresses []string
+	// Config is the configuration the decision used.
+	Config *Config
+
+	recs                 []*instance
+	pos                  []int32 // snapshot index by slot
+	matched              []int32 // matched blocks by slot
+	live, active, nextBS []uint64
+}
+
+// ValidatePick checks a pick request's sizes and figures against the limits.
+func (r *Registry) ValidatePick(in *PickInput) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidPick, fmt.Sprintf(format, args...))
+	}
+	if len(in.Hashes) > r.limits.MaxPrefixBlocks {
+		return bad("prefix_hashes has %d hashes; the limit is %d (max_prefix_blocks)", len(in.Hashes), r.limits.MaxPrefixBlocks)
+	}
+	if n := len(in.Exclude) + len(in.Overrides); n > r.limits.MaxExcludes {
+		return bad("exclude_instances + load_snapshot.instances has %d entries; the limit is %d", n, r.limits.MaxExcludes)
+	}
+	for i := range in.Overrides {
+		o := &in.Overrides[i]
+		finite := func(v *float64) bool { return v == nil || (!math.IsNaN(*v) && !math.IsInf(*v, 0) && *v >= 0) }
+		switch {
+		case !finite(o.QueueMs):
+			return bad("load_snapshot.instances[%d].queue_ms is %v; want a finite number >= 0", i, *o.QueueMs)
+		case !finite(o.PrefillTokensPerSecond):
+			return bad("load_snapshot.instances[%d].prefill_tokens_per_second is %v; want a finite number >= 0", i, *o.PrefillTokensPerSecond)
+		case !finite(o.KVCacheUsage) || (o.KVCacheUsage != nil && *o.KVCacheUsage > 1):
+			return bad("load_snapshot.instances[%d].kv_cache_usage is %v; want a fraction in [0, 1]", i, *o.KVCacheUsage)
+		}
+	}
+	return nil
+}
+
+// Pick chooses an instance for one request. It copies a snapshot of the pool
+// under the read lock, matches the request's prefix against the index,
+// decides with no lock held, then accounts for the chosen instance's new
+// work (and, for instances without cache events, records the request's
+// blocks as cached there) under the write lock. Errors are the scheduler's
+// sentinels; out is filled in as far as the decision got.
+func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) error {
+	p.snapshot(now, in, out)
+	err := scheduler.Decide(&out.Config.Policy, scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes)},
+		&out.Snapshot, rng, &out.Decision)
+	if err != nil {
+		return err
+	}
+	rec := out.recs[out.Decision.Instance]
+	tokens := uint64(out.Decision.Instances[out.Decision.Instance].UncachedTokens)
+	p.mu.Lock()
+	if p.slots[rec.slot] == rec {
+		rec.assigned += tokens
+		if !rec.last.ReportsCacheEvents {
+			// Deepest block first, so the first block ends most recent and
+			// eviction takes a prefix's tail before its head.
+			for k := len(in.Hashes) - 1; k >= 0; k-- {
+				p.store(rec, in.Hashes[k])
+			}
+		}
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// snapshot fills out.Snapshot from the pool under the read lock.
+func (p *Pool) snapshot(now time.Time, in *PickInput, out *Pick) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	cfg := p.cfg.Load()
+	out.Config = cfg
+	words := p.index.words
+	out.live = grow(out.live, words)
+	out.active = grow(out.active, words)
+	out.nextBS = grow(out.nextBS, words)
+	out.matched = grow(out.matched, words*64)
+	out.pos = grow(out.pos, len(p.slots))
+	clear(out.live)
+	for _, rec := range p.order {
+		out.live[rec.slot/64] |= 1 << (rec.slot % 64)
+	}
+	p.index.match(in.Hashes, out.live, out.matched, out.active, out.nextBS)
+
+	out.Snapshot.Deployments = grow(out.Snapshot.Deployments, len(p.deps))
+	for i, d := range p.deps {
+		out.Snapshot.Deployments[i] = scheduler.Deployment{Name: d.name, Weight: d.weight,
+			Unweighted: cfg.Weights != nil && !d.configured}
+	}
+	n := len(p.order)
+	out.Snapshot.Instances = grow(out.Snapshot.Instances, n)
+	out.Addresses = grow(out.Addresses, n)
+	out.recs = grow(out.recs, n)
+	for i, rec := range p.order {
+		l := &rec.last
+		out.Snapshot.Instances[i] = scheduler.Instance{
+			ID:                     rec.id.Instance,
+			Deployment:             rec.dep,
+			MatchedBlocks:          int(out.matched[rec.slot]),
+			BlockSizeTokens:        l.BlockSizeTokens,
+			PrefillTokensPerSecond: l.PrefillTokensPerSecond,
+			QueueMs:                l.QueueMs,
+			HasQueueMs:             l.HasQueueMs,
+			QueuedPrefillTokens:    l.QueuedPrefillTokens,
+			AssignedTokens:         rec.assigned,
+			KVUsage:                l.KVCacheUsage,
+			ReportAge:              max(0, now.Sub(rec.lastReport)),
+			Disconnected:           !rec.connected,
+			Draining:               l.Draining,
+		}
+		out.Addresses[i] = rec.id.Address
+		out.recs[i] = rec
+		out.pos[rec.slot] = int32(i)
+	}
+	for _, id := range in.Exclude {
+		if rec := p.byID[id]; rec != nil {
+			out.Snapshot.Instances[out.pos[rec.slot]].Excluded = true
+		}
+	}
+	for k := range in.Overrides {
+		o := &in.Overrides[k]
+		rec := p.byID[o.Instance]
+		if rec == nil {
+			continue
+		}
+		si := &out.Snapshot.Instances[out.pos[rec.slot]]
+		if o.QueuedPrefillTokens != nil {
+			si.QueuedPrefillTokens, si.HasQueueMs = *o.QueuedPrefillTokens, false
+		}
+		if o.QueueMs != nil {
+			si.QueueMs, si.HasQueueMs = *o.QueueMs, true
+		}
+		if o.KVCacheUsage != nil {
+			si.KVUsage = *o.KVCacheUsage
+		}
+		if o.PrefillTokensPerSecond != nil {
+			si.PrefillTokensPerSecond = *o.PrefillTokensPerSecond
+		}
+		if o.Draining != nil {
+			si.Draining = *o.Draining
+		}
+	}
+}
+
+// grow returns s with length n, reusing its array when it is large enough.
+func grow[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n, n+n/4)
+}

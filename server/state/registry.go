@@ -1,0 +1,112 @@
+package state
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prefixroute/prefixroute/scheduler"
+)
+
+// Registry holds every pool the router knows. Safe for concurrent use: the
+// pool map has its own lock, held only to look a pool up or add one; each
+// Pool then has its own.
+type Registry struct {
+	limits Limits
+
+	mu    sync.RWMutex
+	pools map[string]*Pool
+}
+
+// NewRegistry returns an empty registry with the given limits (zero fields
+// take their defaults).
+func NewRegistry(limits Limits) *Registry {
+	return &Registry{limits: limits.withDefaults(), pools: make(map[string]*Pool)}
+}
+
+// Limits returns the registry's limits with defaults filled in.
+func (r *Registry) Limits() Limits { return r.limits }
+
+// Pool returns the named pool, or ErrPoolNotFound.
+func (r *Registry) Pool(name string) (*Pool, error) {
+	r.mu.RLock()
+	p := r.pools[name]
+	r.mu.RUnlock()
+	if p == nil {
+		return nil, fmt.Errorf("%w: %q", ErrPoolNotFound, name)
+	}
+	return p, nil
+}
+
+// Ensure returns the named pool, creating it with the default policy and no
+// weights when it does not exist yet.
+func (r *Registry) Ensure(name string) (*Pool, error) {
+	if p, err := r.Pool(name); err == nil {
+		return p, nil
+	}
+	if err := checkName("pool", name, r.limits.MaxNameBytes); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.pools[name]; p != nil {
+		return p, nil
+	}
+	if len(r.pools) >= r.limits.MaxPools {
+		return nil, fmt.Errorf("%w: %d pools, the limit is %d", ErrTooManyPools, len(r.pools), r.limits.MaxPools)
+	}
+	p := newPool(name, r.limits)
+	r.pools[name] = p
+	return p, nil
+}
+
+// Pools returns every pool, sorted by name.
+func (r *Registry) Pools() []*Pool {
+	r.mu.RLock()
+	out := make([]*Pool, 0, len(r.pools))
+	for _, p := range r.pools {
+		out = append(out, p)
+	}
+	r.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *Pool) int { return cmp.Compare(a.name, b.name) })
+	return out
+}
+
+// Sweep forgets, in every pool, the instances disconnected for longer than
+// their pool's forget_after, and returns how many it forgot.
+func (r *Registry) Sweep(now time.Time) int {
+	n := 0
+	for _, p := range r.Pools() {
+		n += p.Sweep(now)
+	}
+	return n
+}
+
+// Config is a pool's operator configuration. Published whole and never
+// mutated after SetConfig, so readers may share it.
+type Config struct {
+	// Weights by deployment; nil means never set: every deployment weighs 1.
+	Weights        map[string]float64
+	WeightsVersion uint64
+	Policy         scheduler.Policy
+	PolicyVersion  uint64
+}
+
+// DefaultConfig is the configuration of a pool nobody configured.
+func DefaultConfig() *Config { return &Config{Policy: scheduler.DefaultPolicy()} }
+
+// CanHold reports whether the registry holds the named pool or has room to
+// create it: ErrTooManyPools, or a name error wrapping ErrInvalidPick.
+func (r *Registry) CanHold(name string) error {
+	if err := checkName("pool", name, r.limits.MaxNameBytes); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidPick, err)
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if _, ok := r.pools[name]; !ok && len(r.pools) >= r.limits.MaxPools {
+		return fmt.Errorf("%w: %d pools, the limit is %d", ErrTooManyPools, len(r.pools), r.limits.MaxPools)
+	}
+	return nil
+}

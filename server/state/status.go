@@ -1,0 +1,66 @@
+package state
+
+import "time"
+
+// InstanceState is an instance's availability as the router sees it.
+type InstanceState uint8
+
+// The states, as ListInstances shows them.
+const (
+	StateOK InstanceState = iota + 1
+	StateStale
+	StateDraining
+	StateDisconnected
+)
+
+// String returns ok, stale, draining or disconnected.
+func (s InstanceState) String() string {
+	switch s {
+	case StateOK:
+		return "ok"
+	case StateStale:
+		return "stale"
+	case StateDraining:
+		return "draining"
+	case StateDisconnected:
+		return "disconnected"
+	}
+	return "unknown"
+}
+
+// InstanceStatus is one instance as ListInstances shows it.
+type InstanceStatus struct {
+	Identity
+	State     InstanceState
+	ReportAge time.Duration
+	// Last is the latest report, without its cache events.
+	Last Report
+	// CachedBlocks is the number of blocks the index holds for the instance.
+	CachedBlocks int
+	// AssignedTokens is the prefill work picked onto it since its last report.
+	AssignedTokens uint64
+}
+
+// Instances returns the pool's instances in snapshot order: by deployment,
+// then instance id.
+func (p *Pool) Instances(now time.Time) []InstanceStatus {
+	stale := p.cfg.Load().Policy.StaleAfter
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := make([]InstanceStatus, len(p.order))
+	for i, in := range p.order {
+		age := max(0, now.Sub(in.lastReport))
+		st := StateOK
+		switch {
+		case !in.connected:
+			st = StateDisconnected
+		case age > stale:
+			st = StateStale
+		case in.last.Draining:
+			st = StateDraining
+		}
+		out[i] = InstanceStatus{Identity: in.id, State: st, ReportAge: age, Last: in.last,
+			CachedBlocks: in.cache.Len(), AssignedTokens: in.assigned}
+	}
+	return out
+}

@@ -1,0 +1,66 @@
+package state
+
+import (
+	"fmt"
+	"math"
+	"unicode"
+	"unicode/utf8"
+)
+
+// checkName reports whether a pool, deployment, instance id or address is
+// non-empty, at most max bytes, valid UTF-8 and free of control characters.
+func checkName(field, v string, max int) error {
+	switch {
+	case v == "":
+		return fmt.Errorf("%s is empty", field)
+	case len(v) > max:
+		return fmt.Errorf("%s is %d bytes; the limit is %d", field, len(v), max)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%s is not valid UTF-8", field)
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%s contains control character %U", field, r)
+		}
+	}
+	return nil
+}
+
+// ValidateIdentity checks the identity of a report stream.
+func (r *Registry) ValidateIdentity(id Identity) error {
+	for _, f := range [...]struct{ name, v string }{
+		{"pool", id.Pool}, {"deployment", id.Deployment},
+		{"instance_id", id.Instance}, {"address", id.Address},
+	} {
+		if err := checkName(f.name, f.v, r.limits.MaxNameBytes); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidReport, err)
+		}
+	}
+	return nil
+}
+
+// ValidateReport checks one load report's figures and sizes.
+func (r *Registry) ValidateReport(rep *Report) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidReport, fmt.Sprintf(format, args...))
+	}
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case !finite(rep.KVCacheUsage) || rep.KVCacheUsage < 0 || rep.KVCacheUsage > 1:
+		return bad("kv_cache_usage is %v; want a fraction in [0, 1]", rep.KVCacheUsage)
+	case rep.HasQueueMs && (!finite(rep.QueueMs) || rep.QueueMs < 0):
+		return bad("queue_ms is %v; want a finite number >= 0", rep.QueueMs)
+	case !finite(rep.PrefillTokensPerSecond) || rep.PrefillTokensPerSecond < 0:
+		return bad("prefill_tokens_per_second is %v; want a finite number >= 0", rep.PrefillTokensPerSecond)
+	case rep.BlockSizeTokens > maxBlockSizeTokens:
+		return bad("block_size_tokens is %d; the limit is %d", rep.BlockSizeTokens, maxBlockSizeTokens)
+	case len(rep.Stored)+len(rep.Removed) > r.limits.MaxBlockEvents:
+		return bad("%d block events (stored + removed); the limit is %d per report",
+			len(rep.Stored)+len(rep.Removed), r.limits.MaxBlockEvents)
+	}
+	return nil
+}
+
+// maxBlockSizeTokens bounds block_size_tokens so token arithmetic cannot
+// overflow.
+const maxBlockSizeTokens = 1 << 20
