@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,11 +36,29 @@ type DaemonConfig struct {
 	MaxConcurrentStreams uint32
 	// Server configures the services.
 	Server Options
+	// DecisionLog is a file to append sampled Picks to as JSON lines (see
+	// docs/operating.md); "" turns the decision log off.
+	DecisionLog string
+	// DecisionLogRate is the fraction of Picks the decision log samples, in
+	// [0, 1]; 0 logs none.
+	DecisionLogRate float64
+	// DecisionLogBuffer bounds the sampled Picks waiting for the disk; more
+	// are dropped and counted. Default DefaultDecisionLogBuffer.
+	DecisionLogBuffer int
+
+	// testUnary, when set, is chained innermost around every unary handler.
+	// Tests use it to inject panics.
+	testUnary grpc.UnaryServerInterceptor
 }
 
 // Daemon is a running prefixrouted: the gRPC server with its services,
-// health and reflection, and the HTTP probe server. Stop it with Shutdown.
+// health and reflection behind the telemetry middleware, and the HTTP server
+// of the probes and /metrics. Stop it with Shutdown. Its methods are safe for
+// concurrent use.
 type Daemon struct {
+	log     *slog.Logger
+	tel     *telemetry
+	dlog    *decisionLog
 	srv     *Server
 	grpc    *grpc.Server
 	health  *health.Server
@@ -49,9 +68,15 @@ type Daemon struct {
 	ready   atomic.Bool
 	cancel  context.CancelFunc
 	done    chan error
+
+	calls    inflight
+	shutOnce sync.Once
+	shutErr  error
 }
 
-// Start opens the data dir, binds both listeners and serves until Shutdown.
+// Start opens the data dir, sets up telemetry (traces per the OTEL_*
+// environment, metrics for /metrics), binds both listeners and serves until
+// Shutdown.
 func Start(cfg DaemonConfig) (*Daemon, error) {
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:50051"
@@ -70,30 +95,21 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 		log = slog.Default()
 		cfg.Server.Logger = log
 	}
-	srv, err := New(cfg.Server)
-	if err != nil {
+	if cfg.Server.Now == nil {
+		cfg.Server.Now = time.Now
+	}
+	d := &Daemon{log: log, done: make(chan error, 2)}
+	if err := d.start(&cfg); err != nil {
+		d.release(context.Background())
 		return nil, err
 	}
-	d := &Daemon{srv: srv, done: make(chan error, 2)}
-	d.lis, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		srv.Close()
-		return nil, fmt.Errorf("listen %s (--listen): %w", cfg.Listen, err)
-	}
-	if cfg.HTTPListen != "off" {
-		d.httpLis, err = net.Listen("tcp", cfg.HTTPListen)
-		if err != nil {
-			d.lis.Close()
-			srv.Close()
-			return nil, fmt.Errorf("listen %s (--http-listen): %w", cfg.HTTPListen, err)
-		}
-	}
-	d.grpc = grpc.NewServer(
+	srv := d.srv
+	d.grpc = grpc.NewServer(append(middleware(log, d.tel, srv.obs, &d.calls, cfg.testUnary),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes),
 		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	)...)
 	srv.Register(d.grpc)
 	d.health = health.NewServer()
 	healthpb.RegisterHealthServer(d.grpc, d.health)
@@ -116,8 +132,64 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 		}()
 	}
 	d.ready.Store(true)
-	log.Info("prefixrouted serving", "grpc", d.lis.Addr().String(), "http", d.HTTPAddr(), "data_dir", cfg.Server.DataDir)
+	log.Info("prefixrouted serving", "grpc", d.lis.Addr().String(), "http", d.HTTPAddr(), "data_dir", cfg.Server.DataDir,
+		"traces", d.tel.exporter, "decision_log", cfg.DecisionLog)
 	return d, nil
+}
+
+// start acquires what Start needs, in order: telemetry, the server with its
+// observer, the decision log, both listeners. On error the caller releases
+// what was acquired.
+func (d *Daemon) start(cfg *DaemonConfig) error {
+	var err error
+	if d.tel, err = newTelemetry(context.Background()); err != nil {
+		return err
+	}
+	if d.srv, err = New(cfg.Server); err != nil {
+		return err
+	}
+	meter := d.tel.meter.Meter("github.com/prefixroute/prefixroute/server")
+	obs, err := newObserver(meter, d.srv.reg, cfg.Server.Now)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	if err := obs.registerGauges(meter); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	if cfg.DecisionLog != "" {
+		if d.dlog, err = openDecisionLog(cfg.DecisionLog, cfg.DecisionLogRate, cfg.DecisionLogBuffer, meter); err != nil {
+			return err
+		}
+		obs.dlog = d.dlog
+	}
+	d.srv.obs = obs
+	if d.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return fmt.Errorf("listen %s (--listen): %w", cfg.Listen, err)
+	}
+	if cfg.HTTPListen != "off" {
+		if d.httpLis, err = net.Listen("tcp", cfg.HTTPListen); err != nil {
+			return fmt.Errorf("listen %s (--http-listen): %w", cfg.HTTPListen, err)
+		}
+	}
+	return nil
+}
+
+// release frees what start acquired, for a failed Start.
+func (d *Daemon) release(ctx context.Context) {
+	for _, l := range []net.Listener{d.lis, d.httpLis} {
+		if l != nil {
+			l.Close()
+		}
+	}
+	if d.dlog != nil {
+		d.dlog.Close(ctx)
+	}
+	if d.srv != nil {
+		d.srv.Close()
+	}
+	if d.tel != nil {
+		d.tel.Shutdown(ctx)
+	}
 }
 
 // Addr is the gRPC listener's address.
@@ -137,24 +209,49 @@ func (d *Daemon) Server() *Server { return d.srv }
 // Done receives the gRPC server's exit error, if it stops on its own.
 func (d *Daemon) Done() <-chan error { return d.done }
 
-// Shutdown stops accepting, lets in-flight calls finish until ctx ends (then
-// cuts them), and releases the data dir.
+// Shutdown stops the daemon within ctx: /readyz and the gRPC health service
+// turn NOT_SERVING, the gRPC server stops accepting (GOAWAY) and lets
+// in-flight calls finish (cut when ctx ends); once no unary call has run for
+// drainSettle the report streams end with Unavailable (instances reconnect
+// elsewhere); then the decision log is flushed, the HTTP
+// server stops, spans and metrics are flushed and the data dir is released.
+// Only a failure to release the data dir is returned; telemetry that could
+// not be flushed is logged. Later calls wait for the first and return its
+// result.
 func (d *Daemon) Shutdown(ctx context.Context) error {
+	d.shutOnce.Do(func() { d.shutErr = d.shutdown(ctx) })
+	return d.shutErr
+}
+
+func (d *Daemon) shutdown(ctx context.Context) error {
 	d.ready.Store(false)
 	d.health.Shutdown()
-	d.srv.Drain()
 	stopped := make(chan struct{})
 	go func() { d.grpc.GracefulStop(); close(stopped) }()
+	// The report streams end only once the unary calls are done: a pick
+	// still in flight (or sent before the client saw GOAWAY) is decided on
+	// the instances as they were, not on instances Drain just disconnected.
+	d.calls.idle(ctx, drainSettle)
+	d.srv.Drain()
 	select {
 	case <-stopped:
 	case <-ctx.Done():
+		d.log.Warn("shutdown timeout: cutting the calls still in flight", "err", ctx.Err())
 		d.grpc.Stop()
 		<-stopped
+	}
+	d.cancel()
+	if d.dlog != nil {
+		if err := d.dlog.Close(ctx); err != nil {
+			d.log.Warn("decision log not fully written", "err", err)
+		}
 	}
 	if d.http != nil {
 		d.http.Shutdown(ctx)
 	}
-	d.cancel()
+	if err := d.tel.Shutdown(ctx); err != nil {
+		d.log.Warn("telemetry not flushed", "err", err)
+	}
 	return d.srv.Close()
 }
 
@@ -170,5 +267,6 @@ func (d *Daemon) httpHandler() http.Handler {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	mux.Handle("GET /metrics", d.tel.metricsHandler())
 	return mux
 }

@@ -76,6 +76,7 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 		if err := sess.Report(s.opts.Now(), &rep); err != nil {
 			return replacedError(id)
 		}
+		s.obs.reported(stream.Context(), id.Pool, id.Deployment) // observability hook (metrics.go)
 		ack := &pb.ReportLoadResponse{Seq: m.GetSeq(), ReportIntervalMs: uint32(s.opts.ReportInterval.Milliseconds())}
 		if err := stream.Send(ack); err != nil {
 			return err

@@ -68,11 +68,12 @@ func (ps *pickService) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickR
 	}
 	sc.pcg.Seed(seed, seedStream)
 	err = pool.Pick(s.opts.Now(), &sc.in, sc.rng, &sc.pick)
+	s.obs.decided(ctx, pool.Name(), &sc.pick, req, seed, err) // observability hook (metrics.go)
 	sc.in = state.PickInput{}
 	if err != nil {
 		return nil, pickError(pool.Name(), &sc.pick, err)
 	}
-	return pickResponse(&sc.pick, seed, len(req.GetPrefixHashes()), req.GetPromptTokens()), nil
+	return pickResponseAt(req.GetAudit(), &sc.pick, seed, len(req.GetPrefixHashes()), req.GetPromptTokens()), nil
 }
 
 // pickError turns a failed decision into a status whose message says why.
@@ -91,11 +92,28 @@ func pickError(pool string, pk *state.Pick, err error) error {
 	return status.Error(codeOf(err), fmt.Sprintf("pool %q: %v", pool, err))
 }
 
-// pickResponse renders a decision and its audit.
+// pickResponse renders a decision with its full audit.
 func pickResponse(pk *state.Pick, seed uint64, blocks int, promptTokens uint32) *pb.PickResponse {
+	return pickResponseAt(pb.AuditLevel_AUDIT_LEVEL_FULL, pk, seed, blocks, promptTokens)
+}
+
+// pickResponseAt renders a decision with the audit the level asks for.
+func pickResponseAt(level pb.AuditLevel, pk *state.Pick, seed uint64, blocks int, promptTokens uint32) *pb.PickResponse {
 	d := &pk.Decision
 	snap := &pk.Snapshot
 	chosen := &snap.Instances[d.Instance]
+	resp := &pb.PickResponse{
+		Address:    pk.Addresses[d.Instance],
+		InstanceId: chosen.ID,
+		Deployment: snap.Deployments[d.Deployment].Name,
+	}
+	if level == pb.AuditLevel_AUDIT_LEVEL_NONE {
+		return resp
+	}
+	first, last := 0, len(snap.Instances)
+	if level == pb.AuditLevel_AUDIT_LEVEL_CHOSEN {
+		first, last = d.Instance, d.Instance+1
+	}
 	dec := &pb.Decision{
 		Strategy:       strategyProto(pk.Config.Policy.Strategy),
 		Policy:         policyProto(&pk.Config.Policy),
@@ -104,7 +122,7 @@ func pickResponse(pk *state.Pick, seed uint64, blocks int, promptTokens uint32) 
 		Seed:           seed,
 		WeightsVersion: pk.Config.WeightsVersion,
 		Deployments:    make([]*pb.DeploymentDecision, len(snap.Deployments)),
-		Instances:      make([]*pb.InstanceDecision, len(snap.Instances)),
+		Instances:      make([]*pb.InstanceDecision, 0, last-first),
 		Blocks:         uint32(blocks),
 		PromptTokens:   promptTokens,
 	}
@@ -116,19 +134,15 @@ func pickResponse(pk *state.Pick, seed uint64, blocks int, promptTokens uint32) 
 			MatchedBlocks: uint32(r.MatchedBlocks), EligibleInstances: uint32(r.Eligible), LoadMs: r.LoadMs,
 		}
 	}
-	for i := range snap.Instances {
+	for i := first; i < last; i++ {
 		in, r := &snap.Instances[i], &d.Instances[i]
-		dec.Instances[i] = &pb.InstanceDecision{
+		dec.Instances = append(dec.Instances, &pb.InstanceDecision{
 			InstanceId: in.ID, Deployment: snap.Deployments[in.Deployment].Name, Address: pk.Addresses[i],
 			CostMs: r.CostMs, PrefillMs: r.PrefillMs, QueueMs: r.QueueMs, BatchWaitMs: r.BatchWaitMs,
 			MatchedBlocks: uint32(in.MatchedBlocks), Probability: r.Probability, JointProbability: r.Joint,
 			ExcludedReason: r.Reason.String(), UncachedTokens: r.UncachedTokens,
-		}
+		})
 	}
-	return &pb.PickResponse{
-		Address:    pk.Addresses[d.Instance],
-		InstanceId: chosen.ID,
-		Deployment: snap.Deployments[d.Deployment].Name,
-		Decision:   dec,
-	}
+	resp.Decision = dec
+	return resp
 }

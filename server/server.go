@@ -45,6 +45,7 @@ type Server struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 	picks    sync.Pool // of *pickScratch
+	obs      *observer // observability hooks (metrics.go); nil records nothing
 }
 
 // New opens the data dir, restores every configured pool and returns a

@@ -21,6 +21,66 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// AuditLevel says how much of the decision a PickResponse carries. The choice
+// and its probabilities are the same at every level; only the response size
+// differs (a full audit of 1,000 instances is about 100 KiB).
+type AuditLevel int32
+
+const (
+	// AUDIT_LEVEL_UNSPECIFIED is AUDIT_LEVEL_FULL.
+	AuditLevel_AUDIT_LEVEL_UNSPECIFIED AuditLevel = 0
+	// AUDIT_LEVEL_FULL: every deployment and every instance of the pool.
+	AuditLevel_AUDIT_LEVEL_FULL AuditLevel = 1
+	// AUDIT_LEVEL_CHOSEN: every deployment, and of the instances only the
+	// chosen one.
+	AuditLevel_AUDIT_LEVEL_CHOSEN AuditLevel = 2
+	// AUDIT_LEVEL_NONE: no decision; address, instance and deployment only.
+	AuditLevel_AUDIT_LEVEL_NONE AuditLevel = 3
+)
+
+// Enum value maps for AuditLevel.
+var (
+	AuditLevel_name = map[int32]string{
+		0: "AUDIT_LEVEL_UNSPECIFIED",
+		1: "AUDIT_LEVEL_FULL",
+		2: "AUDIT_LEVEL_CHOSEN",
+		3: "AUDIT_LEVEL_NONE",
+	}
+	AuditLevel_value = map[string]int32{
+		"AUDIT_LEVEL_UNSPECIFIED": 0,
+		"AUDIT_LEVEL_FULL":        1,
+		"AUDIT_LEVEL_CHOSEN":      2,
+		"AUDIT_LEVEL_NONE":        3,
+	}
+)
+
+func (x AuditLevel) Enum() *AuditLevel {
+	p := new(AuditLevel)
+	*p = x
+	return p
+}
+
+func (x AuditLevel) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AuditLevel) Descriptor() protoreflect.EnumDescriptor {
+	return file_prefixroute_v1_pick_proto_enumTypes[0].Descriptor()
+}
+
+func (AuditLevel) Type() protoreflect.EnumType {
+	return &file_prefixroute_v1_pick_proto_enumTypes[0]
+}
+
+func (x AuditLevel) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AuditLevel.Descriptor instead.
+func (AuditLevel) EnumDescriptor() ([]byte, []int) {
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{0}
+}
+
 // PickRequest describes one request to route.
 type PickRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -41,7 +101,9 @@ type PickRequest struct {
 	ExcludeInstances []string `protobuf:"bytes,6,rep,name=exclude_instances,json=excludeInstances,proto3" json:"exclude_instances,omitempty"`
 	// seed makes the draw reproducible: the same state and the same seed give
 	// the same choice. When unset the router draws a seed and reports it.
-	Seed          *uint64 `protobuf:"varint,7,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
+	Seed *uint64 `protobuf:"varint,7,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
+	// audit says how much of the decision the response carries. Default full.
+	Audit         AuditLevel `protobuf:"varint,8,opt,name=audit,proto3,enum=prefixroute.v1.AuditLevel" json:"audit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -123,6 +185,13 @@ func (x *PickRequest) GetSeed() uint64 {
 		return *x.Seed
 	}
 	return 0
+}
+
+func (x *PickRequest) GetAudit() AuditLevel {
+	if x != nil {
+		return x.Audit
+	}
+	return AuditLevel_AUDIT_LEVEL_UNSPECIFIED
 }
 
 // LoadSnapshot is a gateway's own view of instance load.
@@ -717,7 +786,7 @@ var File_prefixroute_v1_pick_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\n" +
-	"\x19prefixroute/v1/pick.proto\x12\x0eprefixroute.v1\x1a\x1bprefixroute/v1/policy.proto\"\x9c\x02\n" +
+	"\x19prefixroute/v1/pick.proto\x12\x0eprefixroute.v1\x1a\x1bprefixroute/v1/policy.proto\"\xce\x02\n" +
 	"\vPickRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12#\n" +
 	"\rprefix_hashes\x18\x02 \x03(\x04R\fprefixHashes\x12#\n" +
@@ -726,7 +795,8 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x12+\n" +
 	"\x11exclude_instances\x18\x06 \x03(\tR\x10excludeInstances\x12\x17\n" +
-	"\x04seed\x18\a \x01(\x04H\x00R\x04seed\x88\x01\x01B\a\n" +
+	"\x04seed\x18\a \x01(\x04H\x00R\x04seed\x88\x01\x01\x120\n" +
+	"\x05audit\x18\b \x01(\x0e2\x1a.prefixroute.v1.AuditLevelR\x05auditB\a\n" +
 	"\x05_seed\"J\n" +
 	"\fLoadSnapshot\x12:\n" +
 	"\tinstances\x18\x01 \x03(\v2\x1c.prefixroute.v1.InstanceLoadR\tinstances\"\x83\x04\n" +
@@ -795,7 +865,13 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\x11joint_probability\x18\n" +
 	" \x01(\x01R\x10jointProbability\x12'\n" +
 	"\x0fexcluded_reason\x18\v \x01(\tR\x0eexcludedReason\x12'\n" +
-	"\x0funcached_tokens\x18\f \x01(\rR\x0euncachedTokens2P\n" +
+	"\x0funcached_tokens\x18\f \x01(\rR\x0euncachedTokens*m\n" +
+	"\n" +
+	"AuditLevel\x12\x1b\n" +
+	"\x17AUDIT_LEVEL_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10AUDIT_LEVEL_FULL\x10\x01\x12\x16\n" +
+	"\x12AUDIT_LEVEL_CHOSEN\x10\x02\x12\x14\n" +
+	"\x10AUDIT_LEVEL_NONE\x10\x032P\n" +
 	"\vPickService\x12A\n" +
 	"\x04Pick\x12\x1b.prefixroute.v1.PickRequest\x1a\x1c.prefixroute.v1.PickResponseB\xbd\x01\n" +
 	"\x12com.prefixroute.v1B\tPickProtoP\x01ZCgithub.com/prefixroute/prefixroute/api/prefixroute/v1;prefixroutev1\xa2\x02\x03PXX\xaa\x02\x0ePrefixroute.V1\xca\x02\x0ePrefixroute\\V1\xe2\x02\x1aPrefixroute\\V1\\GPBMetadata\xea\x02\x0fPrefixroute::V1b\x06proto3"
@@ -812,33 +888,36 @@ func file_prefixroute_v1_pick_proto_rawDescGZIP() []byte {
 	return file_prefixroute_v1_pick_proto_rawDescData
 }
 
+var file_prefixroute_v1_pick_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_prefixroute_v1_pick_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_prefixroute_v1_pick_proto_goTypes = []any{
-	(*PickRequest)(nil),        // 0: prefixroute.v1.PickRequest
-	(*LoadSnapshot)(nil),       // 1: prefixroute.v1.LoadSnapshot
-	(*InstanceLoad)(nil),       // 2: prefixroute.v1.InstanceLoad
-	(*PickResponse)(nil),       // 3: prefixroute.v1.PickResponse
-	(*Decision)(nil),           // 4: prefixroute.v1.Decision
-	(*DeploymentDecision)(nil), // 5: prefixroute.v1.DeploymentDecision
-	(*InstanceDecision)(nil),   // 6: prefixroute.v1.InstanceDecision
-	(Strategy)(0),              // 7: prefixroute.v1.Strategy
-	(*Policy)(nil),             // 8: prefixroute.v1.Policy
+	(AuditLevel)(0),            // 0: prefixroute.v1.AuditLevel
+	(*PickRequest)(nil),        // 1: prefixroute.v1.PickRequest
+	(*LoadSnapshot)(nil),       // 2: prefixroute.v1.LoadSnapshot
+	(*InstanceLoad)(nil),       // 3: prefixroute.v1.InstanceLoad
+	(*PickResponse)(nil),       // 4: prefixroute.v1.PickResponse
+	(*Decision)(nil),           // 5: prefixroute.v1.Decision
+	(*DeploymentDecision)(nil), // 6: prefixroute.v1.DeploymentDecision
+	(*InstanceDecision)(nil),   // 7: prefixroute.v1.InstanceDecision
+	(Strategy)(0),              // 8: prefixroute.v1.Strategy
+	(*Policy)(nil),             // 9: prefixroute.v1.Policy
 }
 var file_prefixroute_v1_pick_proto_depIdxs = []int32{
-	1, // 0: prefixroute.v1.PickRequest.load_snapshot:type_name -> prefixroute.v1.LoadSnapshot
-	2, // 1: prefixroute.v1.LoadSnapshot.instances:type_name -> prefixroute.v1.InstanceLoad
-	4, // 2: prefixroute.v1.PickResponse.decision:type_name -> prefixroute.v1.Decision
-	7, // 3: prefixroute.v1.Decision.strategy:type_name -> prefixroute.v1.Strategy
-	8, // 4: prefixroute.v1.Decision.policy:type_name -> prefixroute.v1.Policy
-	5, // 5: prefixroute.v1.Decision.deployments:type_name -> prefixroute.v1.DeploymentDecision
-	6, // 6: prefixroute.v1.Decision.instances:type_name -> prefixroute.v1.InstanceDecision
-	0, // 7: prefixroute.v1.PickService.Pick:input_type -> prefixroute.v1.PickRequest
-	3, // 8: prefixroute.v1.PickService.Pick:output_type -> prefixroute.v1.PickResponse
-	8, // [8:9] is the sub-list for method output_type
-	7, // [7:8] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	2, // 0: prefixroute.v1.PickRequest.load_snapshot:type_name -> prefixroute.v1.LoadSnapshot
+	0, // 1: prefixroute.v1.PickRequest.audit:type_name -> prefixroute.v1.AuditLevel
+	3, // 2: prefixroute.v1.LoadSnapshot.instances:type_name -> prefixroute.v1.InstanceLoad
+	5, // 3: prefixroute.v1.PickResponse.decision:type_name -> prefixroute.v1.Decision
+	8, // 4: prefixroute.v1.Decision.strategy:type_name -> prefixroute.v1.Strategy
+	9, // 5: prefixroute.v1.Decision.policy:type_name -> prefixroute.v1.Policy
+	6, // 6: prefixroute.v1.Decision.deployments:type_name -> prefixroute.v1.DeploymentDecision
+	7, // 7: prefixroute.v1.Decision.instances:type_name -> prefixroute.v1.InstanceDecision
+	1, // 8: prefixroute.v1.PickService.Pick:input_type -> prefixroute.v1.PickRequest
+	4, // 9: prefixroute.v1.PickService.Pick:output_type -> prefixroute.v1.PickResponse
+	9, // [9:10] is the sub-list for method output_type
+	8, // [8:9] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_pick_proto_init() }
@@ -854,13 +933,14 @@ func file_prefixroute_v1_pick_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_pick_proto_rawDesc), len(file_prefixroute_v1_pick_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_prefixroute_v1_pick_proto_goTypes,
 		DependencyIndexes: file_prefixroute_v1_pick_proto_depIdxs,
+		EnumInfos:         file_prefixroute_v1_pick_proto_enumTypes,
 		MessageInfos:      file_prefixroute_v1_pick_proto_msgTypes,
 	}.Build()
 	File_prefixroute_v1_pick_proto = out.File

@@ -1,0 +1,166 @@
+package server_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+)
+
+// TestPickErrors: each bad Pick gets its precise code and a message naming
+// what was wrong.
+func TestPickErrors(t *testing.T) {
+	e := start(t, "")
+	e.report(rep("m", "d", "a"))
+	tooMany := make([]uint64, 8193)
+	for _, tc := range []struct {
+		name  string
+		req   *pb.PickRequest
+		code  codes.Code
+		parts []string
+	}{
+		{"empty pool", &pb.PickRequest{}, codes.InvalidArgument, []string{"pool is empty"}},
+		{"unknown pool", &pb.PickRequest{Pool: "nope"}, codes.NotFound, []string{`"nope"`}},
+		{"too many hashes", &pb.PickRequest{Pool: "m", PrefixHashes: tooMany}, codes.InvalidArgument,
+			[]string{"prefix_hashes has 8193 hashes", "limit is 8192"}},
+		{"NaN override", &pb.PickRequest{Pool: "m", LoadSnapshot: &pb.LoadSnapshot{Instances: []*pb.InstanceLoad{{InstanceId: "a", QueueMs: f64(math.NaN())}}}},
+			codes.InvalidArgument, []string{"queue_ms is NaN"}},
+		{"kv usage over 1", &pb.PickRequest{Pool: "m", LoadSnapshot: &pb.LoadSnapshot{Instances: []*pb.InstanceLoad{{InstanceId: "a", KvCacheUsage: f64(1.5)}}}},
+			codes.InvalidArgument, []string{"kv_cache_usage is 1.5"}},
+		{"everything excluded", &pb.PickRequest{Pool: "m", ExcludeInstances: []string{"a"}}, codes.Unavailable,
+			[]string{"no eligible instance", "1 excluded_by_request"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.pick.Pick(ctx(t), tc.req)
+			wantCode(t, err, tc.code, tc.parts...)
+		})
+	}
+	// The maximum itself is fine.
+	if _, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PrefixHashes: tooMany[:8192]}); err != nil {
+		t.Errorf("8192 hashes: %v", err)
+	}
+	// A configured pool with no instance yet is Unavailable, not NotFound.
+	if _, err := e.admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "new", Weights: map[string]float64{"b": 0}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "new"})
+	wantCode(t, err, codes.Unavailable, `pool "new" has no instances`)
+}
+
+// TestAdminErrors: bad weights and policies are InvalidArgument naming the
+// field; a stale expected_version is Aborted; unknown pools are NotFound; a
+// rejected call changes nothing.
+func TestAdminErrors(t *testing.T) {
+	e := start(t, "")
+	set := func(w map[string]float64, expect uint64) error {
+		_, err := e.admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: w, ExpectedVersion: expect})
+		return err
+	}
+	if err := set(map[string]float64{"a": 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		w      map[string]float64
+		expect uint64
+		code   codes.Code
+		parts  []string
+	}{
+		{"NaN", map[string]float64{"a": math.NaN()}, 0, codes.InvalidArgument, []string{`"a"`, "NaN"}},
+		{"negative", map[string]float64{"a": -1}, 0, codes.InvalidArgument, []string{`"a"`, "-1"}},
+		{"over 1e6", map[string]float64{"a": 1e6 + 1}, 0, codes.InvalidArgument, []string{`"a"`, "1000000"}},
+		{"empty", map[string]float64{}, 0, codes.InvalidArgument, []string{"no deployments"}},
+		{"stale version", map[string]float64{"a": 2}, 5, codes.Aborted, []string{"expected_version 5", "current 1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantCode(t, set(tc.w, tc.expect), tc.code, tc.parts...)
+		})
+	}
+	got, err := e.admin.GetWeights(ctx(t), &pb.GetWeightsRequest{Pool: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetVersion() != 1 || got.GetWeights()["a"] != 1 {
+		t.Errorf("after rejected calls: version %d weights %v", got.GetVersion(), got.GetWeights())
+	}
+	if err := set(map[string]float64{"a": 3}, 1); err != nil {
+		t.Errorf("CAS at the current version: %v", err)
+	}
+	wantCode(t, set(map[string]float64{"a": 4}, 1), codes.Aborted, "expected_version 1")
+
+	_, err = e.admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{DeltaMs: f64(-1)}})
+	wantCode(t, err, codes.InvalidArgument, "delta_ms")
+	_, err = e.admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy(42)}})
+	wantCode(t, err, codes.InvalidArgument, "strategy")
+	_, err = e.admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{LambdaH: f64(101)}})
+	wantCode(t, err, codes.InvalidArgument, "lambda_h")
+	pol, err := e.admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy_STRATEGY_THRESHOLD, DeltaMs: f64(10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pol.GetPolicy().GetDeltaMs() != 10 || pol.GetPolicy().GetLambdaH() != 10 || pol.GetPolicy().GetStrategy() != pb.Strategy_STRATEGY_THRESHOLD {
+		t.Errorf("merged policy: %v", pol.GetPolicy())
+	}
+
+	for name, call := range map[string]func() error{
+		"GetWeights":    func() error { _, err := e.admin.GetWeights(ctx(t), &pb.GetWeightsRequest{Pool: "x"}); return err },
+		"GetPolicy":     func() error { _, err := e.admin.GetPolicy(ctx(t), &pb.GetPolicyRequest{Pool: "x"}); return err },
+		"ListInstances": func() error { _, err := e.admin.ListInstances(ctx(t), &pb.ListInstancesRequest{Pool: "x"}); return err },
+	} {
+		t.Run(name, func(t *testing.T) { wantCode(t, call(), codes.NotFound, `"x"`) })
+	}
+	_, err = e.admin.GetWeights(ctx(t), &pb.GetWeightsRequest{})
+	wantCode(t, err, codes.InvalidArgument, "pool is empty")
+}
+
+// TestReportErrors: malformed reports end the stream with InvalidArgument
+// naming the field; renaming the instance on a stream is refused; a second
+// stream for the same instance replaces the first with Aborted.
+func TestReportErrors(t *testing.T) {
+	e := start(t, "")
+	open := func(m *pb.ReportLoadRequest) error {
+		stream, err := e.load.ReportLoad(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(m); err != nil {
+			t.Fatal(err)
+		}
+		_, err = stream.Recv()
+		return err
+	}
+	bad := rep("m", "d", "a")
+	bad.KvCacheUsage = 1.01
+	wantCode(t, open(bad), codes.InvalidArgument, "kv_cache_usage is 1.01")
+	noAddr := rep("m", "d", "a")
+	noAddr.Address = ""
+	wantCode(t, open(noAddr), codes.InvalidArgument, "address is empty")
+	longID := rep("m", "d", strings.Repeat("x", 129))
+	wantCode(t, open(longID), codes.InvalidArgument, "instance_id is 129 bytes", "limit is 128")
+	nan := rep("m", "d", "a")
+	nan.PrefillTokensPerSecond = math.NaN()
+	wantCode(t, open(nan), codes.InvalidArgument, "prefill_tokens_per_second is NaN")
+	events := rep("m", "d", "a")
+	events.StoredBlockHashes = make([]uint64, 65537)
+	wantCode(t, open(events), codes.InvalidArgument, "65537 block events", "limit is 65536")
+
+	in := e.report(rep("m", "d", "a"))
+	renamed := rep("m", "other", "a")
+	wantCode(t, in.trySend(renamed), codes.InvalidArgument, "deployment changed on the stream")
+
+	first := e.report(rep("m", "d", "b"))
+	e.report(rep("m", "d", "b"))
+	wantCode(t, first.trySend(rep("m", "d", "b")), codes.Aborted, "newer ReportLoad stream replaced this one")
+	list, err := e.admin.ListInstances(ctx(t), &pb.ListInstancesRequest{Pool: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range list.GetInstances() {
+		if st.GetInstanceId() == "b" && st.GetState() != pb.InstanceState_INSTANCE_STATE_OK {
+			t.Errorf("b after its stream was replaced: %v", st.GetState())
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/server"
+)
+
+// fakeClock is a settable clock for the daemon; safe for concurrent use.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// env is one running daemon on loopback and clients of its three services.
+type env struct {
+	t     testing.TB
+	d     *server.Daemon
+	dir   string
+	clock *fakeClock
+	conn  *grpc.ClientConn
+	pick  pb.PickServiceClient
+	load  pb.LoadServiceClient
+	admin pb.AdminServiceClient
+}
+
+// start runs a daemon on 127.0.0.1:0 with a data dir (a new temp dir when
+// dir is ""), a fake clock and a quiet logger, stopped at the end of the test.
+func start(t testing.TB, dir string) *env {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	e := &env{t: t, dir: dir, clock: newFakeClock()}
+	d, err := server.Start(server.DaemonConfig{
+		Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0",
+		Server: server.Options{DataDir: dir, Now: e.clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.d = d
+	e.conn, err = grpc.NewClient(d.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pick, e.load, e.admin = pb.NewPickServiceClient(e.conn), pb.NewLoadServiceClient(e.conn), pb.NewAdminServiceClient(e.conn)
+	t.Cleanup(e.stop)
+	return e
+}
+
+func (e *env) stop() {
+	if e.d == nil {
+		return
+	}
+	e.conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.d.Shutdown(ctx); err != nil {
+		e.t.Errorf("shutdown: %v", err)
+	}
+	e.d = nil
+}
+
+// instance is one open ReportLoad stream.
+type instance struct {
+	t      testing.TB
+	stream grpc.BidiStreamingClient[pb.ReportLoadRequest, pb.ReportLoadResponse]
+	cancel context.CancelFunc
+	seq    uint64
+}
+
+// report opens a stream for the instance named by first and waits for the
+// first ack, so the report is applied when it returns.
+func (e *env) report(first *pb.ReportLoadRequest) *instance {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := e.load.ReportLoad(ctx)
+	if err != nil {
+		cancel()
+		e.t.Fatal(err)
+	}
+	in := &instance{t: e.t, stream: stream, cancel: cancel}
+	e.t.Cleanup(in.close)
+	in.send(first)
+	return in
+}
+
+// send sends one report and waits for its ack.
+func (in *instance) send(m *pb.ReportLoadRequest) {
+	in.t.Helper()
+	if err := in.trySend(m); err != nil {
+		in.t.Fatalf("report: %v", err)
+	}
+}
+
+// trySend sends one report and returns the error instead of an ack.
+func (in *instance) trySend(m *pb.ReportLoadRequest) error {
+	in.seq++
+	m.Seq = in.seq
+	if err := in.stream.Send(m); err != nil {
+		_, err = in.stream.Recv()
+		return err
+	}
+	ack, err := in.stream.Recv()
+	if err != nil {
+		return err
+	}
+	if ack.GetSeq() != in.seq {
+		in.t.Fatalf("ack seq %d, want %d", ack.GetSeq(), in.seq)
+	}
+	return nil
+}
+
+// close ends the stream cleanly and waits until the server saw it.
+func (in *instance) close() {
+	if in.cancel == nil {
+		return
+	}
+	in.stream.CloseSend()
+	for {
+		if _, err := in.stream.Recv(); err != nil {
+			break
+		}
+	}
+	in.cancel()
+	in.cancel = nil
+}
+
+// rep is a load report with the identity set and everything else idle.
+func rep(pool, dep, id string) *pb.ReportLoadRequest {
+	return &pb.ReportLoadRequest{Pool: pool, Deployment: dep, InstanceId: id, Address: id + ":8000",
+		PrefillTokensPerSecond: 10000, KvCapacityBlocks: 1000}
+}
+
+func f64(v float64) *float64 { return &v }
+func u64(v uint64) *uint64   { return &v }
+
+// wantCode fails unless err is a status with code c whose message contains
+// every one of parts.
+func wantCode(t *testing.T, err error, c codes.Code, parts ...string) {
+	t.Helper()
+	st, _ := status.FromError(err)
+	if st.Code() != c {
+		t.Fatalf("code %v (%v), want %v", st.Code(), err, c)
+	}
+	for _, p := range parts {
+		if !strings.Contains(st.Message(), p) {
+			t.Errorf("message %q does not mention %q", st.Message(), p)
+		}
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func filepathTemp() (string, error) { return os.MkdirTemp("", "prefixrouted-test-") }
+
+func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
+
+func readFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return string(b), err
+}
+
+func startB(b *testing.B) *env { return start(b, "") }

@@ -1,0 +1,265 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc/codes"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/scheduler"
+	"github.com/prefixroute/prefixroute/server/state"
+)
+
+// outcome is the outcome label of prefixroute_picks_total.
+type outcome uint8
+
+// The outcomes of a Pick, by the status code it returned.
+const (
+	outcomeOK          outcome = iota // OK
+	outcomeUnavailable                // Unavailable: no instance reported, or none eligible
+	outcomeDrained                    // FailedPrecondition: only weight-0 deployments are eligible
+	outcomeInvalid                    // InvalidArgument
+	outcomeUnknownPool                // NotFound
+	outcomeCanceled                   // Canceled or DeadlineExceeded
+	outcomeError                      // any other code (Internal after a panic, ...)
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"ok", "unavailable", "drained", "invalid", "unknown_pool", "canceled", "error"}
+
+func outcomeOf(c codes.Code) outcome {
+	switch c {
+	case codes.OK:
+		return outcomeOK
+	case codes.Unavailable:
+		return outcomeUnavailable
+	case codes.FailedPrecondition:
+		return outcomeDrained
+	case codes.InvalidArgument:
+		return outcomeInvalid
+	case codes.NotFound:
+		return outcomeUnknownPool
+	case codes.Canceled, codes.DeadlineExceeded:
+		return outcomeCanceled
+	}
+	return outcomeError
+}
+
+// latencyBuckets are the bucket boundaries of prefixroute_pick_duration_seconds:
+// 5µs to 1s, about three per decade.
+var latencyBuckets = []float64{
+	5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6,
+	1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1,
+}
+
+// observer records the router's own metrics and the Pick span's attributes.
+// The hot-path methods (pickDone, decided, reported) look the pool and the
+// deployment up in read-locked maps holding precomputed attribute options,
+// so a call allocates nothing of its own. All methods are safe for
+// concurrent use, and a nil *observer records nothing (a Server built
+// without a Daemon).
+type observer struct {
+	now  func() time.Time
+	reg  *state.Registry
+	dlog *decisionLog // nil when off
+
+	picks, excluded, blocks, matched, reports, panics metric.Int64Counter
+	latency                                           metric.Float64Histogram
+
+	mu    sync.RWMutex
+	pools map[string]*poolObs
+}
+
+// poolObs is one pool's precomputed attribute options and deployments.
+type poolObs struct {
+	name     string
+	latency  []metric.RecordOption                    // {pool}
+	failed   [numOutcomes][]metric.AddOption          // {pool, outcome}: deployment unset
+	excluded [scheduler.NumReasons][]metric.AddOption // {pool, reason}
+
+	mu   sync.RWMutex
+	deps map[string]*depObs
+}
+
+// depObs is one deployment's precomputed attribute options, the eligible
+// instances of the pool's latest decision, and its traffic window.
+type depObs struct {
+	name     string
+	ok       []metric.AddOption // {pool, deployment, outcome=ok}
+	attrs    []metric.AddOption // {pool, deployment}
+	eligible atomic.Int64       // -1 until a decision saw the deployment
+	window   window
+}
+
+// newObserver creates the instruments on meter m. Gauges are registered
+// separately (registerGauges).
+func newObserver(m metric.Meter, reg *state.Registry, now func() time.Time) (*observer, error) {
+	o := &observer{now: now, reg: reg, pools: make(map[string]*poolObs)}
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	o.picks = counter("prefixroute_picks", "{pick}", "Pick calls by pool, chosen deployment (unset when the pick failed) and outcome.")
+	o.excluded = counter("prefixroute_pick_excluded_instances", "{instance}",
+		"Instances left out of Pick decisions, by reason (eligibility checks and the threshold/argmin strategies): one per instance per decision.")
+	o.blocks = counter("prefixroute_pick_prefix_blocks", "{block}", "Prefix blocks of the successful picks routed to each deployment.")
+	o.matched = counter("prefixroute_pick_matched_blocks", "{block}",
+		"Prefix blocks already cached on the chosen instance, over the successful picks routed to each deployment; divide by prefixroute_pick_prefix_blocks_total for the hit ratio.")
+	o.reports = counter("prefixroute_reports", "{report}", "Load reports received and applied, by pool and deployment.")
+	o.panics = counter("prefixroute_panics_recovered", "{panic}", "Panics in gRPC handlers turned into Internal by the recovery interceptor.")
+	var err error
+	o.latency, err = m.Float64Histogram("prefixroute_pick_duration", metric.WithUnit("s"),
+		metric.WithDescription("Time the Pick handler took, from request decoded to response ready, by pool."),
+		metric.WithExplicitBucketBoundaries(latencyBuckets...))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	o.panics.Add(context.Background(), 0) // the series exists before the first panic
+	return o, nil
+}
+
+// pool returns the pool's options, creating them on first use. A name the
+// registry does not know shares the entry of "" so that clients cannot
+// create label values.
+func (o *observer) pool(name string) *poolObs {
+	o.mu.RLock()
+	p := o.pools[name]
+	o.mu.RUnlock()
+	if p != nil {
+		return p
+	}
+	if name != "" {
+		if _, err := o.reg.Pool(name); err != nil {
+			return o.pool("")
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if p = o.pools[name]; p == nil {
+		p = newPoolObs(name)
+		o.pools[name] = p
+	}
+	return p
+}
+
+func newPoolObs(name string) *poolObs {
+	pa := attribute.String("pool", name)
+	p := &poolObs{name: name, deps: make(map[string]*depObs),
+		latency: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(pa))}}
+	for oc := range numOutcomes {
+		p.failed[oc] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(pa, attribute.String("outcome", outcomeNames[oc])))}
+	}
+	for r := range scheduler.NumReasons {
+		p.excluded[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(pa, attribute.String("reason", r.String())))}
+	}
+	return p
+}
+
+// dep returns the deployment's options, creating them on first use.
+// Deployment names come from the pool's own state, so they are bounded.
+func (p *poolObs) dep(name string) *depObs {
+	p.mu.RLock()
+	d := p.deps[name]
+	p.mu.RUnlock()
+	if d != nil {
+		return d
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d = p.deps[name]; d == nil {
+		pa, da := attribute.String("pool", p.name), attribute.String("deployment", name)
+		d = &depObs{name: name,
+			ok:    []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(pa, da, attribute.String("outcome", "ok")))},
+			attrs: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(pa, da))}}
+		d.eligible.Store(-1)
+		p.deps[name] = d
+	}
+	return d
+}
+
+// lookup returns the pool's options if any pick created them.
+func (o *observer) lookup(name string) *poolObs {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.pools[name]
+}
+
+// pickDone records one finished Pick call: its outcome and latency. The
+// Pick interceptor calls it.
+func (o *observer) pickDone(ctx context.Context, req *pb.PickRequest, resp *pb.PickResponse, code codes.Code, elapsed time.Duration) {
+	if o == nil {
+		return
+	}
+	setSpanSeed(ctx, resp)
+	p := o.pool(req.GetPool())
+	o.latency.Record(ctx, elapsed.Seconds(), p.latency...)
+	if oc := outcomeOf(code); oc != outcomeOK || resp.GetDeployment() == "" {
+		o.picks.Add(ctx, 1, p.failed[oc]...)
+	} else {
+		o.picks.Add(ctx, 1, p.dep(resp.GetDeployment()).ok...)
+	}
+}
+
+// decided records what a decision shows: exclusions by reason, eligible
+// instances per deployment, the hit ratio and traffic window of the chosen
+// deployment, and the Pick span's attributes; for a pick the decision log
+// sampled, it renders the full audit. Pick calls it right after the
+// scheduler ran, with the pool's name, the request and the seed.
+func (o *observer) decided(ctx context.Context, pool string, pk *state.Pick, req *pb.PickRequest, seed uint64, err error) {
+	if o == nil {
+		return
+	}
+	blocks := len(req.GetPrefixHashes())
+	audited := err == nil || errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrAllWeightsZero)
+	setSpan(ctx, pool, pk, blocks, err)
+	if !audited {
+		return
+	}
+	p := o.pool(pool)
+	d := &pk.Decision
+	for r, n := range d.Excluded {
+		if n > 0 {
+			o.excluded.Add(ctx, int64(n), p.excluded[r]...)
+		}
+	}
+	for i := range d.Deployments {
+		p.dep(pk.Snapshot.Deployments[i].Name).eligible.Store(int64(d.Deployments[i].Eligible))
+	}
+	if err != nil {
+		return
+	}
+	dep := p.dep(pk.Snapshot.Deployments[d.Deployment].Name)
+	hit := min(pk.Snapshot.Instances[d.Instance].MatchedBlocks, blocks)
+	if blocks > 0 {
+		o.blocks.Add(ctx, int64(blocks), dep.attrs...)
+		o.matched.Add(ctx, int64(hit), dep.attrs...)
+	}
+	dep.window.add(o.now().Unix(), uint64(blocks), uint64(hit))
+	if o.dlog != nil {
+		o.dlog.fullAudit(ctx, pk, req, seed)
+	}
+}
+
+// reported counts one applied load report. ReportLoad calls it.
+func (o *observer) reported(ctx context.Context, pool, deployment string) {
+	if o == nil {
+		return
+	}
+	o.reports.Add(ctx, 1, o.pool(pool).dep(deployment).attrs...)
+}
+
+// panicked counts one recovered panic.
+func (o *observer) panicked(ctx context.Context) {
+	if o != nil {
+		o.panics.Add(ctx, 1)
+	}
+}

@@ -1,0 +1,202 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/server/state"
+)
+
+// obsPickServer is a Server without a daemon holding pool "bench": two
+// deployments of four instances, one draining, reported at a fixed time.
+// With obs it has an observer on a metrics SDK that nobody reads (the cost
+// of recording is the same as under the Prometheus reader).
+func obsPickServer(tb testing.TB, obs bool) (*Server, time.Time) {
+	tb.Helper()
+	now := time.Unix(1_800_000_000, 0)
+	s, err := New(Options{DataDir: tb.TempDir(), Now: func() time.Time { return now },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	pool, err := s.reg.Ensure("bench")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := range 8 {
+		id := state.Identity{Pool: "bench", Deployment: fmt.Sprintf("d%d", i%2), Instance: fmt.Sprintf("i%d", i),
+			Address: fmt.Sprintf("10.0.0.%d:8000", i)}
+		sess, err := pool.Connect(now, id)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		rep := state.Report{Seq: 1, PrefillTokensPerSecond: 10000, QueuedPrefillTokens: uint64(100 * i), Draining: i == 7}
+		if err := sess.Report(now, &rep); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if obs {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		tb.Cleanup(func() { mp.Shutdown(context.Background()) })
+		m := mp.Meter("bench")
+		o, err := newObserver(m, s.reg, s.opts.Now)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := o.registerGauges(m); err != nil {
+			tb.Fatal(err)
+		}
+		s.obs = o
+	}
+	return s, now
+}
+
+// obsPickRequest is a 32-block request.
+func obsPickRequest() *pb.PickRequest {
+	h := make([]uint64, 32)
+	for i := range h {
+		h[i] = uint64(i + 1)
+	}
+	seed := uint64(1)
+	return &pb.PickRequest{Pool: "bench", PrefixHashes: h, PromptTokens: 512, Seed: &seed}
+}
+
+var pickInfo = &grpc.UnaryServerInfo{FullMethod: pb.PickService_Pick_FullMethodName}
+
+// BenchmarkPickHooks measures the Pick handler without the observer
+// (hooks=off: the hooks are nil checks), with it called directly
+// (hooks=on), and through the observer's interceptor as the daemon chains
+// it (hooks=on+interceptor). The difference is what the metrics cost a pick.
+func BenchmarkPickHooks(b *testing.B) {
+	for _, c := range []struct {
+		name        string
+		obs, interc bool
+	}{{"hooks=off", false, false}, {"hooks=on", true, false}, {"hooks=on+interceptor", true, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			s, _ := obsPickServer(b, c.obs)
+			ps := &pickService{s: s}
+			req := obsPickRequest()
+			ctx := context.Background()
+			handler := func(ctx context.Context, req any) (any, error) { return ps.Pick(ctx, req.(*pb.PickRequest)) }
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				var err error
+				if c.interc {
+					_, err = s.obs.pickInterceptor(ctx, req, pickInfo, handler)
+				} else {
+					_, err = ps.Pick(ctx, req)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPickGRPC measures a whole Pick over loopback gRPC: against a
+// bare grpc.Server with the services registered (middleware=off), and
+// against the daemon (middleware=on: otelgrpc stats handler, logging,
+// observer, recovery, with tracing off as by default).
+func BenchmarkPickGRPC(b *testing.B) {
+	for _, mw := range []bool{false, true} {
+		b.Run(fmt.Sprintf("middleware=%v", map[bool]string{false: "off", true: "on"}[mw]), func(b *testing.B) {
+			var s *Server
+			var addr string
+			if mw {
+				d, err := Start(DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off",
+					Server: Options{DataDir: b.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer d.Shutdown(context.Background())
+				s, addr = d.Server(), d.Addr()
+			} else {
+				var err error
+				if s, err = New(Options{DataDir: b.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				lis, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					b.Fatal(err)
+				}
+				gs := grpc.NewServer()
+				s.Register(gs)
+				go gs.Serve(lis)
+				defer gs.Stop()
+				addr = lis.Addr().String()
+			}
+			obsFreshInstance(b, s)
+			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cc.Close()
+			client := pb.NewPickServiceClient(cc)
+			req := obsPickRequest()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := client.Pick(context.Background(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// obsFreshInstance gives pool "bench" one instance that stays fresh for an
+// hour.
+func obsFreshInstance(b *testing.B, s *Server) {
+	pool, err := s.reg.Ensure("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	policy := pool.Config().Policy
+	policy.StaleAfter, policy.ForgetAfter = time.Hour, time.Hour
+	pool.SetConfig(&state.Config{Policy: policy})
+	sess, err := pool.Connect(time.Now(), state.Identity{Pool: "bench", Deployment: "d", Instance: "i", Address: "10.0.0.1:1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := sess.Report(time.Now(), &state.Report{Seq: 1, PrefillTokensPerSecond: 10000}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkObserverHooks isolates the hooks' own cost per pick: decided
+// (the pick.go hook) and pickDone (the interceptor's recording) on a
+// prepared decision of the bench pool.
+func BenchmarkObserverHooks(b *testing.B) {
+	s, now := obsPickServer(b, true)
+	pool, err := s.reg.Pool("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := obsPickRequest()
+	var pk state.Pick
+	sc := newPickScratch()
+	sc.pcg.Seed(1, seedStream)
+	if err := pool.Pick(now, &state.PickInput{Hashes: req.PrefixHashes, PromptTokens: req.PromptTokens}, sc.rng, &pk); err != nil {
+		b.Fatal(err)
+	}
+	resp := pickResponse(&pk, 1, len(req.PrefixHashes), req.PromptTokens)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		s.obs.decided(ctx, "bench", &pk, req, 1, nil)
+		s.obs.pickDone(ctx, req, resp, 0, time.Microsecond)
+	}
+}

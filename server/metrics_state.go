@@ -1,0 +1,206 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/prefixroute/prefixroute/server/state"
+)
+
+// The prefix index's memory estimate per entry, from the figures in
+// server/state/doc.go: a distinct block costs about 80 bytes in the pool's
+// map; a (block, instance) pair about 40 bytes in the instance's LRU plus 4
+// bytes in the block's holder set. (Holder bitsets of blocks held by many
+// instances are not counted separately: they are at most the 4 bytes per
+// holder they replace.)
+const (
+	indexBytesPerBlock = 80
+	indexBytesPerPair  = 44
+)
+
+// gauges are the state-derived instruments, read by one callback per scrape
+// so that the hot path does not maintain them.
+type gauges struct {
+	instances, streams, weightsVersion, policyVersion       metric.Int64ObservableGauge
+	indexBlocks, indexPairs, indexBytes, eligible, winPicks metric.Int64ObservableGauge
+	reportAge, weight, weightShare, trafficShare, hitRatio  metric.Float64ObservableGauge
+}
+
+// registerGauges creates the observable gauges on m and registers their
+// callback.
+func (o *observer) registerGauges(m metric.Meter) error {
+	var g gauges
+	var errs []error
+	i64 := func(name, unit, desc string) metric.Int64ObservableGauge {
+		x, err := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return x
+	}
+	f64 := func(name, unit, desc string) metric.Float64ObservableGauge {
+		x, err := m.Float64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return x
+	}
+	g.instances = i64("prefixroute_instances", "{instance}", "Known instances by pool, deployment and state (ok, stale, draining, disconnected).")
+	g.streams = i64("prefixroute_report_streams", "{stream}", "Open ReportLoad streams (connected instances) by pool and deployment.")
+	g.weightsVersion = i64("prefixroute_weights_version", "", "Version of the pool's weights in force (0: never set).")
+	g.policyVersion = i64("prefixroute_policy_version", "", "Version of the pool's policy in force (0: never set).")
+	g.indexBlocks = i64("prefixroute_prefix_index_blocks", "{block}", "Distinct block hashes in the pool's prefix index.")
+	g.indexPairs = i64("prefixroute_prefix_index_entries", "{entry}", "(block, instance) entries in the pool's prefix index.")
+	g.indexBytes = i64("prefixroute_prefix_index_bytes", "By", "Estimated memory of the pool's prefix index: 80 B per block + 44 B per entry.")
+	g.eligible = i64("prefixroute_pick_eligible_instances", "{instance}", "Instances of each deployment that passed the eligibility checks in the pool's latest decision.")
+	g.winPicks = i64("prefixroute_deployment_window_picks", "{pick}", "Successful picks routed to each deployment over the traffic-share window (60 s).")
+	g.reportAge = f64("prefixroute_instance_report_age", "s", "Time since each instance's latest load report.")
+	g.weight = f64("prefixroute_deployment_weight", "", "Each deployment's weight in force (1 for every deployment while no weights are set).")
+	g.weightShare = f64("prefixroute_deployment_weight_share", "", "Each deployment's weight over the pool's sum of weights: the traffic share the operator configured.")
+	g.trafficShare = f64("prefixroute_deployment_traffic_share", "", "Each deployment's share of the pool's successful picks over the traffic-share window (60 s); absent while the pool had none.")
+	g.hitRatio = f64("prefixroute_deployment_hit_ratio", "", "Matched over requested prefix blocks of the picks routed to each deployment over the traffic-share window (60 s); absent while they carried no blocks.")
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	_, err := m.RegisterCallback(func(ctx context.Context, ob metric.Observer) error {
+		o.observe(ob, &g)
+		return nil
+	}, g.instances, g.streams, g.weightsVersion, g.policyVersion, g.indexBlocks, g.indexPairs, g.indexBytes,
+		g.eligible, g.winPicks, g.reportAge, g.weight, g.weightShare, g.trafficShare, g.hitRatio)
+	return err
+}
+
+// states are the instance states, in the order of their series.
+var states = [...]state.InstanceState{state.StateOK, state.StateStale, state.StateDraining, state.StateDisconnected}
+
+// observe reads every pool once. It runs at scrape time; its allocations
+// are per scrape, not per pick.
+func (o *observer) observe(ob metric.Observer, g *gauges) {
+	now := o.now()
+	for _, pool := range o.reg.Pools() {
+		pa := attribute.String("pool", pool.Name())
+		popt := metric.WithAttributes(pa)
+		cfg := pool.Config()
+		ob.ObserveInt64(g.weightsVersion, int64(cfg.WeightsVersion), popt)
+		ob.ObserveInt64(g.policyVersion, int64(cfg.PolicyVersion), popt)
+		blocks, pairs := pool.IndexStats()
+		ob.ObserveInt64(g.indexBlocks, int64(blocks), popt)
+		ob.ObserveInt64(g.indexPairs, int64(pairs), popt)
+		ob.ObserveInt64(g.indexBytes, int64(blocks*indexBytesPerBlock+pairs*indexBytesPerPair), popt)
+
+		type key struct {
+			dep string
+			st  state.InstanceState
+		}
+		count := make(map[key]int64)
+		for _, in := range pool.Instances(now) {
+			count[key{in.Deployment, in.State}]++
+			ob.ObserveFloat64(g.reportAge, in.ReportAge.Seconds(), metric.WithAttributes(pa,
+				attribute.String("deployment", in.Deployment), attribute.String("instance", in.Instance)))
+		}
+
+		po := o.lookup(pool.Name())
+		sec := now.Unix()
+		type sums struct{ picks, blocks, matched uint64 }
+		win := make(map[string]sums)
+		var total uint64
+		if po != nil {
+			po.mu.RLock()
+			for name, d := range po.deps {
+				var s sums
+				s.picks, s.blocks, s.matched = d.window.sum(sec)
+				win[name] = s
+				total += s.picks
+			}
+			po.mu.RUnlock()
+		}
+		for _, d := range pool.Deployments() {
+			da := attribute.String("deployment", d.Deployment)
+			dopt := metric.WithAttributes(pa, da)
+			var connected int64
+			for _, st := range states {
+				n := count[key{d.Deployment, st}]
+				ob.ObserveInt64(g.instances, n, metric.WithAttributes(pa, da, attribute.String("state", st.String())))
+				if st != state.StateDisconnected {
+					connected += n
+				}
+			}
+			ob.ObserveInt64(g.streams, connected, dopt)
+			ob.ObserveFloat64(g.weight, d.Weight, dopt)
+			ob.ObserveFloat64(g.weightShare, d.Share, dopt)
+			s := win[d.Deployment]
+			ob.ObserveInt64(g.winPicks, int64(s.picks), dopt)
+			if total > 0 {
+				ob.ObserveFloat64(g.trafficShare, float64(s.picks)/float64(total), dopt)
+			}
+			if s.blocks > 0 {
+				ob.ObserveFloat64(g.hitRatio, float64(s.matched)/float64(s.blocks), dopt)
+			}
+			if po != nil {
+				if n := po.dep(d.Deployment).eligible.Load(); n >= 0 {
+					ob.ObserveInt64(g.eligible, n, dopt)
+				}
+			}
+		}
+	}
+}
+
+// TrafficShareWindow is the sliding window of the realised traffic share and
+// hit ratio gauges (prefixroute_deployment_traffic_share,
+// prefixroute_deployment_hit_ratio, prefixroute_deployment_window_picks):
+// the picks of the last 60 seconds, counted in one-second buckets, so a
+// weight change shows in the share within a minute.
+const TrafficShareWindow = windowBuckets * time.Second
+
+const windowBuckets = 60
+
+// window counts one deployment's successful picks, their prefix blocks and
+// their matched blocks over the last TrafficShareWindow, in one-second
+// buckets. Its zero value is empty and ready. Safe for concurrent use: one
+// short critical section per add.
+type window struct {
+	mu      sync.Mutex
+	buckets [windowBuckets]windowBucket
+}
+
+type windowBucket struct {
+	sec                    int64 // the Unix second the counts are of
+	picks, blocks, matched uint64
+}
+
+// add counts one pick at Unix second sec.
+func (w *window) add(sec int64, blocks, matched uint64) {
+	w.mu.Lock()
+	b := &w.buckets[bucketOf(sec)]
+	if b.sec != sec {
+		*b = windowBucket{sec: sec}
+	}
+	b.picks++
+	b.blocks += blocks
+	b.matched += matched
+	w.mu.Unlock()
+}
+
+// sum returns the counts of the buckets in (sec-windowBuckets, sec].
+func (w *window) sum(sec int64) (picks, blocks, matched uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range w.buckets {
+		b := &w.buckets[i]
+		if b.sec > sec-windowBuckets && b.sec <= sec {
+			picks += b.picks
+			blocks += b.blocks
+			matched += b.matched
+		}
+	}
+	return picks, blocks, matched
+}
+
+func bucketOf(sec int64) int {
+	i := int(sec % windowBuckets)
+	if i < 0 {
+		i += windowBuckets
+	}
+	return i
+}

@@ -1,0 +1,169 @@
+package server
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+)
+
+// TestMetricsAfterScriptedTraffic drives a real daemon over gRPC (reports,
+// weights, picks that succeed and fail) and checks the /metrics exposition:
+// counts exact, gauges equal to the state, and the realised traffic share
+// moving toward the configured weights.
+func TestMetricsAfterScriptedTraffic(t *testing.T) {
+	clock := &obsClock{t: time.Unix(1_800_000_000, 0)}
+	d := obsStart(t, func(c *DaemonConfig) { c.Server.Now = clock.Now })
+	pick, load, admin := obsClients(t, d)
+	ctx := context.Background()
+	setWeights := func(pool string, w map[string]float64) {
+		t.Helper()
+		if _, err := admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: pool, Weights: w}); err != nil {
+			t.Fatalf("SetWeights %s: %v", pool, err)
+		}
+	}
+
+	setWeights("chat", map[string]float64{"a": 1, "b": 3})
+	a1, b1, b2 := obsConnect(t, load), obsConnect(t, load), obsConnect(t, load)
+	a1.report(&pb.ReportLoadRequest{Pool: "chat", Deployment: "a", InstanceId: "a-1", Address: "10.0.0.1:8000",
+		ReportsCacheEvents: true, StoredBlockHashes: []uint64{11, 12}})
+	b1.report(&pb.ReportLoadRequest{Pool: "chat", Deployment: "b", InstanceId: "b-1", Address: "10.0.0.2:8000"})
+	b2.report(&pb.ReportLoadRequest{Pool: "chat", Deployment: "b", InstanceId: "b-2", Address: "10.0.0.3:8000", Draining: true})
+	for range 2 {
+		a1.report(&pb.ReportLoadRequest{})
+		b1.report(&pb.ReportLoadRequest{})
+	}
+
+	// Phase 1: 1:3, no prefix. Phase 2: 1:1. Seeds make the draws fixed.
+	ok := map[string]int{}
+	seed := uint64(0)
+	picks := func(n int, hashes []uint64) (matched map[string]int) {
+		t.Helper()
+		matched = map[string]int{}
+		for range n {
+			seed++
+			resp, err := pick.Pick(ctx, &pb.PickRequest{Pool: "chat", PrefixHashes: hashes, PromptTokens: 64, Seed: &seed})
+			if err != nil {
+				t.Fatalf("Pick: %v", err)
+			}
+			ok[resp.GetDeployment()]++
+			for _, in := range resp.GetDecision().GetInstances() {
+				if in.GetInstanceId() == resp.GetInstanceId() {
+					matched[resp.GetDeployment()] += int(in.GetMatchedBlocks())
+				}
+			}
+		}
+		return matched
+	}
+	picks(200, nil)
+	first := obsScrape(t, d)
+	share1 := obsValue(t, first, "prefixroute_deployment_traffic_share", map[string]string{"pool": "chat", "deployment": "a"})
+	if want := float64(ok["a"]) / 200; share1 != want {
+		t.Errorf("traffic share of a after phase 1 = %v, want %v", share1, want)
+	}
+	if math.Abs(share1-0.25) > 0.1 {
+		t.Errorf("traffic share of a after 200 picks at 1:3 = %v, want about 0.25", share1)
+	}
+	setWeights("chat", map[string]float64{"a": 1, "b": 1})
+	picks(200, nil)
+	// Phase 3: a prefix partly cached on a-1 (11, 12 of 11..14).
+	okBefore := map[string]int{"a": ok["a"], "b": ok["b"]}
+	matched := picks(20, []uint64{11, 12, 13, 14})
+
+	// Failures: empty pool name, unknown pool, a pool without instances, a
+	// drained pool.
+	fail := func(req *pb.PickRequest, code codes.Code) {
+		t.Helper()
+		if _, err := pick.Pick(ctx, req); status.Code(err) != code {
+			t.Fatalf("Pick %v: %v, want %v", req, err, code)
+		}
+	}
+	fail(&pb.PickRequest{}, codes.InvalidArgument)
+	fail(&pb.PickRequest{}, codes.InvalidArgument)
+	for range 3 {
+		fail(&pb.PickRequest{Pool: "nope"}, codes.NotFound)
+	}
+	setWeights("empty", map[string]float64{"x": 1})
+	fail(&pb.PickRequest{Pool: "empty"}, codes.Unavailable)
+	setWeights("drain", map[string]float64{"x": 0})
+	obsConnect(t, load).report(&pb.ReportLoadRequest{Pool: "drain", Deployment: "x", InstanceId: "x-1", Address: "10.0.1.1:8000"})
+	fail(&pb.PickRequest{Pool: "drain"}, codes.FailedPrecondition)
+
+	fams := obsScrape(t, d)
+	chat, err := d.Server().Registry().Pool("chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, pairs := chat.IndexStats()
+	chatPicks := 420.0
+	L := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"prefixroute_picks_total", L("pool", "chat", "deployment", "a", "outcome", "ok"), float64(ok["a"])},
+		{"prefixroute_picks_total", L("pool", "chat", "deployment", "b", "outcome", "ok"), float64(ok["b"])},
+		{"prefixroute_picks_total", L("pool", "", "deployment", "", "outcome", "invalid"), 2},
+		{"prefixroute_picks_total", L("pool", "", "deployment", "", "outcome", "unknown_pool"), 3},
+		{"prefixroute_picks_total", L("pool", "empty", "deployment", "", "outcome", "unavailable"), 1},
+		{"prefixroute_picks_total", L("pool", "drain", "deployment", "", "outcome", "drained"), 1},
+		{"prefixroute_pick_excluded_instances_total", L("pool", "chat", "reason", "draining"), chatPicks},
+		{"prefixroute_pick_prefix_blocks_total", L("pool", "chat", "deployment", "a"), float64(4 * (ok["a"] - okBefore["a"]))},
+		{"prefixroute_pick_matched_blocks_total", L("pool", "chat", "deployment", "a"), float64(matched["a"])},
+		{"prefixroute_reports_total", L("pool", "chat", "deployment", "a"), 3},
+		{"prefixroute_reports_total", L("pool", "chat", "deployment", "b"), 4},
+		{"prefixroute_report_streams", L("pool", "chat", "deployment", "a"), 1},
+		{"prefixroute_report_streams", L("pool", "chat", "deployment", "b"), 2},
+		{"prefixroute_instances", L("pool", "chat", "deployment", "b", "state", "draining"), 1},
+		{"prefixroute_instances", L("pool", "chat", "deployment", "b", "state", "ok"), 1},
+		{"prefixroute_instances", L("pool", "chat", "deployment", "a", "state", "stale"), 0},
+		{"prefixroute_instance_report_age_seconds", L("pool", "chat", "instance", "a-1"), 0},
+		{"prefixroute_pick_eligible_instances", L("pool", "chat", "deployment", "b"), 1},
+		{"prefixroute_weights_version", L("pool", "chat"), 2},
+		{"prefixroute_deployment_weight", L("pool", "chat", "deployment", "a"), 1},
+		{"prefixroute_deployment_weight_share", L("pool", "chat", "deployment", "b"), 0.5},
+		{"prefixroute_deployment_window_picks", L("pool", "chat", "deployment", "a"), float64(ok["a"])},
+		{"prefixroute_deployment_traffic_share", L("pool", "chat", "deployment", "a"), float64(ok["a"]) / chatPicks},
+		{"prefixroute_prefix_index_blocks", L("pool", "chat"), float64(blocks)},
+		{"prefixroute_prefix_index_entries", L("pool", "chat"), float64(pairs)},
+		{"prefixroute_prefix_index_bytes", L("pool", "chat"), float64(80*blocks + 44*pairs)},
+	} {
+		if got := obsValue(t, fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if _, found := obsSeries(fams, "prefixroute_picks_total", L("pool", "nope")); found {
+		t.Errorf("an unknown pool's name became a label value")
+	}
+	if blocks < 4 || pairs < 2 {
+		t.Errorf("prefix index holds %d blocks, %d entries; want the reported and the recorded ones", blocks, pairs)
+	}
+
+	share2 := obsValue(t, fams, "prefixroute_deployment_traffic_share", L("pool", "chat", "deployment", "a"))
+	if !(math.Abs(share2-0.5) < math.Abs(share1-0.5)) {
+		t.Errorf("after the weights went 1:3 -> 1:1, a's traffic share went %v -> %v: not toward 0.5", share1, share2)
+	}
+
+	h, found := obsSeries(fams, "prefixroute_pick_duration_seconds", L("pool", "chat"))
+	if !found || h.GetHistogram() == nil {
+		t.Fatalf("no pick latency histogram for chat:\n%s", obsDump(fams["prefixroute_pick_duration_seconds"]))
+	}
+	if got := h.GetHistogram().GetSampleCount(); got != uint64(chatPicks) {
+		t.Errorf("pick latency count = %d, want %v", got, chatPicks)
+	}
+	if b := h.GetHistogram().GetBucket(); len(b) < 15 || b[0].GetUpperBound() != 5e-6 {
+		t.Errorf("pick latency buckets start at %v (%d buckets), want 5µs and at least 15", b[0].GetUpperBound(), len(b))
+	}
+}

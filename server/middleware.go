@@ -1,0 +1,166 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+)
+
+// middleware returns the gRPC server options that wire the telemetry into
+// every call, chained as go-grpc-middleware's example server does:
+//
+//   - otelgrpc as the stats handler: a server span per call (health checks
+//     excluded), with the caller's W3C trace context as parent, and the
+//     rpc.server.* metrics;
+//   - a count of the unary calls in flight (outermost), for Shutdown;
+//   - logging, through log/slog, with the call's trace id;
+//   - for Pick only, the observer: latency, outcome, decision log;
+//   - recovery (innermost but for test): a panic becomes codes.Internal, its
+//     stack is logged, the server keeps serving.
+//
+// Request validation is not an interceptor here: no generated message has a
+// Validate method (the protovalidate annotations need the Buf Schema
+// Registry), so the handlers validate and answer InvalidArgument naming the
+// field. test, when not nil, is chained innermost (tests inject panics).
+func middleware(log *slog.Logger, tel *telemetry, obs *observer, calls *inflight, test grpc.UnaryServerInterceptor) []grpc.ServerOption {
+	rpcLog := interceptorLogger(log.With("component", "grpc"))
+	logOpts := []logging.Option{logging.WithFieldsFromContext(logTraceID), logging.WithLevels(codeToLevel)}
+	rec := recovery.WithRecoveryHandlerContext(recoveryHandler(log, obs))
+	// A unary call logs one line when it finishes; a stream also when it
+	// starts.
+	unaryLogOpts := append(logOpts[:len(logOpts):len(logOpts)], logging.WithLogOnEvents(logging.FinishCall))
+	unary := []grpc.UnaryServerInterceptor{
+		calls.unary,
+		logging.UnaryServerInterceptor(rpcLog, unaryLogOpts...),
+		obs.pickInterceptor,
+		recovery.UnaryServerInterceptor(rec),
+	}
+	if test != nil {
+		unary = append(unary, test)
+	}
+	return []grpc.ServerOption{
+		grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(tel.tracer), otelgrpc.WithMeterProvider(tel.meter),
+			otelgrpc.WithPropagators(tel.propagator), otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(rpcLog, logOpts...), recovery.StreamServerInterceptor(rec)),
+	}
+}
+
+// interceptorLogger adapts a slog logger to the logging interceptor, as in
+// go-grpc-middleware's example.
+func interceptorLogger(l *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		l.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+}
+
+// logTraceID puts the call's trace id on its log lines. Unlike the example
+// it does not require the span to be sampled: the id a gateway propagated
+// is worth logging even when this router does not export traces.
+func logTraceID(ctx context.Context) logging.Fields {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		return logging.Fields{"trace_id", sc.TraceID().String()}
+	}
+	return nil
+}
+
+// codeToLevel keeps successful calls at debug (a gateway picks thousands of
+// times a second), client-side and availability errors at info, and server
+// faults at error.
+func codeToLevel(c codes.Code) logging.Level {
+	switch c {
+	case codes.OK, codes.Canceled:
+		return logging.LevelDebug
+	case codes.Unknown, codes.Internal, codes.DataLoss, codes.Unimplemented:
+		return logging.LevelError
+	}
+	return logging.LevelInfo
+}
+
+// recoveryHandler logs a handler's panic with its stack, counts it, and
+// answers Internal without the panic's details.
+func recoveryHandler(log *slog.Logger, obs *observer) recovery.RecoveryHandlerFuncContext {
+	return func(ctx context.Context, p any) error {
+		obs.panicked(ctx)
+		method, _ := grpc.Method(ctx)
+		args := []any{"grpc.method", method, "panic", fmt.Sprint(p), "stack", string(debug.Stack())}
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			args = append(args, "trace_id", sc.TraceID().String())
+		}
+		log.ErrorContext(ctx, "recovered from a panic in a gRPC handler; the call fails with Internal, the server keeps serving", args...)
+		return status.Error(codes.Internal, "internal error: the router recovered from a panic while handling this call; its log has the details")
+	}
+}
+
+// pickInterceptor times Pick calls and hands each one to the observer and
+// the decision log; other methods pass through.
+func (o *observer) pickInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if o == nil || info.FullMethod != pb.PickService_Pick_FullMethodName {
+		return handler(ctx, req)
+	}
+	var slot *auditSlot
+	if o.dlog != nil && o.dlog.sample() {
+		slot = &auditSlot{}
+		ctx = context.WithValue(ctx, auditSlotKey{}, slot)
+	}
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	elapsed := time.Since(start)
+	preq, _ := req.(*pb.PickRequest)
+	presp, _ := resp.(*pb.PickResponse)
+	o.pickDone(ctx, preq, presp, status.Code(err), elapsed)
+	if slot != nil {
+		if slot.full != nil {
+			presp = slot.full
+		}
+		o.dlog.add(ctx, start, elapsed, preq, presp, err)
+	}
+	return resp, err
+}
+
+// drainSettle is how long Shutdown waits with no unary call in flight
+// before it ends the report streams: time for clients to act on the GOAWAY.
+const drainSettle = 100 * time.Millisecond
+
+// inflight counts the unary calls being handled. Safe for concurrent use.
+type inflight struct{ n atomic.Int64 }
+
+func (f *inflight) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	f.n.Add(1)
+	defer f.n.Add(-1)
+	return handler(ctx, req)
+}
+
+// idle returns once no call has been in flight for settle, or when ctx ends.
+func (f *inflight) idle(ctx context.Context, settle time.Duration) {
+	const poll = 5 * time.Millisecond
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for quiet := time.Duration(0); quiet < settle; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if f.n.Load() == 0 {
+			quiet += poll
+		} else {
+			quiet = 0
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+)
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// lines returns the JSON log lines written so far.
+func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestPanicBecomesInternal injects a panic into one Pick through the
+// daemon's test hook: that call fails with Internal, the stack is logged,
+// the panic is counted, and the next call succeeds.
+func TestPanicBecomesInternal(t *testing.T) {
+	var logs syncBuffer
+	var armed atomic.Bool
+	armed.Store(true)
+	d := obsStart(t, func(c *DaemonConfig) {
+		c.Server.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		c.testUnary = func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if info.FullMethod == pb.PickService_Pick_FullMethodName && armed.CompareAndSwap(true, false) {
+				var m map[string]int
+				m["boom"]++ // a real runtime panic: assignment to entry in nil map
+			}
+			return h(ctx, req)
+		}
+	})
+	pick, load, _ := obsClients(t, d)
+	obsConnect(t, load).report(&pb.ReportLoadRequest{Pool: "p", Deployment: "d", InstanceId: "i", Address: "10.0.0.1:1"})
+
+	_, err := pick.Pick(context.Background(), &pb.PickRequest{Pool: "p"})
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("Pick with a panicking handler: %v, want Internal", err)
+	}
+	if strings.Contains(status.Convert(err).Message(), "nil map") {
+		t.Errorf("the panic's details reached the client: %q", status.Convert(err).Message())
+	}
+	if _, err := pick.Pick(context.Background(), &pb.PickRequest{Pool: "p"}); err != nil {
+		t.Fatalf("Pick after the panic: %v", err)
+	}
+
+	var logged map[string]any
+	for _, l := range logs.lines(t) {
+		if strings.HasPrefix(l["msg"].(string), "recovered from a panic") {
+			logged = l
+		}
+	}
+	if logged == nil {
+		t.Fatalf("no log line for the panic; logs:\n%s", logs.b.String())
+	}
+	if s, _ := logged["stack"].(string); !strings.Contains(s, "goroutine") || !strings.Contains(s, "middleware_test.go") {
+		t.Errorf("logged stack does not show the panicking frame:\n%s", s)
+	}
+	if logged["grpc.method"] != pb.PickService_Pick_FullMethodName {
+		t.Errorf("logged method %v", logged["grpc.method"])
+	}
+
+	fams := obsScrape(t, d)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"prefixroute_panics_recovered_total", nil, 1},
+		{"prefixroute_picks_total", map[string]string{"pool": "p", "outcome": "error"}, 1},
+		{"prefixroute_picks_total", map[string]string{"pool": "p", "outcome": "ok"}, 1},
+	} {
+		if got := obsValue(t, fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}
+
+// TestCallLogsCarryTraceID checks the logging interceptor's lines: JSON,
+// at the level codeToLevel gives, with the trace id the caller propagated
+// (W3C traceparent) although this router exports no traces.
+func TestCallLogsCarryTraceID(t *testing.T) {
+	var logs syncBuffer
+	d := obsStart(t, func(c *DaemonConfig) {
+		c.Server.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	pick, _, _ := obsClients(t, d)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	if _, err := pick.Pick(ctx, &pb.PickRequest{Pool: "nope"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("Pick of an unknown pool: %v", err)
+	}
+	var finished map[string]any
+	for _, l := range logs.lines(t) {
+		if l["msg"] == "finished call" && l["grpc.method"] == "Pick" {
+			finished = l
+		}
+	}
+	if finished == nil {
+		t.Fatalf("no finished-call line for Pick; logs:\n%s", logs.b.String())
+	}
+	for k, want := range map[string]any{"trace_id": traceID, "grpc.code": "NotFound", "level": "INFO", "component": "grpc"} {
+		if finished[k] != want {
+			t.Errorf("finished-call line: %s = %v, want %v (line %v)", k, finished[k], want, finished)
+		}
+	}
+}
+
+// TestCodeToLevel pins the log level of each kind of outcome.
+func TestCodeToLevel(t *testing.T) {
+	for _, c := range []struct {
+		code codes.Code
+		want slog.Level
+	}{
+		{codes.OK, slog.LevelDebug},
+		{codes.Canceled, slog.LevelDebug},
+		{codes.InvalidArgument, slog.LevelInfo},
+		{codes.Unavailable, slog.LevelInfo},
+		{codes.FailedPrecondition, slog.LevelInfo},
+		{codes.Internal, slog.LevelError},
+		{codes.Unknown, slog.LevelError},
+	} {
+		if got := slog.Level(codeToLevel(c.code)); got != c.want {
+			t.Errorf("codeToLevel(%v) = %v, want %v", c.code, got, c.want)
+		}
+	}
+}

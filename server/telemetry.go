@@ -1,0 +1,220 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/server/state"
+)
+
+// serviceName is the default service.name of the router's telemetry;
+// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override it.
+const serviceName = "prefixrouted"
+
+// telemetry is one daemon's OpenTelemetry providers: a tracer provider that
+// exports where the OTEL_* environment says (or a no-op one), and a meter
+// provider read by the Prometheus exporter into a registry of its own, which
+// /metrics serves. Each daemon has its own, so several can run in one
+// process (tests); nothing is installed globally. Safe for concurrent use.
+type telemetry struct {
+	tracer     trace.TracerProvider
+	sdkTracer  *sdktrace.TracerProvider // nil when tracing is off
+	exporter   string                   // what the traces go to, for the start-up log
+	meter      *sdkmetric.MeterProvider
+	registry   *prometheus.Registry
+	propagator propagation.TextMapPropagator
+}
+
+// tracingEnabled reports whether the OTEL_* environment asks for traces:
+// OTEL_TRACES_EXPORTER set to anything but "none", or an OTLP endpoint
+// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) set.
+// OTEL_SDK_DISABLED=true turns tracing off whatever else is set.
+func tracingEnabled(getenv func(string) string) bool {
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return false
+	}
+	switch exp := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); {
+	case exp == "none":
+		return false
+	case exp != "":
+		return true
+	}
+	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// newTelemetry builds the providers. The span exporter comes from autoexport
+// (OTLP over HTTP or gRPC per OTEL_EXPORTER_OTLP_PROTOCOL, or "console");
+// the sampler from OTEL_TRACES_SAMPLER (default parent-based always-on);
+// the resource from OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
+func newTelemetry(ctx context.Context) (*telemetry, error) {
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", serviceName)),
+		resource.WithFromEnv(), resource.WithTelemetrySDK())
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		return nil, fmt.Errorf("telemetry resource (OTEL_RESOURCE_ATTRIBUTES): %w", err)
+	}
+	t := &telemetry{
+		registry:   prometheus.NewRegistry(),
+		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		tracer:     noop.NewTracerProvider(),
+		exporter:   "off",
+	}
+	t.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exp, err := otelprom.New(otelprom.WithRegisterer(t.registry), otelprom.WithoutScopeInfo())
+	if err != nil {
+		return nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	t.meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+	if !tracingEnabled(os.Getenv) {
+		return t, nil
+	}
+	spans, err := autoexport.NewSpanExporter(ctx)
+	if err != nil {
+		t.meter.Shutdown(ctx)
+		return nil, fmt.Errorf("trace exporter (OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_*): %w", err)
+	}
+	if autoexport.IsNoneSpanExporter(spans) {
+		return t, nil
+	}
+	t.sdkTracer = sdktrace.NewTracerProvider(sdktrace.WithBatcher(spans), sdktrace.WithResource(res))
+	t.tracer = t.sdkTracer
+	t.exporter = exporterName(os.Getenv)
+	return t, nil
+}
+
+// exporterName describes the configured span exporter for the logs.
+func exporterName(getenv func(string) string) string {
+	exp := getenv("OTEL_TRACES_EXPORTER")
+	if exp == "" {
+		exp = "otlp"
+	}
+	if exp != "otlp" {
+		return exp
+	}
+	proto := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if proto == "" {
+		proto = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	if proto == "" {
+		proto = "http/protobuf"
+	}
+	return "otlp " + proto
+}
+
+// metricsHandler serves the registry in the Prometheus text format (or
+// OpenMetrics when the scraper asks for it).
+func (t *telemetry) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{EnableOpenMetrics: true})
+}
+
+// Shutdown flushes and stops both providers: pending spans are exported, the
+// meter provider stops reading. Bounded by ctx.
+func (t *telemetry) Shutdown(ctx context.Context) error {
+	var errs []error
+	if t.sdkTracer != nil {
+		if err := t.sdkTracer.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("flushing traces: %w", err))
+		}
+	}
+	if err := t.meter.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("stopping metrics: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// NewLogger returns the router's operational logger writing to w: format
+// "text" (logfmt-like key=value, the default) or "json" (one object a
+// line), at level "debug", "info", "warn" or "error". Lines of gRPC calls
+// carry the call's trace id (trace_id) when the caller propagated one or
+// tracing is on. The logger is safe for concurrent use.
+func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: want text or json", format)
+}
+
+// Attribute keys of the Pick span (the server span otelgrpc opens for
+// /prefixroute.v1.PickService/Pick).
+const (
+	attrPool                  = attribute.Key("prefixroute.pool")
+	attrDeployment            = attribute.Key("prefixroute.deployment")
+	attrInstance              = attribute.Key("prefixroute.instance")
+	attrStrategy              = attribute.Key("prefixroute.strategy")
+	attrProbability           = attribute.Key("prefixroute.probability")
+	attrDeploymentProbability = attribute.Key("prefixroute.deployment_probability")
+	attrInstanceProbability   = attribute.Key("prefixroute.instance_probability")
+	attrHitRatio              = attribute.Key("prefixroute.hit_ratio")
+	attrBlocks                = attribute.Key("prefixroute.blocks")
+	attrMatchedBlocks         = attribute.Key("prefixroute.matched_blocks")
+	attrWeightsVersion        = attribute.Key("prefixroute.weights_version")
+	attrSeed                  = attribute.Key("prefixroute.seed")
+)
+
+// setSpan puts a decision on the call's span: pool, strategy and, when the
+// pick succeeded, the chosen deployment and instance with the joint
+// probability P(d)·P(i|d) of the choice and its two factors. It does
+// nothing when the span is not recording (tracing off or not sampled), so it
+// costs nothing then. Safe for concurrent use.
+func setSpan(ctx context.Context, pool string, pk *state.Pick, blocks int, err error) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(attrPool.String(pool), attrBlocks.Int(blocks))
+	if pk.Config != nil {
+		span.SetAttributes(attrStrategy.String(pk.Config.Policy.Strategy.String()),
+			attrWeightsVersion.Int64(int64(pk.Config.WeightsVersion)))
+	}
+	if err != nil {
+		return
+	}
+	d, snap := &pk.Decision, &pk.Snapshot
+	in := &snap.Instances[d.Instance]
+	span.SetAttributes(
+		attrDeployment.String(snap.Deployments[d.Deployment].Name),
+		attrInstance.String(in.ID),
+		attrProbability.Float64(d.Instances[d.Instance].Joint),
+		attrDeploymentProbability.Float64(d.Deployments[d.Deployment].Probability),
+		attrInstanceProbability.Float64(d.Instances[d.Instance].Probability),
+		attrHitRatio.Float64(d.Deployments[d.Deployment].HitRatio),
+		attrMatchedBlocks.Int(in.MatchedBlocks),
+	)
+}
+
+// setSpanSeed adds the decision's seed to the call's span, so that a traced
+// pick can be replayed.
+func setSpanSeed(ctx context.Context, resp *pb.PickResponse) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() && resp.GetDecision() != nil {
+		span.SetAttributes(attrSeed.String(strconv.FormatUint(resp.GetDecision().GetSeed(), 10)))
+	}
+}

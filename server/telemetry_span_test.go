@@ -1,0 +1,80 @@
+package server
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+)
+
+// TestPickSpanAttributes runs Picks through the observer's interceptor
+// under a recording span and checks the attributes the handler put on it:
+// the chosen deployment and instance, the strategy and the probability of
+// the choice, or only the pool and strategy when the pick failed.
+func TestPickSpanAttributes(t *testing.T) {
+	s, _ := obsPickServer(t, true)
+	ps := &pickService{s: s}
+	handler := func(ctx context.Context, req any) (any, error) { return ps.Pick(ctx, req.(*pb.PickRequest)) }
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+
+	for _, c := range []struct {
+		name    string
+		req     *pb.PickRequest
+		chosen  bool
+		exclude string
+	}{
+		{"chosen", obsPickRequest(), true, ""},
+		{"no eligible instance", &pb.PickRequest{Pool: "bench", ExcludeInstances: []string{"i0", "i1", "i2", "i3", "i4", "i5", "i6"}}, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, span := tp.Tracer("test").Start(context.Background(), "Pick")
+			resp, err := s.obs.pickInterceptor(ctx, c.req, pickInfo, handler)
+			span.End()
+			if (err == nil) != c.chosen {
+				t.Fatalf("Pick: %v", err)
+			}
+			spans := rec.Ended()
+			attrs := map[attribute.Key]attribute.Value{}
+			for _, kv := range spans[len(spans)-1].Attributes() {
+				attrs[kv.Key] = kv.Value
+			}
+			if attrs[attrPool].AsString() != "bench" || attrs[attrStrategy].AsString() != "softmax" {
+				t.Errorf("pool %v, strategy %v", attrs[attrPool], attrs[attrStrategy])
+			}
+			_, hasDeployment := attrs[attrDeployment]
+			if hasDeployment != c.chosen {
+				t.Errorf("deployment attribute present = %v, want %v (attributes %v)", hasDeployment, c.chosen, attrs)
+			}
+			if !c.chosen {
+				return
+			}
+			r := resp.(*pb.PickResponse)
+			var joint float64
+			for _, in := range r.GetDecision().GetInstances() {
+				if in.GetInstanceId() == r.GetInstanceId() {
+					joint = in.GetJointProbability()
+				}
+			}
+			for k, want := range map[attribute.Key]attribute.Value{
+				attrDeployment:  attribute.StringValue(r.GetDeployment()),
+				attrInstance:    attribute.StringValue(r.GetInstanceId()),
+				attrProbability: attribute.Float64Value(joint),
+				attrBlocks:      attribute.IntValue(32),
+				attrSeed:        attribute.StringValue("1"),
+			} {
+				if attrs[k] != want {
+					t.Errorf("%s = %v, want %v", k, attrs[k].Emit(), want.Emit())
+				}
+			}
+			if !(joint > 0) {
+				t.Errorf("joint probability of the choice %v", joint)
+			}
+		})
+	}
+}
