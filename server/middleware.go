@@ -8,8 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
 	"go.opentelemetry.io/otel/trace"
@@ -27,7 +29,8 @@ import (
 //     excluded), with the caller's W3C trace context as parent, and the
 //     rpc.server.* metrics;
 //   - a count of the unary calls in flight (outermost), for Shutdown;
-//   - logging, through log/slog, with the call's trace id;
+//   - logging, through log/slog, with the call's trace id (for Pick, only the
+//     calls that fail: see logFailedPicks);
 //   - for Pick only, the observer: latency, outcome, decision log;
 //   - recovery (innermost but for test): a panic becomes codes.Internal, its
 //     stack is logged, the server keeps serving.
@@ -43,9 +46,16 @@ func middleware(log *slog.Logger, tel *telemetry, obs *observer, calls *inflight
 	// A unary call logs one line when it finishes; a stream also when it
 	// starts.
 	unaryLogOpts := append(logOpts[:len(logOpts):len(logOpts)], logging.WithLogOnEvents(logging.FinishCall))
+	// Pick is logged by the observer, and only when it fails: the generic
+	// interceptor costs ~70 allocations a call even below the log level,
+	// which is most of the middleware's cost on the hot path.
+	notPick := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return c.FullMethod() != pb.PickService_Pick_FullMethodName
+	})
 	unary := []grpc.UnaryServerInterceptor{
 		calls.unary,
-		logging.UnaryServerInterceptor(rpcLog, unaryLogOpts...),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(rpcLog, unaryLogOpts...), notPick),
+		logFailedPicks(log.With("component", "grpc")),
 		obs.pickInterceptor,
 		recovery.UnaryServerInterceptor(rec),
 	}
@@ -58,6 +68,31 @@ func middleware(log *slog.Logger, tel *telemetry, obs *observer, calls *inflight
 			otelgrpc.WithPropagators(tel.propagator), otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(rpcLog, logOpts...), recovery.StreamServerInterceptor(rec)),
+	}
+}
+
+// logFailedPicks logs a Pick that fails, at the level codeToLevel gives its
+// code, with the fields the logging interceptor would give it. Successful
+// picks are counted in metrics and sampled by the decision log instead.
+func logFailedPicks(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if info.FullMethod != pb.PickService_Pick_FullMethodName {
+			return handler(ctx, req)
+		}
+		start := time.Now()
+		resp, err := handler(ctx, req)
+		if err != nil {
+			code := status.Code(err)
+			preq, _ := req.(*pb.PickRequest)
+			args := []any{"grpc.service", pb.PickService_ServiceDesc.ServiceName, "grpc.method", "Pick", "grpc.code", code.String(), "grpc.error", err.Error(),
+				"grpc.time_ms", float64(time.Since(start).Microseconds()) / 1000,
+				"pool", preq.GetPool(), "request_id", preq.GetRequestId()}
+			if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+				args = append(args, "trace_id", sc.TraceID().String())
+			}
+			log.Log(ctx, slog.Level(codeToLevel(code)), "finished call", args...)
+		}
+		return resp, err
 	}
 }
 
