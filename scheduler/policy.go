@@ -91,8 +91,8 @@ type Policy struct {
 	// StaleAfter excludes instances whose last report is older. Default 2s.
 	// Must be > 0.
 	StaleAfter time.Duration
-	// ForgetAfter is how long the state layer keeps a disconnected or silent
-	// instance and its cache entries. Default 30s. Must be >= StaleAfter. Not
+	// ForgetAfter is how long the state layer keeps a disconnected instance,
+	// or one silent on an open stream, and its cache entries. Default 30s. Must be >= StaleAfter. Not
 	// used by Decide.
 	ForgetAfter time.Duration
 	// DefaultKVCapacityBlocks bounds the approximate prefix index of an

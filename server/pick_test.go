@@ -148,7 +148,6 @@ func TestStaleAndDisconnectedExcluded(t *testing.T) {
 	silent := e.report(rep("m", "d", "silent"))
 	gone := e.report(rep("m", "d", "gone"))
 	live := e.report(rep("m", "d", "live"))
-	_ = silent
 	gone.close()
 	e.clock.Advance(2*time.Second + time.Millisecond)
 	live.send(rep("m", "d", "live"))
@@ -172,17 +171,18 @@ func TestStaleAndDisconnectedExcluded(t *testing.T) {
 	_, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
 	wantCode(t, err, codes.Unavailable, "no eligible instance", "2 disconnected", "1 stale")
 
-	// After forget_after (30 s) the disconnected ones are gone from ListInstances.
+	// After forget_after (30 s) the disconnected instances are forgotten, and
+	// so is the silent one, whose stream is ended.
 	e.clock.Advance(31 * time.Second)
 	e.d.Server().Registry().Sweep(e.clock.Now())
-	list, err := e.admin.ListInstances(ctx(t), &pb.ListInstancesRequest{Pool: "m"})
+	_, err = e.admin.ListInstances(ctx(t), &pb.ListInstancesRequest{Pool: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(list.GetInstances()); n != 1 || list.GetInstances()[0].GetInstanceId() != "silent" ||
-		list.GetInstances()[0].GetState() != pb.InstanceState_INSTANCE_STATE_STALE {
+	if list, _ := e.admin.ListInstances(ctx(t), &pb.ListInstancesRequest{Pool: "m"}); len(list.GetInstances()) != 0 {
 		t.Errorf("after forget_after: %v", list.GetInstances())
 	}
+	wantCode(t, silent.trySend(rep("m", "d", "silent")), codes.Aborted, "forgotten")
 }
 
 // TestSeedReproducesChoice: the same state and seed give the same choice and

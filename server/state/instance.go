@@ -75,7 +75,9 @@ func (p *Pool) Connect(now time.Time, id Identity) (*Session, error) {
 			return nil, fmt.Errorf("%w %q: %d instances, the limit is %d",
 				ErrTooManyInstances, p.name, len(p.order), p.limits.MaxInstancesPerPool)
 		}
-		in = &instance{slot: p.freeSlot(), id: id, lastReport: now}
+		// lastReport stays zero until the first report: a new instance is
+		// stale, never picked on load figures it has not sent yet.
+		in = &instance{slot: p.freeSlot(), id: id}
 		in.cache = newBlockLRU(0)
 		p.slots[in.slot] = in
 		p.byID[id.Instance] = in
@@ -108,7 +110,10 @@ func (s *Session) Report(now time.Time, rep *Report) error {
 	if in.session != s {
 		return ErrSessionEnded
 	}
-	modeChanged := in.reported && in.last.ReportsCacheEvents != rep.ReportsCacheEvents
+	// Before the first report in.last is zero: the instance counted as
+	// approximate, and picks may have recorded guesses on it that a first
+	// report with cache events must drop.
+	modeChanged := in.last.ReportsCacheEvents != rep.ReportsCacheEvents
 	capChanged := !in.reported || in.last.KVCapacityBlocks != rep.KVCapacityBlocks
 	in.last = *rep
 	in.last.Stored, in.last.Removed = nil, nil

@@ -131,15 +131,24 @@ func (p *Pool) Deployments() []DeploymentWeight {
 	return out
 }
 
-// Sweep forgets the instances disconnected for longer than forget_after, with
-// their prefix-index entries, and returns how many it forgot.
+// Sweep forgets, with their prefix-index entries, the instances disconnected
+// for longer than forget_after and those whose stream is open but silent for
+// longer than forget_after (their session's Done is closed, so the stream
+// ends and a live instance reconnects). It returns how many it forgot.
 func (p *Pool) Sweep(now time.Time) int {
 	forget := p.cfg.Load().Policy.ForgetAfter
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
 	for _, in := range p.slots {
-		if in != nil && !in.connected && now.Sub(in.disconnectedAt) > forget {
+		if in == nil || (in.connected && !in.reported) {
+			continue // between Connect and its first Report
+		}
+		since := in.lastReport
+		if !in.connected {
+			since = in.disconnectedAt
+		}
+		if now.Sub(since) > forget {
 			p.forget(in)
 			n++
 		}

@@ -115,8 +115,8 @@ type Policy struct {
 	// stale_after excludes instances without a report for this long.
 	// Default 2s.
 	StaleAfter *durationpb.Duration `protobuf:"bytes,12,opt,name=stale_after,json=staleAfter,proto3" json:"stale_after,omitempty"`
-	// forget_after drops a silent or disconnected instance and its cache
-	// entries. Default 30s.
+	// forget_after drops a disconnected instance, or one silent on an open
+	// stream (the stream is then ended), with its cache entries. Default 30s.
 	ForgetAfter *durationpb.Duration `protobuf:"bytes,13,opt,name=forget_after,json=forgetAfter,proto3" json:"forget_after,omitempty"`
 	// default_kv_capacity_blocks bounds the approximate prefix index of an
 	// instance that reports no kv_capacity_blocks. Default 16384.

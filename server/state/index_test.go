@@ -1,0 +1,451 @@
+package state
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// newIndexFor returns an empty index whose bitsets cover slots [0, slots).
+func newIndexFor(slots int) prefixIndex {
+	x := newPrefixIndex()
+	if slots > 0 {
+		x.grow(uint32(slots - 1))
+	}
+	return x
+}
+
+// allLive returns a live bitset of x.words words with slots [0, n) set.
+func allLive(x *prefixIndex, n int) []uint64 {
+	live := make([]uint64, x.words)
+	for s := range n {
+		live[s/64] |= 1 << (s % 64)
+	}
+	return live
+}
+
+// runMatch calls x.match with fresh scratch sized for x.
+func runMatch(x *prefixIndex, hashes, live []uint64) []int32 {
+	matched := make([]int32, x.words*64)
+	for i := range matched {
+		matched[i] = -7 // match must overwrite every entry
+	}
+	x.match(hashes, live, matched, make([]uint64, x.words), make([]uint64, x.words))
+	return matched
+}
+
+func TestIndexAddRemoveIdempotent(t *testing.T) {
+	x := newIndexFor(4)
+	x.add(10, 1)
+	x.add(10, 1)
+	x.add(10, 2)
+	if x.pairs != 2 || len(x.entries) != 1 || x.entries[10].n != 2 {
+		t.Fatalf("after adds: pairs %d entries %d", x.pairs, len(x.entries))
+	}
+	x.remove(10, 3) // not a holder
+	x.remove(11, 1) // unknown block
+	if x.pairs != 2 {
+		t.Fatalf("removing absent pairs changed pairs to %d", x.pairs)
+	}
+	x.remove(10, 1)
+	x.remove(10, 1)
+	if x.pairs != 1 || !x.holds(10, 2) || x.holds(10, 1) {
+		t.Fatalf("after removes: pairs %d", x.pairs)
+	}
+	x.remove(10, 2)
+	if x.pairs != 0 || len(x.entries) != 0 {
+		t.Fatalf("emptied block still present: pairs %d entries %d", x.pairs, len(x.entries))
+	}
+	if err := x.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIndexSparseToDense: a block goes dense once it has more than 2*words
+// holders, stays correct through removals (it stays a bitset), and is
+// deleted when its last holder goes; re-added it is sparse again.
+func TestIndexSparseToDense(t *testing.T) {
+	for _, slots := range []int{64, 65, 130, 300} {
+		t.Run(fmt.Sprint(slots, " slots"), func(t *testing.T) {
+			x := newIndexFor(slots)
+			words := (slots + 63) / 64
+			if x.words != words {
+				t.Fatalf("words %d, want %d", x.words, words)
+			}
+			// Holders spread over every word, highest slot included.
+			var holders []uint32
+			for s := slots - 1; s >= 0; s -= 1 + slots/(2*words+3) {
+				holders = append(holders, uint32(s))
+			}
+			if len(holders) <= 2*words {
+				t.Fatalf("test setup: %d holders for %d words", len(holders), words)
+			}
+			for i, s := range holders {
+				x.add(1, s)
+				h := x.entries[1]
+				wantDense := i+1 > 2*words
+				if (h.dense != nil) != wantDense {
+					t.Fatalf("after %d holders over %d words: dense %v, want %v", i+1, words, h.dense != nil, wantDense)
+				}
+				if err := x.check(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			live := allLive(&x, slots)
+			got := runMatch(&x, []uint64{1}, live)
+			for s := range slots {
+				want := int32(0)
+				if slices.Contains(holders, uint32(s)) {
+					want = 1
+				}
+				if got[s] != want {
+					t.Fatalf("dense match: slot %d = %d, want %d", s, got[s], want)
+				}
+			}
+			// Remove down to one holder: still a bitset, still exact.
+			for _, s := range holders[1:] {
+				x.remove(1, s)
+				if err := x.check(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if h := x.entries[1]; h == nil || h.n != 1 || !x.holds(1, holders[0]) {
+				t.Fatal("last holder lost")
+			}
+			got = runMatch(&x, []uint64{1}, live)
+			for s := range slots {
+				if want := int32(b2i(uint32(s) == holders[0])); got[s] != want {
+					t.Fatalf("after removals: slot %d = %d, want %d", s, got[s], want)
+				}
+			}
+			x.remove(1, holders[0])
+			if len(x.entries) != 0 || x.pairs != 0 {
+				t.Fatalf("entry not deleted: %d entries, %d pairs", len(x.entries), x.pairs)
+			}
+			x.add(1, holders[0])
+			if x.entries[1].dense != nil {
+				t.Fatal("re-added block is dense")
+			}
+		})
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestIndexDenseGrowsWithPool: a bitset made while the pool was small is
+// extended when a later slot in a higher word joins, and a short bitset
+// counts as "not held" for the words it lacks.
+func TestIndexDenseGrowsWithPool(t *testing.T) {
+	x := newIndexFor(10)
+	for s := range uint32(3) {
+		x.add(5, s)
+	}
+	if d := x.entries[5].dense; len(d) != 1 {
+		t.Fatalf("dense %v, want one word", d)
+	}
+	x.grow(199) // the pool grows to 4 words
+	live := allLive(&x, 200)
+	got := runMatch(&x, []uint64{5}, live)
+	for s := range 200 {
+		if want := int32(b2i(s < 3)); got[s] != want {
+			t.Fatalf("slot %d = %d, want %d", s, got[s], want)
+		}
+	}
+	x.add(5, 199)
+	if d := x.entries[5].dense; len(d) != 4 || d[3] != 1<<(199%64) {
+		t.Fatalf("dense %v after adding slot 199", d)
+	}
+	if err := x.check(); err != nil {
+		t.Fatal(err)
+	}
+	got = runMatch(&x, []uint64{5}, live)
+	if got[199] != 1 || got[198] != 0 {
+		t.Fatalf("slot 199 = %d, 198 = %d", got[199], got[198])
+	}
+}
+
+func TestIndexMatchCases(t *testing.T) {
+	// Slots 0..3. Chain a,b,c,d; slot 0 holds all, 1 holds a,b, 2 holds b,c,d
+	// (not a), 3 holds nothing; slot 0 is not live in the second case.
+	const a, b, c, d, e = 11, 12, 13, 14, 15
+	x := newIndexFor(4)
+	for _, h := range []uint64{a, b, c, d} {
+		x.add(h, 0)
+	}
+	x.add(a, 1)
+	x.add(b, 1)
+	for _, h := range []uint64{b, c, d} {
+		x.add(h, 2)
+	}
+	tests := []struct {
+		name   string
+		hashes []uint64
+		live   []int
+		want   [4]int32
+	}{
+		{"empty request", nil, []int{0, 1, 2, 3}, [4]int32{}},
+		{"full chain", []uint64{a, b, c, d}, []int{0, 1, 2, 3}, [4]int32{4, 2, 0, 0}},
+		{"not live slots get 0", []uint64{a, b, c, d}, []int{1, 2, 3}, [4]int32{0, 2, 0, 0}},
+		{"unknown first block", []uint64{e, a, b}, []int{0, 1, 2, 3}, [4]int32{}},
+		{"unknown later block stops everyone", []uint64{a, b, e, c}, []int{0, 1, 2, 3}, [4]int32{2, 2, 0, 0}},
+		{"prefix of the chain", []uint64{a}, []int{0, 1, 2, 3}, [4]int32{1, 1, 0, 0}},
+		{"divergent tail", []uint64{a, b, c, e}, []int{0, 1, 2, 3}, [4]int32{3, 2, 0, 0}},
+		{"starting mid-chain", []uint64{b, c, d}, []int{0, 1, 2, 3}, [4]int32{3, 1, 3, 0}},
+		{"repeated hash", []uint64{a, a, b}, []int{0, 1, 2, 3}, [4]int32{3, 3, 0, 0}},
+		{"nobody live", []uint64{a, b}, nil, [4]int32{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			live := make([]uint64, x.words)
+			for _, s := range tc.live {
+				live[s/64] |= 1 << s
+			}
+			got := runMatch(&x, tc.hashes, live)
+			for s := range 64 {
+				want := int32(0)
+				if s < 4 {
+					want = tc.want[s]
+				}
+				if got[s] != want {
+					t.Errorf("slot %d = %d, want %d", s, got[s], want)
+				}
+			}
+		})
+	}
+}
+
+// indexModel is the brute-force reference: the set of (hash, slot) pairs.
+type indexModel map[uint64]map[uint32]bool
+
+func (m indexModel) add(h uint64, s uint32) {
+	if m[h] == nil {
+		m[h] = map[uint32]bool{}
+	}
+	m[h][s] = true
+}
+
+func (m indexModel) remove(h uint64, s uint32) {
+	delete(m[h], s)
+	if len(m[h]) == 0 {
+		delete(m, h)
+	}
+}
+
+func (m indexModel) pairs() int {
+	n := 0
+	for _, s := range m {
+		n += len(s)
+	}
+	return n
+}
+
+// match is the reference: the number of leading hashes each live slot holds.
+func (m indexModel) match(hashes []uint64, live []uint64, slots int) []int32 {
+	out := make([]int32, slots)
+	for s := range slots {
+		if live[s/64]&(1<<(s%64)) == 0 {
+			continue
+		}
+		k := 0
+		for k < len(hashes) && m[hashes[k]][uint32(s)] {
+			k++
+		}
+		out[s] = int32(k)
+	}
+	return out
+}
+
+// compareIndex checks x against m: pairs, membership and bookkeeping.
+func compareIndex(x *prefixIndex, m indexModel) error {
+	if x.pairs != m.pairs() {
+		return fmt.Errorf("pairs %d, model %d", x.pairs, m.pairs())
+	}
+	if len(x.entries) != len(m) {
+		return fmt.Errorf("%d blocks, model %d", len(x.entries), len(m))
+	}
+	for h, ss := range m {
+		for s := range ss {
+			if !x.holds(h, s) {
+				return fmt.Errorf("index lacks (%#x, %d)", h, s)
+			}
+		}
+		if x.entries[h].n != len(ss) {
+			return fmt.Errorf("block %#x: n %d, model %d", h, x.entries[h].n, len(ss))
+		}
+	}
+	return x.check()
+}
+
+// randomIndex fills an index over slots with prefixes of chains: each slot
+// holds a random prefix of some chains, plus stray blocks from the middle
+// of chains (held without their predecessors), then some removals.
+func randomIndex(rng *rand.Rand, slots int, chains [][]uint64) (prefixIndex, indexModel) {
+	x, m := newIndexFor(slots), indexModel{}
+	for s := range uint32(slots) {
+		for _, ch := range chains {
+			if rng.IntN(3) == 0 {
+				continue
+			}
+			n := rng.IntN(len(ch) + 1)
+			for _, h := range ch[:n] {
+				x.add(h, s)
+				m.add(h, s)
+			}
+			if rng.IntN(4) == 0 {
+				h := ch[rng.IntN(len(ch))]
+				x.add(h, s)
+				m.add(h, s)
+			}
+		}
+	}
+	// Random removals punch holes in prefixes and thin dense sets.
+	for range rng.IntN(slots * 4) {
+		ch := chains[rng.IntN(len(chains))]
+		h, s := ch[rng.IntN(len(ch))], uint32(rng.IntN(slots))
+		x.remove(h, s)
+		m.remove(h, s)
+	}
+	return x, m
+}
+
+// randomRequest returns a prefix of a chain, maybe followed by a divergent
+// tail of unknown hashes or blocks of another chain.
+func randomRequest(rng *rand.Rand, chains [][]uint64) []uint64 {
+	ch := chains[rng.IntN(len(chains))]
+	req := slices.Clone(ch[:rng.IntN(len(ch)+1)])
+	switch rng.IntN(4) {
+	case 0:
+		for range rng.IntN(5) {
+			req = append(req, 1<<40+rng.Uint64N(1000))
+		}
+	case 1:
+		other := chains[rng.IntN(len(chains))]
+		req = append(req, other[:rng.IntN(len(other)+1)]...)
+	}
+	return req
+}
+
+func makeChains(rng *rand.Rand, n, maxLen int) [][]uint64 {
+	chains := make([][]uint64, n)
+	for i := range chains {
+		chains[i] = make([]uint64, 1+rng.IntN(maxLen))
+		for k := range chains[i] {
+			chains[i][k] = rng.Uint64()
+		}
+	}
+	return chains
+}
+
+// TestIndexMatchModel: for random holdings over up to 300 slots and random
+// hash lists, match gives every slot the number of leading hashes it holds.
+func TestIndexMatchModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(42, 7))
+	for trial := range 60 {
+		slots := 1 + rng.IntN(300)
+		chains := makeChains(rng, 1+rng.IntN(6), 40)
+		x, m := randomIndex(rng, slots, chains)
+		if err := compareIndex(&x, m); err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		for q := range 20 {
+			live := allLive(&x, slots)
+			if q%2 == 1 { // some instances filtered out
+				for s := range slots {
+					if rng.IntN(4) == 0 {
+						live[s/64] &^= 1 << (s % 64)
+					}
+				}
+			}
+			req := randomRequest(rng, chains)
+			got := runMatch(&x, req, live)
+			want := m.match(req, live, slots)
+			if !slices.Equal(got[:slots], want) {
+				t.Fatalf("trial %d query %d (%d slots, %d hashes): match\n got %v\nwant %v", trial, q, slots, len(req), got[:slots], want)
+			}
+			for s := slots; s < len(got); s++ {
+				if got[s] != 0 {
+					t.Fatalf("trial %d: unused slot %d = %d", trial, s, got[s])
+				}
+			}
+		}
+	}
+}
+
+// TestIndexPairsModel: a random add/remove sequence keeps pairs and every
+// holder set exact, through sparse and dense forms.
+func TestIndexPairsModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 14))
+	x, m := newIndexFor(1), indexModel{}
+	slots := 1
+	for step := range 20000 {
+		switch op := rng.IntN(10); {
+		case op == 0 && slots < 300:
+			slots += rng.IntN(20)
+			x.grow(uint32(slots - 1))
+		case op < 6:
+			h, s := uint64(rng.IntN(20)), uint32(rng.IntN(slots))
+			x.add(h, s)
+			m.add(h, s)
+		default:
+			h, s := uint64(rng.IntN(20)), uint32(rng.IntN(slots))
+			x.remove(h, s)
+			m.remove(h, s)
+		}
+		if step%97 == 0 {
+			if err := compareIndex(&x, m); err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+		}
+	}
+	if err := compareIndex(&x, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzIndexMatch: op bytes build holdings over up to 300 slots; the rest of
+// the input is the request. match must agree with the brute-force model.
+func FuzzIndexMatch(f *testing.F) {
+	f.Add(uint16(3), []byte{0, 0, 1, 0, 0, 1, 1, 1}, []byte{0, 1, 2})
+	f.Add(uint16(200), []byte{0, 10, 0, 70, 0, 130, 0, 199, 1, 10, 1, 130, 2, 130}, []byte{0, 1, 2, 3})
+	f.Add(uint16(300), []byte{5, 0, 5, 1, 5, 2, 5, 3, 5, 4, 5, 5, 5, 6, 5, 7, 133, 3}, []byte{5, 5, 6})
+	f.Fuzz(func(t *testing.T, nslots uint16, ops []byte, req []byte) {
+		slots := 1 + int(nslots%300)
+		x, m := newIndexFor(slots), indexModel{}
+		// Each op is (hash byte, slot byte): hash bit 7 set means remove; the
+		// slot byte is scaled over the slots.
+		for i := 0; i+1 < len(ops); i += 2 {
+			h := uint64(ops[i] & 15)
+			s := uint32(int(ops[i+1]) * slots / 256)
+			if ops[i]&128 != 0 {
+				x.remove(h, s)
+				m.remove(h, s)
+			} else {
+				x.add(h, s)
+				m.add(h, s)
+			}
+		}
+		if err := compareIndex(&x, m); err != nil {
+			t.Fatal(err)
+		}
+		hashes := make([]uint64, len(req))
+		for i, b := range req {
+			hashes[i] = uint64(b & 15)
+		}
+		live := allLive(&x, slots)
+		if len(req) > 0 && req[0]&16 != 0 {
+			for s := 0; s < slots; s += 3 {
+				live[s/64] &^= 1 << (s % 64)
+			}
+		}
+		got := runMatch(&x, hashes, live)
+		if want := m.match(hashes, live, slots); !slices.Equal(got[:slots], want) {
+			t.Fatalf("match\n got %v\nwant %v", got[:slots], want)
+		}
+	})
+}
