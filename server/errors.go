@@ -18,7 +18,7 @@ func codeOf(err error) codes.Code {
 	switch {
 	case errors.Is(err, state.ErrPoolNotFound):
 		return codes.NotFound
-	case errors.Is(err, state.ErrInvalidPick), errors.Is(err, state.ErrInvalidReport),
+	case errors.Is(err, state.ErrInvalidPick), errors.Is(err, state.ErrInvalidReport), errors.Is(err, state.ErrInvalidName),
 		errors.Is(err, store.ErrInvalidWeights), errors.Is(err, store.ErrInvalidName),
 		errors.Is(err, scheduler.ErrInvalidPolicy):
 		return codes.InvalidArgument

@@ -164,3 +164,14 @@ func TestReportErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminBadPoolName: an admin call with a bad pool name says so without
+// talking of picks.
+func TestAdminBadPoolName(t *testing.T) {
+	e := start(t, "")
+	_, err := e.admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "a\x01b", Weights: map[string]float64{"d": 1}})
+	wantCode(t, err, codes.InvalidArgument, "invalid name", "control character U+0001")
+	if strings.Contains(err.Error(), "pick") {
+		t.Errorf("admin error talks of picks: %v", err)
+	}
+}

@@ -14,6 +14,8 @@ var (
 	ErrTooManyInstances = errors.New("too many instances in pool")
 	// ErrInvalidReport: a load report is malformed or over a limit.
 	ErrInvalidReport = errors.New("invalid load report")
+	// ErrInvalidName: a pool name is empty, too long or not printable UTF-8.
+	ErrInvalidName = errors.New("invalid name")
 	// ErrInvalidPick: a pick request is malformed or over a limit.
 	ErrInvalidPick = errors.New("invalid pick request")
 	// ErrIdentityChanged: a report on a stream names another instance than the

@@ -320,7 +320,7 @@ func TestMaxPools(t *testing.T) {
 	if err := r.CanHold("c"); !errors.Is(err, ErrTooManyPools) {
 		t.Fatalf("CanHold new: %v", err)
 	}
-	if err := r.CanHold(""); !errors.Is(err, ErrInvalidPick) || !strings.Contains(err.Error(), "pool") {
+	if err := r.CanHold(""); !errors.Is(err, ErrInvalidName) || !strings.Contains(err.Error(), "pool") {
 		t.Fatalf("CanHold empty: %v", err)
 	}
 	if _, err := r.Pool("c"); !errors.Is(err, ErrPoolNotFound) || !strings.Contains(err.Error(), `"c"`) {

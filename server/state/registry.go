@@ -47,7 +47,7 @@ func (r *Registry) Ensure(name string) (*Pool, error) {
 		return p, nil
 	}
 	if err := checkName("pool", name, r.limits.MaxNameBytes); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", ErrInvalidName, err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -98,10 +98,10 @@ type Config struct {
 func DefaultConfig() *Config { return &Config{Policy: scheduler.DefaultPolicy()} }
 
 // CanHold reports whether the registry holds the named pool or has room to
-// create it: ErrTooManyPools, or a name error wrapping ErrInvalidPick.
+// create it: ErrTooManyPools, or a name error wrapping ErrInvalidName.
 func (r *Registry) CanHold(name string) error {
 	if err := checkName("pool", name, r.limits.MaxNameBytes); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidPick, err)
+		return fmt.Errorf("%w: %v", ErrInvalidName, err)
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()

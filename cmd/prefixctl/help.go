@@ -1,0 +1,123 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+const helpIntro = `prefixctl is the operator CLI of prefixroute, the routing sidecar.
+
+Usage:
+  prefixctl [--addr HOST:PORT] [-o table|json] [--timeout D] COMMAND [ARGS]
+
+Commands:
+`
+
+const helpGlobals = `Global flags (before or after the command):
+  --addr HOST:PORT  the sidecar's gRPC address
+                    (default 127.0.0.1:50051, or the env PREFIXCTL_ADDR)
+  -o table|json     output format; json is the response in protojson
+                    (proto field names, every field, 64-bit numbers as strings)
+  --timeout D       deadline of each call (default 5s)
+
+`
+
+// printHelp writes the help of one command, or of all when name is "".
+func (c *cli) printHelp(w io.Writer, name string) {
+	cmd := lookup(name)
+	if cmd == nil {
+		fmt.Fprint(w, helpIntro)
+		for i := range commands {
+			fmt.Fprintln(w, "  "+wrap(synopsis(&commands[i]), 76, "      "))
+		}
+		fmt.Fprint(w, "  prefixctl help [COMMAND]\n\nRun 'prefixctl help COMMAND' for what a command does.\n\n",
+			helpGlobals, exitCodesHelp)
+		return
+	}
+	fmt.Fprintf(w, "Usage:\n  %s\n\n%s\n\n", wrap(synopsis(cmd), 76, "      "), wrap(cmd.help, 78, ""))
+	// The command's own flags: run it with -h, which only parses.
+	sub := &cli{ctx: c.ctx, stdout: io.Discard, stderr: io.Discard, addr: c.addr, output: c.output, timeout: c.timeout}
+	var hr *helpRequest
+	if err := cmd.run(sub, []string{"-h"}); errors.As(err, &hr) {
+		var b strings.Builder
+		hr.fs.VisitAll(func(f *flag.Flag) {
+			if global[f.Name] {
+				return
+			}
+			arg, usage := flag.UnquoteUsage(f)
+			line := "--" + f.Name
+			if arg != "" {
+				line += " " + arg
+			}
+			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" && f.DefValue != "-1" {
+				usage += " (default " + f.DefValue + ")"
+			}
+			fmt.Fprintf(&b, "  %-22s %s\n", line, wrap(usage, 53, strings.Repeat(" ", 25)))
+		})
+		if b.Len() > 0 {
+			fmt.Fprintf(w, "Flags:\n%s\n", b.String())
+		}
+	}
+	fmt.Fprint(w, helpGlobals, exitCodesHelp)
+}
+
+// global names the global flags, which every command's flag set repeats.
+var global = map[string]bool{"addr": true, "o": true, "output": true, "timeout": true}
+
+func synopsis(cmd *command) string {
+	if cmd.usage == "" {
+		return "prefixctl " + cmd.name
+	}
+	return "prefixctl " + cmd.name + " " + cmd.usage
+}
+
+// help is the help command: 'prefixctl help [COMMAND]'.
+func (c *cli) help(args []string) error {
+	name := strings.Join(args, " ")
+	if name != "" && lookup(name) == nil {
+		return usagef("help: unknown command %q (see 'prefixctl help')", name)
+	}
+	c.printHelp(c.stdout, name)
+	return nil
+}
+
+// wrap breaks s into lines of at most width columns, continuing with
+// indent.
+func wrap(s string, width int, indent string) string {
+	var b strings.Builder
+	col := 0
+	for i, word := range words(s) {
+		switch {
+		case i == 0:
+		case col+1+len(word) > width:
+			b.WriteString("\n" + indent)
+			col = len(indent)
+		default:
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(word)
+		col += len(word)
+	}
+	return b.String()
+}
+
+// words splits s at spaces, keeping a bracketed group such as "[--tps N]"
+// in one piece.
+func words(s string) []string {
+	var out []string
+	depth := 0
+	for _, f := range strings.Fields(s) {
+		if depth > 0 {
+			out[len(out)-1] += " " + f
+		} else {
+			out = append(out, f)
+		}
+		depth += strings.Count(f, "[") - strings.Count(f, "]")
+		depth = max(depth, 0)
+	}
+	return out
+}

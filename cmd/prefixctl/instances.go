@@ -1,0 +1,166 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/pkg/client"
+)
+
+// pools is 'prefixctl pools'.
+func (c *cli) pools(args []string) error {
+	if _, err := c.parse(c.flagSet(c.cmd), args, 0, 0); err != nil {
+		return err
+	}
+	admin, err := c.admin()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := admin.ListPools(ctx, &pb.ListPoolsRequest{})
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return writeJSON(c.stdout, resp)
+	}
+	renderPools(c.stdout, resp)
+	return nil
+}
+
+// instances is 'prefixctl instances POOL [--wait N]'.
+func (c *cli) instances(args []string) error {
+	fs := c.flagSet(c.cmd)
+	wait := fs.Int("wait", 0, "wait until at least `N` instances are ok")
+	waitTimeout := fs.Duration("wait-timeout", 30*time.Second, "give up waiting after `D`")
+	pos, err := c.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *wait < 0 || *waitTimeout <= 0 {
+		return usagef("--wait %d --wait-timeout %v: want N >= 0 and a positive duration", *wait, *waitTimeout)
+	}
+	admin, err := c.admin()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(*waitTimeout)
+	for {
+		ctx, cancel := c.call()
+		resp, err := admin.ListInstances(ctx, &pb.ListInstancesRequest{Pool: pos[0]})
+		cancel()
+		ok := 0
+		for _, in := range resp.GetInstances() {
+			if in.GetState() == pb.InstanceState_INSTANCE_STATE_OK {
+				ok++
+			}
+		}
+		// While waiting, a sidecar that is still starting and a pool that
+		// does not exist yet are worth waiting for.
+		waiting := *wait > 0 && time.Now().Before(deadline) && c.ctx.Err() == nil &&
+			(err == nil && ok < *wait || client.Unreachable(err) || status.Code(err) == codes.NotFound)
+		if waiting {
+			select {
+			case <-c.ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if ok < *wait {
+			return &exitError{code: exitRefused, msg: fmt.Sprintf(
+				"gave up after %v: %d of the %d instances wanted are ok in pool %s (see 'prefixctl instances %s')",
+				*waitTimeout, ok, *wait, pos[0], shellWord(pos[0]))}
+		}
+		if c.output == "json" {
+			return writeJSON(c.stdout, resp)
+		}
+		renderInstances(c.stdout, pos[0], resp)
+		return nil
+	}
+}
+
+// renderPools prints ListPools as a table.
+func renderPools(w io.Writer, r *pb.ListPoolsResponse) {
+	if len(r.GetPools()) == 0 {
+		fmt.Fprintln(w, "no pools yet: a pool appears when an instance reports into it, or when its")
+		fmt.Fprintln(w, "weights or policy are set")
+		return
+	}
+	t := newTable(nameCol("POOL", 12), numCol("DEPLOYMENTS"), numCol("INSTANCES"), textCol("WEIGHTS"))
+	for _, p := range r.GetPools() {
+		weights := "never set"
+		if v := p.GetWeightsVersion(); v > 0 {
+			weights = fmt.Sprintf("version %d", v)
+		}
+		t.add(p.GetPool(), fmt.Sprint(p.GetDeployments()), fmt.Sprint(p.GetInstances()), weights)
+	}
+	t.write(w)
+}
+
+// stateCell is an instance's state, with the report age when it matters.
+func stateCell(in *pb.InstanceStatus) string {
+	age := fmtAge(in.GetReportAgeMs())
+	switch in.GetState() {
+	case pb.InstanceState_INSTANCE_STATE_OK:
+		return "ok"
+	case pb.InstanceState_INSTANCE_STATE_STALE:
+		return "stale " + age
+	case pb.InstanceState_INSTANCE_STATE_DRAINING:
+		return "draining"
+	case pb.InstanceState_INSTANCE_STATE_DISCONNECTED:
+		return "gone " + age
+	}
+	return "unknown"
+}
+
+// queueCell is the instance's queue: its own estimate in ms when it reports
+// one, else its queued prefill tokens.
+func queueCell(in *pb.InstanceStatus) string {
+	if in.QueueMs != nil {
+		return fmtMs(in.GetQueueMs())
+	}
+	return fmtTokens(in.GetQueuedPrefillTokens())
+}
+
+// renderInstances prints ListInstances as a table.
+func renderInstances(w io.Writer, pool string, r *pb.ListInstancesResponse) {
+	ok := 0
+	for _, in := range r.GetInstances() {
+		if in.GetState() == pb.InstanceState_INSTANCE_STATE_OK {
+			ok++
+		}
+	}
+	fmt.Fprintf(w, "pool %s: %d instances, %d ok\n", pool, len(r.GetInstances()), ok)
+	if len(r.GetInstances()) == 0 {
+		return
+	}
+	t := newTable(nameCol("INSTANCE", 10), nameCol("ADDRESS", 15), textCol("STATE"),
+		numCol("QUEUE"), numCol("KV"), numCol("CACHED"), numCol("PREFILL"))
+	guessed := false
+	dep := ""
+	for i, in := range r.GetInstances() {
+		if i == 0 || in.GetDeployment() != dep {
+			dep = in.GetDeployment()
+			t.section("deployment " + dep)
+		}
+		cached := fmtBlocks(in.GetCachedBlocks())
+		if !in.GetReportsCacheEvents() {
+			cached, guessed = "~"+cached, true
+		}
+		t.add("  "+in.GetInstanceId(), in.GetAddress(), stateCell(in), queueCell(in),
+			fmtPct(in.GetKvCacheUsage()), cached, fmtTPS(in.GetPrefillTokensPerSecond()))
+	}
+	t.write(w)
+	if guessed {
+		fmt.Fprintln(w, "~ guessed from the requests routed there: the instance reports no cache events")
+	}
+}

@@ -1,0 +1,228 @@
+// Command prefixctl is the operator CLI of prefixroute: it sets deployment
+// weights and scheduling policies, lists pools and instances, and asks for
+// (and explains) routing decisions. See 'prefixctl help' and docs/cli.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/pkg/client"
+)
+
+// defaultAddr is where 'make run' serves.
+const defaultAddr = "127.0.0.1:50051"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run runs one prefixctl command line and returns its exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// runContext is run with a context that ends long-running commands
+// (instance run); tests cancel it instead of sending a signal.
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr, output: "table", timeout: 5 * time.Second, addr: defaultAddr}
+	if env := os.Getenv("PREFIXCTL_ADDR"); env != "" {
+		c.addr = env
+	}
+	defer c.close()
+	err := c.dispatch(args)
+	return c.exit(err)
+}
+
+// cli is one invocation: global flags, output streams and the connection.
+type cli struct {
+	ctx            context.Context
+	stdout, stderr io.Writer
+	addr           string
+	output         string
+	timeout        time.Duration
+
+	cmd string // the command's name, for messages: "weights set"
+	cc  *grpc.ClientConn
+}
+
+// command is one subcommand.
+type command struct {
+	name  string // "weights set"
+	usage string // synopsis after the name
+	help  string // what it does, one paragraph
+	run   func(c *cli, args []string) error
+}
+
+// commands lists every command in help order.
+var commands []command
+
+func init() {
+	commands = []command{
+		{"pools", "", "List the pools the sidecar knows.", (*cli).pools},
+		{"instances", "POOL [--wait N] [--wait-timeout D]",
+			"List the pool's instances. --wait N polls until N instances are ok (for scripts and CD pipelines), up to --wait-timeout (default 30s).",
+			(*cli).instances},
+		{"weights get", "POOL", "Show the pool's deployment weights, version and shares.", (*cli).weightsGet},
+		{"weights set", "POOL DEPLOYMENT=WEIGHT... [--expect-version N]",
+			"Replace the pool's weights (deployments left out get 0; all 0 drains the pool). --expect-version N makes it a compare-and-set: exit 4 when the version is not N.",
+			(*cli).weightsSet},
+		{"policy get", "POOL", "Show the pool's scheduling policy.", (*cli).policyGet},
+		{"policy set", "POOL KEY=VALUE...",
+			"Change policy fields; the others keep their value. Keys: " + strings.Join(policyKeyNames(), ", ") +
+				". Ratios take a fraction or a percentage (0.1 or 10%), *_ms fields ms (20 or 20ms), stale_after and forget_after a duration (2s).",
+			(*cli).policySet},
+		{"pick", "POOL [--tokens IDS | --text TEXT | --hashes H,...] [--prompt-tokens N] [--seed N] [--exclude ID,...] [--salt S] [--block-size N] [--explain]",
+			"Ask which instance would serve a request, hashing the prompt like a gateway (pkg/client). IDS are token ids and ranges (1,2,3 or 0-63). --explain prints the audit: each deployment's share, hit ratio and probability, each instance's cost parts and probability. Note that a pick is real: the sidecar accounts the request's work to the chosen instance.",
+			(*cli).pick},
+		{"hash", "POOL [--tokens IDS | --text TEXT] [--salt S] [--block-size N] [--chunk-bytes N]",
+			"Print the prompt's block hashes (pkg/prefixhash: token mode with --tokens, text mode with --text), comma-separated 0x-hex, e.g. for 'instance run --stored'. With -o json: {\"pool\": ..., \"hashes\": [...]}. Needs no sidecar.",
+			(*cli).hash},
+		{"instance run", "POOL DEPLOYMENT ID --address A [--queue-ms X] [--tps N] [--kv-usage F] [--cache-events] [--stored H,...] [--draining] [--for D]",
+			"TEST/DEMO TOOL, not for production: pretend to be a model-server instance. Reports fixed load figures through pkg/client's Reporter (reconnecting like a real instance) until interrupted or for --for. --stored reports those block hashes as cached (and implies --cache-events).",
+			(*cli).instanceRun},
+	}
+}
+
+// dispatch parses the global flags before the command, finds the command
+// and runs it.
+func (c *cli) dispatch(args []string) error {
+	fs := c.flagSet("prefixctl")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.printHelp(c.stdout, "")
+			return nil
+		}
+		return usagef("%v", err)
+	}
+	args = fs.Args()
+	if len(args) == 0 {
+		return usagef("no command given (see 'prefixctl help')")
+	}
+	if args[0] == "help" {
+		return c.help(args[1:])
+	}
+	cmd, rest := findCommand(args)
+	if cmd == nil {
+		return usagef("unknown command %q (see 'prefixctl help')", strings.Join(args[:min(2, len(args))], " "))
+	}
+	c.cmd = cmd.name
+	return cmd.run(c, rest)
+}
+
+// findCommand matches the longest command name at the start of args.
+func findCommand(args []string) (*command, []string) {
+	for i := range commands {
+		words := strings.Fields(commands[i].name)
+		if len(args) >= len(words) && strings.Join(args[:len(words)], " ") == commands[i].name {
+			return &commands[i], args[len(words):]
+		}
+	}
+	return nil, nil
+}
+
+// lookup returns the command with this name, or nil.
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// flagSet returns a flag set with the global flags; commands add theirs.
+func (c *cli) flagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.addr, "addr", c.addr, "sidecar gRPC address (env PREFIXCTL_ADDR)")
+	fs.StringVar(&c.output, "o", c.output, "output: table or json")
+	fs.StringVar(&c.output, "output", c.output, "output: table or json")
+	fs.DurationVar(&c.timeout, "timeout", c.timeout, "deadline of each call")
+	return fs
+}
+
+// parse parses a command's flags, which may come before, between or after
+// its positional arguments, checks the global flags, and returns the
+// positional arguments: at least minArgs, at most maxArgs (-1: no limit).
+func (c *cli) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, &helpRequest{fs: fs}
+			}
+			return nil, usagef("%v", err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	switch {
+	case len(pos) < minArgs:
+		return nil, usagef("missing arguments")
+	case maxArgs >= 0 && len(pos) > maxArgs:
+		return nil, usagef("unexpected argument %q", pos[maxArgs])
+	}
+	if c.output != "table" && c.output != "json" {
+		return nil, usagef("-o %q: want table or json", c.output)
+	}
+	if c.timeout <= 0 {
+		return nil, usagef("--timeout %v: want a positive duration", c.timeout)
+	}
+	return pos, nil
+}
+
+// conn returns the connection to the sidecar, dialling it on first use.
+func (c *cli) conn() (*grpc.ClientConn, error) {
+	if c.cc == nil {
+		cc, err := client.Dial(c.addr)
+		if err != nil {
+			return nil, usagef("--addr %q: %v", c.addr, err)
+		}
+		c.cc = cc
+	}
+	return c.cc, nil
+}
+
+// admin returns an AdminService client.
+func (c *cli) admin() (pb.AdminServiceClient, error) {
+	cc, err := c.conn()
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewAdminServiceClient(cc), nil
+}
+
+// call returns a context with the --timeout deadline.
+func (c *cli) call() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.ctx, c.timeout)
+}
+
+func (c *cli) close() {
+	if c.cc != nil {
+		c.cc.Close()
+	}
+}
+
+// fail prints a one-line error: "prefixctl: CMD: MSG".
+func (c *cli) fail(msg string) {
+	msg = strings.Join(strings.Fields(msg), " ")
+	if c.cmd != "" {
+		fmt.Fprintf(c.stderr, "prefixctl: %s: %s\n", c.cmd, msg)
+	} else {
+		fmt.Fprintf(c.stderr, "prefixctl: %s\n", msg)
+	}
+}

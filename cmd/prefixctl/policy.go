@@ -1,0 +1,238 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+)
+
+// policyKey describes one Policy field for the table and the parser.
+type policyKey struct {
+	name    string // the proto field name
+	unit    string // "", "ms", "%", "tok", "tok/s", "blk", "dur"
+	meaning string
+}
+
+// policyKeys lists every Policy field in proto order (a test checks it
+// against the descriptor).
+var policyKeys = []policyKey{
+	{"strategy", "", "softmax, threshold or argmin"},
+	{"lambda_h", "", "x2 odds per +1/lambda_h hit ratio"},
+	{"delta_ms", "ms", "softmax: /2 odds per delta_ms"},
+	{"threshold_ratio", "%", "threshold band, of the min cost"},
+	{"threshold_min_ms", "ms", "threshold band, at least"},
+	{"batch_wait_ms", "ms", "added to every cost"},
+	{"block_size_tokens", "tok", "if an instance reports none"},
+	{"default_prefill_tokens_per_second", "tok/s", "if an instance reports none"},
+	{"max_kv_usage", "%", "exclude instances at or over"},
+	{"max_queue_ms", "ms", "exclude instances over (0 = off)"},
+	{"deployment_delta_ms", "ms", "deployment load term (0 = off)"},
+	{"stale_after", "dur", "exclude without a report for"},
+	{"forget_after", "dur", "forget disconnected after"},
+	{"default_kv_capacity_blocks", "blk", "index size if none reported"},
+}
+
+func policyKeyNames() []string {
+	out := make([]string, len(policyKeys))
+	for i, k := range policyKeys {
+		out[i] = k.name
+	}
+	return out
+}
+
+func lookupPolicyKey(name string) *policyKey {
+	for i := range policyKeys {
+		if policyKeys[i].name == name {
+			return &policyKeys[i]
+		}
+	}
+	return nil
+}
+
+// parsePolicy turns KEY=VALUE arguments into a Policy with those fields set.
+func parsePolicy(args []string) (*pb.Policy, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("no KEY=VALUE given; keys: %s", strings.Join(policyKeyNames(), ", "))
+	}
+	p := &pb.Policy{}
+	m := p.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	seen := map[string]bool{}
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want KEY=VALUE", a)
+		}
+		fd := fields.ByName(protoreflect.Name(k))
+		key := lookupPolicyKey(k)
+		if fd == nil || key == nil {
+			return nil, fmt.Errorf("unknown policy key %q; keys: %s", k, strings.Join(policyKeyNames(), ", "))
+		}
+		if seen[k] {
+			return nil, fmt.Errorf("policy key %q given twice", k)
+		}
+		seen[k] = true
+		val, err := parsePolicyValue(fd, key, strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("%s=%s: %v", k, v, err)
+		}
+		m.Set(fd, val)
+	}
+	return p, nil
+}
+
+// parsePolicyValue parses one value by the field's kind and unit.
+func parsePolicyValue(fd protoreflect.FieldDescriptor, key *policyKey, v string) (protoreflect.Value, error) {
+	switch fd.Kind() {
+	case protoreflect.EnumKind:
+		name := strings.ToUpper(v)
+		if !strings.HasPrefix(name, "STRATEGY_") {
+			name = "STRATEGY_" + name
+		}
+		ev := fd.Enum().Values().ByName(protoreflect.Name(name))
+		if ev == nil || ev.Number() == 0 {
+			return protoreflect.Value{}, fmt.Errorf("want softmax, threshold or argmin")
+		}
+		return protoreflect.ValueOfEnum(ev.Number()), nil
+	case protoreflect.DoubleKind:
+		scale := 1.0
+		switch {
+		case key.unit == "%" && strings.HasSuffix(v, "%"):
+			v, scale = strings.TrimSpace(strings.TrimSuffix(v, "%")), 0.01
+		case key.unit == "ms":
+			v = strings.TrimSpace(strings.TrimSuffix(v, "ms"))
+		case key.unit == "tok/s":
+			v = strings.TrimSpace(strings.TrimSuffix(v, "tok/s"))
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return protoreflect.Value{}, fmt.Errorf("want a finite number")
+		}
+		return protoreflect.ValueOfFloat64(f * scale), nil
+	case protoreflect.Uint32Kind, protoreflect.Uint64Kind:
+		bits := 64
+		if fd.Kind() == protoreflect.Uint32Kind {
+			bits = 32
+		}
+		n, err := strconv.ParseUint(v, 10, bits)
+		if err != nil {
+			return protoreflect.Value{}, fmt.Errorf("want a whole number in [0, %d]", uint64(1)<<bits-1)
+		}
+		if bits == 32 {
+			return protoreflect.ValueOfUint32(uint32(n)), nil
+		}
+		return protoreflect.ValueOfUint64(n), nil
+	case protoreflect.MessageKind:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return protoreflect.Value{}, fmt.Errorf("want a duration like 2s or 500ms")
+		}
+		return protoreflect.ValueOfMessage(durationpb.New(d).ProtoReflect()), nil
+	}
+	return protoreflect.Value{}, fmt.Errorf("field kind %v is not supported", fd.Kind())
+}
+
+// policyValue formats one field of a policy with its unit.
+func policyValue(p *pb.Policy, key *policyKey) string {
+	m := p.ProtoReflect()
+	fd := m.Descriptor().Fields().ByName(protoreflect.Name(key.name))
+	if fd == nil || !m.Has(fd) {
+		return "unset"
+	}
+	v := m.Get(fd)
+	switch key.unit {
+	case "":
+		if fd.Kind() == protoreflect.EnumKind {
+			return strings.ToLower(strings.TrimPrefix(p.GetStrategy().String(), "STRATEGY_"))
+		}
+		return fmtNum(v.Float())
+	case "%":
+		return strconv.FormatFloat(v.Float()*100, 'g', 10, 64) + "%"
+	case "ms":
+		if v.Float() == 0 && strings.Contains(key.meaning, "0 = off") {
+			return "off"
+		}
+		return fmtNum(v.Float()) + " ms"
+	case "tok/s":
+		return fmtNum(v.Float()) + " tok/s"
+	case "tok", "blk":
+		return strconv.FormatUint(v.Uint(), 10) + " " + key.unit
+	case "dur":
+		if d, ok := v.Message().Interface().(*durationpb.Duration); ok {
+			return d.AsDuration().String()
+		}
+	}
+	return v.String()
+}
+
+// renderPolicy prints a policy as a table of key, value and meaning.
+func renderPolicy(w io.Writer, pool string, p *pb.Policy, version uint64) {
+	if version == 0 {
+		fmt.Fprintf(w, "pool %s: default policy (version 0)\n", pool)
+	} else {
+		fmt.Fprintf(w, "pool %s: policy version %d\n", pool, version)
+	}
+	t := newTable(textCol("KEY"), textCol("VALUE"), nameCol("MEANING", 20))
+	for i := range policyKeys {
+		t.add(policyKeys[i].name, policyValue(p, &policyKeys[i]), policyKeys[i].meaning)
+	}
+	t.write(w)
+}
+
+// policyGet is 'prefixctl policy get POOL'.
+func (c *cli) policyGet(args []string) error {
+	pos, err := c.parse(c.flagSet(c.cmd), args, 1, 1)
+	if err != nil {
+		return err
+	}
+	admin, err := c.admin()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := admin.GetPolicy(ctx, &pb.GetPolicyRequest{Pool: pos[0]})
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return writeJSON(c.stdout, resp)
+	}
+	renderPolicy(c.stdout, pos[0], resp.GetPolicy(), resp.GetVersion())
+	return nil
+}
+
+// policySet is 'prefixctl policy set POOL KEY=VALUE...'.
+func (c *cli) policySet(args []string) error {
+	pos, err := c.parse(c.flagSet(c.cmd), args, 1, -1)
+	if err != nil {
+		return err
+	}
+	p, err := parsePolicy(pos[1:])
+	if err != nil {
+		return usagef("%v", err)
+	}
+	admin, err := c.admin()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := admin.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: pos[0], Policy: p})
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return writeJSON(c.stdout, resp)
+	}
+	renderPolicy(c.stdout, pos[0], resp.GetPolicy(), resp.GetVersion())
+	return nil
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+)
+
+// weightsGet is 'prefixctl weights get POOL'.
+func (c *cli) weightsGet(args []string) error {
+	pos, err := c.parse(c.flagSet(c.cmd), args, 1, 1)
+	if err != nil {
+		return err
+	}
+	admin, err := c.admin()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := admin.GetWeights(ctx, &pb.GetWeightsRequest{Pool: pos[0]})
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return writeJSON(c.stdout, resp)
+	}
+	renderWeights(c.stdout, pos[0], resp)
+	return nil
+}
+
+// weightsSet is 'prefixctl weights set POOL DEP=W... [--expect-version N]'.
+func (c *cli) weightsSet(args []string) error {
+	fs := c.flagSet(c.cmd)
+	expect := fs.Uint64("expect-version", 0, "compare-and-set: fail unless the weights version is `N` (0 = unconditional)")
+	pos, err := c.parse(fs, args, 2, -1)
+	if err != nil {
+		return err
+	}
+	weights, err := parseWeights(pos[1:])
+	if err != nil {
+		return usagef("%v", err)
+	}
+	pool := pos[0]
+	admin, err := c.admin()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: pool, Weights: weights, ExpectedVersion: *expect})
+	if status.Code(err) == codes.Aborted {
+		current := "unknown"
+		if got, gerr := admin.GetWeights(ctx, &pb.GetWeightsRequest{Pool: pool}); gerr == nil {
+			current = fmt.Sprint(got.GetVersion())
+		}
+		return &exitError{code: exitConflict, msg: fmt.Sprintf(
+			"version conflict: expected %d, current %s (re-read with 'prefixctl weights get %s')",
+			*expect, current, shellWord(pool))}
+	}
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return writeJSON(c.stdout, resp)
+	}
+	renderWeightsSet(c.stdout, pool, resp)
+	return nil
+}
+
+// source says where a deployment's weight comes from.
+func source(d *pb.DeploymentWeight, set bool) string {
+	switch {
+	case !set:
+		return "equal split (never set)"
+	case d.GetConfigured():
+		return "configured"
+	}
+	return "left out: 0"
+}
+
+// renderWeights prints GetWeights as a table.
+func renderWeights(w io.Writer, pool string, r *pb.GetWeightsResponse) {
+	if r.GetWeightsSet() {
+		fmt.Fprintf(w, "pool %s: weights version %d\n", pool, r.GetVersion())
+	} else {
+		fmt.Fprintf(w, "pool %s: weights never set, every deployment weighs 1 (version 0)\n", pool)
+	}
+	if len(r.GetDeployments()) == 0 {
+		fmt.Fprintln(w, "no deployments yet: none configured, none reporting")
+		return
+	}
+	t := newTable(nameCol("DEPLOYMENT", 12), numCol("WEIGHT"), numCol("SHARE"), numCol("INSTANCES"), textCol("SOURCE"))
+	for _, d := range r.GetDeployments() {
+		t.add(d.GetDeployment(), fmtWeight(d.GetWeight()), fmtPct(d.GetShare()), fmt.Sprint(d.GetInstances()),
+			source(d, r.GetWeightsSet()))
+	}
+	t.write(w)
+}
+
+// renderWeightsSet prints SetWeights' answer: the new version and shares.
+func renderWeightsSet(w io.Writer, pool string, r *pb.SetWeightsResponse) {
+	fmt.Fprintf(w, "pool %s: weights set, version %d\n", pool, r.GetVersion())
+	sum := 0.0
+	for _, v := range r.GetWeights() {
+		sum += v
+	}
+	t := newTable(nameCol("DEPLOYMENT", 12), numCol("WEIGHT"), numCol("SHARE"))
+	for _, dep := range slices.Sorted(maps.Keys(r.GetWeights())) {
+		v := r.GetWeights()[dep]
+		share := 0.0
+		if sum > 0 {
+			share = v / sum
+		}
+		t.add(dep, fmtWeight(v), fmtPct(share))
+	}
+	t.write(w)
+	if sum == 0 {
+		fmt.Fprintln(w, "every weight is 0: the pool is drained, picks fail until a weight is raised")
+	}
+}

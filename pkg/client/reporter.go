@@ -1,0 +1,225 @@
+package client
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+)
+
+// Load is an instance's load at one moment, as its Load callback returns it.
+// The fields are those of a ReportLoadRequest.
+type Load struct {
+	RunningRequests uint32
+	WaitingRequests uint32
+	// QueuedPrefillTokens is the prefill work queued or running, in tokens.
+	QueuedPrefillTokens uint64
+	// QueueMs is the instance's own estimate of its queued and running
+	// prefill time in ms; sent only when HasQueueMs is true, and then used
+	// by the sidecar instead of QueuedPrefillTokens.
+	QueueMs    float64
+	HasQueueMs bool
+	// KVCacheUsage is the used fraction of the KV cache, 0..1.
+	KVCacheUsage     float64
+	KVCapacityBlocks uint64
+	// PrefillTokensPerSecond is the instance's prefill throughput; 0 lets
+	// the sidecar use the pool's default.
+	PrefillTokensPerSecond float64
+	BlockSizeTokens        uint32
+	// Draining asks the sidecar to send no new requests.
+	Draining bool
+}
+
+// Reporter defaults.
+const (
+	DefaultReportInterval = 100 * time.Millisecond
+	DefaultMinBackoff     = 100 * time.Millisecond
+	DefaultMaxBackoff     = 10 * time.Second
+	DefaultCloseTimeout   = 2 * time.Second
+)
+
+// ReporterOptions configures a Reporter. Zero fields take the defaults
+// stated.
+type ReporterOptions struct {
+	// Pool, Deployment, InstanceID and Address name the instance; all
+	// required, and fixed for the Reporter's life (every stream it opens
+	// carries the same identity). Address is what gateways connect to.
+	Pool, Deployment, InstanceID, Address string
+	// Load returns the instance's current load. Required. It is called
+	// once per report from the Reporter's goroutine, never concurrently
+	// with itself; it may call Stored, Removed and Cleared, but not Close.
+	Load func() Load
+	// CacheEvents makes the instance stream its KV-cache events
+	// (reports_cache_events): the sidecar then keeps an exact index of its
+	// blocks instead of guessing them from the requests it routed. Without
+	// it, Stored, Removed and Cleared do nothing.
+	CacheEvents bool
+	// Snapshot returns every block hash the instance's KV cache holds now.
+	// Each new stream (the first, and every reconnect) starts with it as a
+	// full snapshot (cache_cleared plus stored_block_hashes), then streams
+	// the events queued since. It is called from the Reporter's goroutine
+	// without the Reporter's lock held; the Reporter does not keep the
+	// slice. Call Stored and Removed only after the change is visible to
+	// Snapshot (or under the same lock), or a snapshot may miss it.
+	//
+	// When nil (the default) the Reporter tracks the held set itself from
+	// Stored, Removed and Cleared, at about 40 bytes per block: convenient,
+	// but it duplicates the instance's own index.
+	Snapshot func() []uint64
+	// Interval is the report interval until the sidecar's first ack, which
+	// names the interval it wants (report_interval_ms); the Reporter then
+	// follows the sidecar. Default DefaultReportInterval (100ms).
+	Interval time.Duration
+	// MinBackoff and MaxBackoff bound the wait before reconnecting after a
+	// stream fails: the n-th consecutive failure waits a uniformly random
+	// time in [0, min(MaxBackoff, MinBackoff*2^n)] ("full jitter", so that
+	// a fleet does not reconnect in lockstep after a sidecar restart).
+	// Defaults DefaultMinBackoff (100ms) and DefaultMaxBackoff (10s).
+	MinBackoff, MaxBackoff time.Duration
+	// MaxEventsPerMessage bounds the block events of one message. Default
+	// MaxEventsPerMessage (65536), the sidecar's default limit; set it to
+	// the sidecar's limit when that is configured lower.
+	MaxEventsPerMessage int
+	// CloseTimeout bounds how long Close waits for the sidecar to
+	// acknowledge the end of the stream. Default DefaultCloseTimeout (2s).
+	CloseTimeout time.Duration
+	// Logger receives a warning when the stream fails, debug messages
+	// for the retries of the same outage, and an info message when a new
+	// stream is acknowledged again. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// ReporterStats is a Reporter's activity so far.
+type ReporterStats struct {
+	// Connected is true while a stream is open and has been acknowledged.
+	Connected bool
+	// Streams counts the streams opened, reconnects included.
+	Streams uint64
+	// Reports counts the messages sent; Acks the acknowledgements received.
+	Reports, Acks uint64
+	// Events counts the block events sent, snapshots included.
+	Events uint64
+	// Interval is the report interval in force.
+	Interval time.Duration
+	// LastError is the error that ended the latest failed stream, or nil.
+	LastError error
+}
+
+// Reporter keeps an instance's ReportLoad stream to the sidecar open: it
+// reports the instance's load every interval, sends its KV-cache events with
+// the next report, and reconnects after errors and sidecar restarts, opening
+// each new stream with a snapshot of the cache. Every method is safe for
+// concurrent use.
+type Reporter struct {
+	rpc  pb.LoadServiceClient
+	opts ReporterOptions
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	book    *cacheBook
+	stats   ReporterStats
+	failing bool // the latest stream failed and none was acked since
+
+	seq      atomic.Uint64
+	interval atomic.Int64 // time.Duration
+
+	closing   chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+// NewReporter validates opts and starts reporting over cc in a goroutine of
+// its own, until Close. cc is normally a connection from Dial (whose short
+// reconnect backoff matters here); the Reporter does not own it.
+func NewReporter(cc grpc.ClientConnInterface, opts ReporterOptions) (*Reporter, error) {
+	switch {
+	case opts.Pool == "" || opts.Deployment == "" || opts.InstanceID == "" || opts.Address == "":
+		return nil, errors.New("client: ReporterOptions needs Pool, Deployment, InstanceID and Address")
+	case opts.Load == nil:
+		return nil, errors.New("client: ReporterOptions.Load is nil; give a function returning the instance's load")
+	case opts.MaxEventsPerMessage < 0:
+		return nil, errors.New("client: ReporterOptions.MaxEventsPerMessage is negative")
+	}
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&opts.Interval, DefaultReportInterval)
+	def(&opts.MinBackoff, DefaultMinBackoff)
+	def(&opts.MaxBackoff, DefaultMaxBackoff)
+	def(&opts.CloseTimeout, DefaultCloseTimeout)
+	opts.MaxBackoff = max(opts.MaxBackoff, opts.MinBackoff)
+	if opts.MaxEventsPerMessage == 0 {
+		opts.MaxEventsPerMessage = MaxEventsPerMessage
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	r := &Reporter{
+		rpc: pb.NewLoadServiceClient(cc), opts: opts,
+		log:     opts.Logger.With("pool", opts.Pool, "deployment", opts.Deployment, "instance", opts.InstanceID),
+		book:    newCacheBook(opts.Snapshot == nil),
+		closing: make(chan struct{}), done: make(chan struct{}),
+	}
+	r.interval.Store(int64(opts.Interval))
+	go r.run()
+	return r, nil
+}
+
+// Stored records that the instance's KV cache now holds the blocks with
+// these hashes (prefixhash token-mode hashes, see prefixhash's README). The
+// events go out with the next report. No-op without CacheEvents.
+func (r *Reporter) Stored(hashes ...uint64) { r.events(hashes, true) }
+
+// Removed records that the instance evicted the blocks with these hashes.
+// No-op without CacheEvents.
+func (r *Reporter) Removed(hashes ...uint64) { r.events(hashes, false) }
+
+// Cleared records that the instance dropped its whole KV cache: the next
+// report clears the sidecar's index of the instance before any later
+// Stored. No-op without CacheEvents.
+func (r *Reporter) Cleared() {
+	if !r.opts.CacheEvents {
+		return
+	}
+	r.mu.Lock()
+	r.book.clear()
+	r.mu.Unlock()
+}
+
+func (r *Reporter) events(hashes []uint64, stored bool) {
+	if !r.opts.CacheEvents || len(hashes) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for _, h := range hashes {
+		r.book.event(h, stored)
+	}
+	r.mu.Unlock()
+}
+
+// Stats returns the Reporter's activity so far.
+func (r *Reporter) Stats() ReporterStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stats
+	s.Interval = time.Duration(r.interval.Load())
+	return s
+}
+
+// Close ends the stream cleanly (the sidecar marks the instance
+// disconnected and forgets it after the pool's forget_after), waiting at
+// most CloseTimeout for the sidecar, and stops the Reporter. Queued events
+// not yet sent are dropped. Close is idempotent and always returns nil; it
+// must not be called from the Load or Snapshot callbacks.
+func (r *Reporter) Close() error {
+	r.closeOnce.Do(func() { close(r.closing) })
+	<-r.done
+	return nil
+}

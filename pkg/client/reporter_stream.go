@@ -1,0 +1,237 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+)
+
+// errStreamEnded is a stream's error when the sidecar closed it without one.
+var errStreamEnded = errors.New("the sidecar ended the report stream")
+
+// run opens streams until Close, backing off between failures.
+func (r *Reporter) run() {
+	defer close(r.done)
+	failures := 0
+	for {
+		acked, err := r.stream()
+		if r.isClosing() {
+			return
+		}
+		// A stream that worked resets the backoff, unless a newer stream of
+		// the same instance replaced it (Aborted): two processes with one
+		// identity must not take turns at full speed.
+		if acked && status.Code(err) != codes.Aborted {
+			failures = 0
+		}
+		wait := jitteredBackoff(r.opts.MinBackoff, r.opts.MaxBackoff, failures)
+		failures++
+		r.mu.Lock()
+		r.stats.LastError = err
+		first := !r.failing
+		r.failing = true
+		r.mu.Unlock()
+		// One warning per outage; the retries that follow are debug noise.
+		level := slog.LevelDebug
+		if first {
+			level = slog.LevelWarn
+		}
+		r.log.Log(context.Background(), level, "prefixroute: load report stream failed; reconnecting",
+			"err", err, "code", status.Code(err).String(), "backoff", wait.String())
+		t := time.NewTimer(wait)
+		select {
+		case <-r.closing:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// jitteredBackoff is the full-jitter wait before the next attempt after n
+// consecutive failures: uniform in [0, min(maxD, minD*2^n)].
+func jitteredBackoff(minD, maxD time.Duration, n int) time.Duration {
+	ceil := maxD
+	if n < 62 && minD<<n > 0 && minD<<n < maxD {
+		ceil = minD << n
+	}
+	return rand.N(ceil + 1)
+}
+
+func (r *Reporter) isClosing() bool {
+	select {
+	case <-r.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// stream runs one ReportLoad stream: a snapshot first, then a report every
+// interval, until the stream fails or Close. acked says whether the sidecar
+// acknowledged at least one report.
+func (r *Reporter) stream() (acked bool, err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Close ends the stream cleanly below; this bounds the wait when a send
+	// is blocked on a sidecar that stopped reading.
+	go func() {
+		select {
+		case <-r.closing:
+			t := time.NewTimer(r.opts.CloseTimeout)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				cancel()
+			case <-ctx.Done():
+			}
+		case <-ctx.Done():
+		}
+	}()
+	st, err := r.rpc.ReportLoad(ctx)
+	if err != nil {
+		return false, err
+	}
+	r.mu.Lock()
+	snap := r.book.begin()
+	r.stats.Streams++
+	r.mu.Unlock()
+	var gotAck atomic.Bool
+	recvErr := make(chan error, 1)
+	recvDone := make(chan struct{})
+	defer func() {
+		cancel()
+		<-recvDone // no ack counts after the stream's end
+		r.mu.Lock()
+		r.book.end()
+		r.stats.Connected = false
+		r.mu.Unlock()
+	}()
+	if r.opts.CacheEvents && r.opts.Snapshot != nil {
+		snap = r.opts.Snapshot()
+	}
+	go func() {
+		defer close(recvDone)
+		for {
+			ack, err := st.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			gotAck.Store(true)
+			r.ack(ack)
+		}
+	}()
+	// ended turns the receiver's error into the stream's.
+	ended := func(err error) (bool, error) {
+		if errors.Is(err, io.EOF) {
+			err = errStreamEnded
+		}
+		return gotAck.Load(), err
+	}
+	// sendOrEnd sends one report's messages; on failure it returns the
+	// stream's error, which the receiver sees.
+	sendOrEnd := func(first bool, b batch) error {
+		if err := r.send(st, first, b); err != nil {
+			if errors.Is(err, io.EOF) {
+				_, err = ended(<-recvErr)
+			}
+			return err
+		}
+		return nil
+	}
+
+	if err := sendOrEnd(true, batch{cleared: r.opts.CacheEvents, stored: snap}); err != nil {
+		return gotAck.Load(), err
+	}
+	snap = nil
+	timer := time.NewTimer(time.Duration(r.interval.Load()))
+	defer timer.Stop()
+	for {
+		select {
+		case <-r.closing:
+			st.CloseSend()
+			select {
+			case <-recvErr:
+			case <-ctx.Done():
+			}
+			return gotAck.Load(), nil
+		case err := <-recvErr:
+			return ended(err)
+		case <-timer.C:
+			r.mu.Lock()
+			b := r.book.take()
+			r.mu.Unlock()
+			if err := sendOrEnd(false, b); err != nil {
+				return gotAck.Load(), err
+			}
+			timer.Reset(time.Duration(r.interval.Load()))
+		}
+	}
+}
+
+// send sends one report: the instance's load with the batch's events, split
+// into as many messages as the event limit needs (each with the same load
+// figures). The first report of a stream carries the identity.
+func (r *Reporter) send(st grpc.BidiStreamingClient[pb.ReportLoadRequest, pb.ReportLoadResponse], first bool, b batch) error {
+	l := r.opts.Load()
+	for i, part := range b.split(r.opts.MaxEventsPerMessage) {
+		m := &pb.ReportLoadRequest{
+			Seq:                    r.seq.Add(1),
+			RunningRequests:        l.RunningRequests,
+			WaitingRequests:        l.WaitingRequests,
+			QueuedPrefillTokens:    l.QueuedPrefillTokens,
+			KvCacheUsage:           l.KVCacheUsage,
+			KvCapacityBlocks:       l.KVCapacityBlocks,
+			PrefillTokensPerSecond: l.PrefillTokensPerSecond,
+			BlockSizeTokens:        l.BlockSizeTokens,
+			Draining:               l.Draining,
+			ReportsCacheEvents:     r.opts.CacheEvents,
+			CacheCleared:           part.cleared,
+			StoredBlockHashes:      part.stored,
+			RemovedBlockHashes:     part.removed,
+		}
+		if l.HasQueueMs {
+			m.QueueMs = &l.QueueMs
+		}
+		if first && i == 0 {
+			m.Pool, m.Deployment, m.InstanceId, m.Address = r.opts.Pool, r.opts.Deployment, r.opts.InstanceID, r.opts.Address
+		}
+		if err := st.Send(m); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.stats.Reports++
+		r.stats.Events += uint64(part.events())
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// ack applies one acknowledgement: the sidecar's wanted interval.
+func (r *Reporter) ack(a *pb.ReportLoadResponse) {
+	if ms := a.GetReportIntervalMs(); ms > 0 {
+		if d := time.Duration(ms) * time.Millisecond; r.interval.Swap(int64(d)) != int64(d) {
+			r.log.Debug("prefixroute: report interval set by the sidecar", "interval", d.String())
+		}
+	}
+	r.mu.Lock()
+	r.stats.Acks++
+	r.stats.Connected = true
+	recovered := r.failing
+	r.failing = false
+	r.mu.Unlock()
+	if recovered {
+		r.log.Info("prefixroute: load report stream reconnected", "streams", r.Stats().Streams)
+	}
+}
