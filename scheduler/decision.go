@@ -89,9 +89,11 @@ type Decision struct {
 type depState struct {
 	minCost float64 // S_min over the eligible instances
 	minLoad float64 // min of QueueMs+BatchWaitMs over the eligible instances
+	maxLoad float64 // max of QueueMs+BatchWaitMs over the eligible instances
 	loadSum float64 // sum of 2^(-(q-minLoad)/DeploymentDeltaMs)
 	norm    float64 // sum of the instances' unnormalised weights
-	logit   float64 // log2 of P(d) up to a constant
+	inv     float64 // 1/norm
+	logit   float64 // log2 of P(d)/w_d, then of P(d), up to a constant
 }
 
 // reset empties d for a snapshot of nd deployments and ni instances.
@@ -100,7 +102,11 @@ func (d *Decision) reset(nd, ni int) {
 	d.DeploymentDraw, d.InstanceDraw = 0, 0
 	d.Excluded = [NumReasons]int{}
 	d.Deployments = resize(d.Deployments, nd)
-	d.Instances = resize(d.Instances, ni)
+	// Decide's first pass writes every field of every instance result.
+	if cap(d.Instances) < ni {
+		d.Instances = make([]InstanceResult, ni)
+	}
+	d.Instances = d.Instances[:ni]
 	d.deps = resize(d.deps, nd)
 }
 

@@ -15,9 +15,8 @@ import (
 	"time"
 )
 
-// walkthroughDocs are where the walk-through lives, first found first: the
-// README once the section is merged there, else docs/cli.md.
-var walkthroughDocs = []string{"../../README.md", "../../docs/cli.md"}
+// walkthroughDocs are where the walk-through lives, first found first.
+var walkthroughDocs = []string{"../../README.md"}
 
 const (
 	walkBegin = "<!-- walkthrough:begin -->"
