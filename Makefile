@@ -84,3 +84,24 @@ bench:
 
 clean:
 	rm -rf $(BIN)
+
+## sim / sim-smoke: the simulator (issue 6; SIMULATION.md).
+SIM_OUT       ?= out/sim
+SIM_DOCS      ?= docs/sim
+SIM_SCENARIOS ?= hotspot cutover canary
+SIM_FLAGS     ?=
+
+.PHONY: sim sim-smoke
+
+sim:
+	$(GO) run ./cmd/prefixsim run --out $(SIM_OUT) $(SIM_FLAGS) $(SIM_SCENARIOS)
+	mkdir -p $(SIM_DOCS)
+	for s in $(SIM_SCENARIOS); do \
+		cp $(SIM_OUT)/$$s/*.png $(SIM_DOCS)/ && \
+		cp $(SIM_OUT)/$$s/summary.md $(SIM_DOCS)/$$s-summary.md || exit 1; \
+	done
+	$(GO) run ./cmd/prefixsim run --live --out $(SIM_OUT) --duration 10s --no-plots smoke
+
+sim-smoke:
+	$(GO) run ./cmd/prefixsim run --out $(SIM_OUT) --quiet --duration 10s smoke
+	$(GO) run ./cmd/prefixsim run --live --out $(SIM_OUT) --quiet --no-plots --duration 3s smoke

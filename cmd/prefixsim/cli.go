@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/prefixroute/prefixroute/pkg/sim"
+)
+
+const usage = `usage:
+  prefixsim run [flags] SCENARIO...   simulate each scenario (a file, or a built-in name)
+  prefixsim trace [flags] SCENARIO    write the scenario's workload as a JSONL trace to stdout
+  prefixsim list                      list the built-in scenarios
+Run "prefixsim run -h" for the flags.`
+
+// run is the whole command; it returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "run":
+		err = runCmd(args[1:], stdout, stderr)
+	case "trace":
+		err = traceCmd(args[1:], stdout, stderr)
+	case "list":
+		for _, n := range sim.ScenarioNames() {
+			fmt.Fprintln(stdout, n)
+		}
+	case "-h", "--help", "help":
+		fmt.Fprintln(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "prefixsim: unknown command %q\n%s\n", args[0], usage)
+		return 2
+	}
+	if err == flag.ErrHelp {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "prefixsim: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// runFlags are the flags of "prefixsim run".
+type runFlags struct {
+	out, variants, addr            string
+	seed                           uint64
+	duration                       time.Duration
+	parallel, maxRequests, workers int
+	speed                          float64
+	quiet, noPlots, live, print    bool
+}
+
+func runCmd(args []string, stdout, stderr io.Writer) error {
+	var f runFlags
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.out, "out", "out/sim", "output directory (one subdirectory per scenario)")
+	fs.StringVar(&f.variants, "variants", "", "comma-separated variants to run (default all)")
+	fs.Uint64Var(&f.seed, "seed", 0, "seed (default the scenario's)")
+	fs.DurationVar(&f.duration, "duration", 0, "override the duration (simulated; wall-clock with --live, default 10s there)")
+	fs.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "variants simulated at once")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
+	fs.BoolVar(&f.noPlots, "no-plots", false, "skip the PNG plots")
+	fs.BoolVar(&f.print, "print", true, "print each scenario's summary table to stdout")
+	fs.BoolVar(&f.live, "live", false, "run against a real prefixrouted over gRPC (wall-clock time)")
+	fs.StringVar(&f.addr, "addr", "", "with --live: the prefixrouted gRPC address (loopback only); empty starts one in-process")
+	fs.Float64Var(&f.speed, "speed", 1, "with --live: virtual seconds per wall-clock second")
+	fs.IntVar(&f.maxRequests, "max-requests", 20000, "with --live: bound on the requests sent")
+	fs.IntVar(&f.workers, "workers", 8, "with --live: concurrent gateway workers")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("run: name at least one scenario (built in: %s)", strings.Join(sim.ScenarioNames(), ", "))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	for _, name := range fs.Args() {
+		sc, err := sim.LoadScenario(name)
+		if err != nil {
+			return err
+		}
+		var runs []*sim.Result
+		outName := sc.Name
+		start := time.Now()
+		if f.live {
+			runs, err = runLive(ctx, sc, &f, stderr)
+			outName = sc.Name + "-live"
+		} else {
+			runs, err = runSim(sc, &f, stderr)
+		}
+		if err != nil {
+			return err
+		}
+		report := *sc
+		report.Name = outName
+		files, err := sim.WriteReport(f.out, &report, runs, !f.noPlots)
+		if err != nil {
+			return err
+		}
+		if f.print {
+			if err := printSummary(stdout, &report, runs, time.Since(start)); err != nil {
+				return err
+			}
+		}
+		if !f.quiet {
+			fmt.Fprintf(stderr, "%s: wrote %d files under %s\n", outName, len(files), f.out)
+		}
+	}
+	return nil
+}
+
+func runSim(sc *sim.Scenario, f *runFlags, stderr io.Writer) ([]*sim.Result, error) {
+	opts := sim.ScenarioOptions{Seed: f.seed, Duration: f.duration, Parallel: f.parallel}
+	if f.variants != "" {
+		opts.Variants = strings.Split(f.variants, ",")
+	}
+	bar := newBar(f.quiet, stderr, sc.Name)
+	if bar != nil {
+		opts.Progress = func(done, total time.Duration) {
+			bar.ChangeMax64(int64(total / time.Second))
+			bar.Set64(int64(done / time.Second))
+		}
+		defer bar.Finish()
+	}
+	return sim.RunScenario(sc, opts)
+}
+
+// newBar returns a progress bar on stderr, or nil when quiet or when stderr
+// is not a terminal.
+func newBar(quiet bool, stderr io.Writer, desc string) *progressbar.ProgressBar {
+	file, ok := stderr.(*os.File)
+	if quiet || !ok || !term.IsTerminal(int(file.Fd())) {
+		return nil
+	}
+	return progressbar.NewOptions64(1, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription(desc),
+		progressbar.OptionSetItsString("virtual s"), progressbar.OptionShowIts(), progressbar.OptionShowCount(),
+		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+}
+
+func traceCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	seed := fs.Uint64("seed", 0, "seed (default the scenario's)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("trace: name one scenario")
+	}
+	sc, err := sim.LoadScenario(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if *seed == 0 {
+		*seed = sc.Seed
+	}
+	wl, err := sim.NewWorkload(sc, *seed)
+	if err != nil {
+		return err
+	}
+	n, err := sim.WriteTrace(stdout, wl)
+	if err == nil {
+		fmt.Fprintf(stderr, "wrote %d requests\n", n)
+	}
+	return err
+}

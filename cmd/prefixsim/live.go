@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prefixroute/prefixroute/pkg/sim"
+	"github.com/prefixroute/prefixroute/server"
+)
+
+// minLiveReportInterval keeps live reports under prefixrouted's default
+// per-stream rate limit.
+const minLiveReportInterval = 25 * time.Millisecond
+
+// runLive runs the scenario's router variants one after the other against
+// prefixrouted, each in a pool of its own: the one at --addr, or one started
+// in-process on 127.0.0.1 with a temporary data dir.
+func runLive(ctx context.Context, sc *sim.Scenario, f *runFlags, stderr io.Writer) ([]*sim.Result, error) {
+	addr := f.addr
+	if addr == "" {
+		dir, err := os.MkdirTemp("", "prefixsim-live-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		// The router's acks set the report interval: the scenario's, scaled
+		// by --speed, but never under 25 ms (prefixrouted limits each
+		// stream to 50 reports/s by default).
+		interval := max(time.Duration(float64(sc.ReportInterval.D())/max(f.speed, 1e-9)), minLiveReportInterval)
+		d, err := server.Start(server.DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off",
+			Server: server.Options{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				ReportInterval: interval}})
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			d.Shutdown(sctx)
+		}()
+		addr = d.Addr()
+	}
+	var runs []*sim.Result
+	for _, v := range sc.Variants {
+		if v.Baseline() || (f.variants != "" && !contains(strings.Split(f.variants, ","), v.Name)) {
+			continue
+		}
+		opts := sim.LiveOptions{Addr: addr, Pool: sc.Pool + "-" + v.Name, Duration: f.duration, Speed: f.speed,
+			MaxRequests: f.maxRequests, Workers: f.workers}
+		bar := newBar(f.quiet, stderr, sc.Name+"/"+v.Name+" (live)")
+		if bar != nil {
+			opts.Progress = func(done, total time.Duration) {
+				bar.ChangeMax64(int64(total / time.Second))
+				bar.Set64(int64(done / time.Second))
+			}
+		}
+		res, err := sim.RunLive(ctx, sc, v.Name, opts)
+		if bar != nil {
+			bar.Finish()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s/%s live: %w", sc.Name, v.Name, err)
+		}
+		runs = append(runs, res)
+	}
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("%s: no router variant to run live (baselines cannot)", sc.Name)
+	}
+	return runs, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// printSummary prints a scenario's table, and the gRPC figures of live runs.
+func printSummary(w io.Writer, sc *sim.Scenario, runs []*sim.Result, wall time.Duration) error {
+	sums := make([]sim.Summary, len(runs))
+	for i, r := range runs {
+		sums[i] = r.Summarise()
+	}
+	fmt.Fprintf(w, "\n## %s (%d variants, %v simulated each, %v wall)\n\n", sc.Name, len(runs), runs[0].Duration, wall.Round(time.Millisecond))
+	if err := sim.WriteMarkdown(w, sc, sums); err != nil {
+		return err
+	}
+	if runs[0].Live != nil {
+		fmt.Fprintf(w, "\n| variant | picks | pick errors | pick p50 ms | pick p99 ms | pick max ms | reports acked | report streams | unfinished |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range runs {
+			l := r.Live
+			fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.2f | %.2f | %d | %d | %d |\n", r.Variant.Name, l.Picks, l.PickErrors,
+				l.PickP50Ms, l.PickP99Ms, l.PickMax, l.Acks, l.ReportStreams, l.Unfinished)
+			if l.FirstError != "" {
+				fmt.Fprintf(w, "\nfirst pick error of %s: %s\n", r.Variant.Name, l.FirstError)
+			}
+		}
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}

@@ -1,0 +1,124 @@
+package sim
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prefixroute/prefixroute/pkg/client"
+)
+
+// loop runs the engine against the wall clock: events fire when the scaled
+// clock reaches them, arrivals go to the gateway workers, and the workers'
+// choices come back to be queued on the chosen instance at the time they
+// arrive. It returns when every request has been served (or rejected), or
+// at the deadline (Duration plus 30 s to drain), counting the unfinished.
+func (lr *liveRun) loop(start time.Time) error {
+	e, speed := lr.e, lr.opts.Speed
+	virt := func() time.Duration { return time.Duration(float64(time.Since(start)) * speed) }
+	work := make(chan *Request, lr.opts.MaxRequests+1)
+	inbox := make(chan routed, lr.opts.MaxRequests+1)
+	dispatched, returned := 0, 0
+	e.route = func(r *Request) {
+		dispatched++
+		work <- r
+	}
+	var wg sync.WaitGroup
+	for range lr.opts.Workers {
+		wg.Go(func() { lr.worker(work, inbox) })
+	}
+	defer func() {
+		close(work)
+		wg.Wait()
+	}()
+	if err := e.start(); err != nil {
+		return err
+	}
+	deadline := start.Add(lr.opts.Duration + 30*time.Second)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var pending []routed
+	for {
+		now := virt()
+		for {
+			at, ok := e.q.peek()
+			if !ok || at > now {
+				break
+			}
+			if err := e.handle(e.q.pop()); err != nil {
+				return err
+			}
+		}
+		e.now = max(e.now, now)
+		for _, m := range pending {
+			lr.accept(m)
+		}
+		pending = pending[:0]
+		for k := range e.insts {
+			lr.publish(k)
+		}
+		if e.q.Len() == 0 && dispatched == returned {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			lr.unfinished = e.m.generated - len(e.m.res.Records) - len(e.m.res.Rejected)
+			return nil
+		}
+		wait := time.Second
+		if at, ok := e.q.peek(); ok {
+			wait = min(wait, time.Duration(float64(at-virt())/speed))
+		}
+		timer.Reset(max(wait, 0))
+		select {
+		case m := <-inbox:
+			returned++
+			pending = append(pending, m)
+		case <-timer.C:
+		case <-lr.ctx.Done():
+			return lr.ctx.Err()
+		}
+	}
+}
+
+// worker is one gateway worker: it asks the router where each request goes.
+func (lr *liveRun) worker(work <-chan *Request, inbox chan<- routed) {
+	for r := range work {
+		seed := r.ID + 1
+		t := time.Now()
+		res, err := lr.picker.Pick(lr.ctx, client.Request{Hashes: r.Hashes, PromptTokens: r.PromptTokens, Seed: &seed,
+			RequestID: fmt.Sprintf("sim-%d", r.ID)})
+		m := routed{r: r, inst: -1, err: err, lat: time.Since(t)}
+		if err == nil {
+			k, ok := lr.index[res.InstanceID]
+			if !ok {
+				m.err = fmt.Errorf("router chose unknown instance %q", res.InstanceID)
+			}
+			m.inst = k
+			for _, d := range res.Response.GetDecision().GetInstances() {
+				if d.GetInstanceId() == res.InstanceID {
+					r.PredictedHit = r.PromptTokens - min(r.PromptTokens, d.GetUncachedTokens())
+				}
+			}
+		}
+		inbox <- m
+	}
+}
+
+// accept queues a routed request on its instance, or records the failure.
+func (lr *liveRun) accept(m routed) {
+	lr.mu.Lock()
+	lr.picks++
+	lr.latencies = append(lr.latencies, float64(m.lat)/1e6)
+	if m.err != nil {
+		lr.errs++
+		if lr.firstErr == "" {
+			lr.firstErr = m.err.Error()
+		}
+	}
+	lr.mu.Unlock()
+	if m.err != nil {
+		lr.e.m.reject(m.r)
+		return
+	}
+	lr.e.enqueue(m.inst, m.r)
+}

@@ -1,0 +1,241 @@
+package sim
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/prefixroute/prefixroute/scheduler"
+)
+
+// Record is what happened to one served (or rejected) request.
+type Record struct {
+	ID         uint64
+	Arrival    time.Duration
+	TTFT       time.Duration // first token - arrival
+	Wait       time.Duration // batch start - arrival
+	Instance   int32
+	Deployment int16
+	Class      int16
+	Router     int16
+	// Prompt tokens requested, hit in the instance's cache, hit as the
+	// router predicted it, and recomputed although another instance held
+	// them (see Second.Recomputed).
+	Prompt, Hit, Predicted, Recomputed uint32
+}
+
+// WeightChange is one step of the weight schedule as it fired.
+type WeightChange struct {
+	At      time.Duration
+	Weights map[string]float64
+}
+
+// InstanceStats are one instance's totals.
+type InstanceStats struct {
+	ID, Deployment             string
+	Requests, Prefilled, Hit   uint64
+	Batches                    uint64
+	CacheBlocks, CacheCapacity int
+}
+
+// Result is everything one run measured. It is a plain value once Run has
+// returned; reading it from several goroutines is safe.
+type Result struct {
+	Scenario       string
+	Variant        Variant
+	Policy         scheduler.Policy
+	CacheEvents    bool
+	Routers        int
+	ReportInterval time.Duration
+	Deployments    []string
+	Classes        []string // workload class names, by Record.Class
+	Instances      []InstanceStats
+	// Records are the served requests in the order of their first token;
+	// Rejected the requests no router could place.
+	Records   []Record
+	Rejected  []Record
+	Generated int
+	// QueueMs and Waiting are sampled at the end of every virtual second,
+	// per instance: the instance's own queue estimate and its queued
+	// requests.
+	QueueMs  [][]float64
+	Waiting  [][]int32
+	Changes  []WeightChange
+	Duration time.Duration
+	Warmup   time.Duration
+	Smooth   time.Duration
+	Focus    string
+	Wall     time.Duration
+	Live     *LiveStats
+}
+
+// collector gathers a run's metrics. Not safe for concurrent use.
+type collector struct {
+	res       Result
+	generated int
+}
+
+func newCollector(rc *runConfig, insts []*Instance, end time.Duration) *collector {
+	sc := rc.sc
+	c := &collector{res: Result{Scenario: sc.Name, Variant: rc.variant, Policy: rc.policy, CacheEvents: rc.cacheEvents,
+		Routers: rc.routers, ReportInterval: rc.reportInterval, Duration: end, Warmup: sc.Warmup.D(),
+		Smooth: sc.Smooth.D(), Focus: sc.Focus}}
+	if rc.variant.Baseline() {
+		c.res.CacheEvents = false
+	}
+	for _, d := range sc.Deployments {
+		c.res.Deployments = append(c.res.Deployments, d.Name)
+	}
+	for _, cl := range sc.Workload.Classes {
+		c.res.Classes = append(c.res.Classes, cl.Name)
+	}
+	for _, in := range insts {
+		c.res.Instances = append(c.res.Instances, InstanceStats{ID: in.ID, Deployment: sc.Deployments[in.Deployment].Name})
+	}
+	return c
+}
+
+func (c *collector) record(r *Request, in *Instance) Record {
+	rec := Record{ID: r.ID, Arrival: r.Arrival, Class: int16(r.Class), Router: int16(r.Router), Prompt: r.PromptTokens,
+		Instance: -1, Deployment: -1}
+	if in != nil {
+		rec.TTFT, rec.Wait = r.FirstToken-r.Arrival, r.Start-r.Arrival
+		rec.Instance, rec.Deployment = int32(r.Instance), int16(in.Deployment)
+		rec.Hit, rec.Predicted, rec.Recomputed = r.HitTokens, r.PredictedHit, r.Recomputed
+	}
+	return rec
+}
+
+func (c *collector) served(r *Request, in *Instance) {
+	c.res.Records = append(c.res.Records, c.record(r, in))
+}
+
+func (c *collector) reject(r *Request) { c.res.Rejected = append(c.res.Rejected, c.record(r, nil)) }
+
+func (c *collector) weightChange(at time.Duration, w map[string]float64) {
+	c.res.Changes = append(c.res.Changes, WeightChange{At: at, Weights: maps.Clone(w)})
+}
+
+func (c *collector) sample(now time.Duration, insts []*Instance) {
+	q := make([]float64, len(insts))
+	n := make([]int32, len(insts))
+	for i, in := range insts {
+		q[i], n[i] = in.queueMs(now), int32(in.waiting())
+	}
+	c.res.QueueMs = append(c.res.QueueMs, q)
+	c.res.Waiting = append(c.res.Waiting, n)
+}
+
+// result finishes the run's Result.
+func (e *engine) result(wall time.Duration) *Result {
+	res := &e.m.res
+	res.Generated = e.m.generated
+	res.Wall = wall
+	for i, in := range e.insts {
+		st := &res.Instances[i]
+		st.Requests, st.Prefilled, st.Hit, st.Batches = in.Requests, in.Prefilled, in.Hit, in.Batches
+		st.CacheBlocks, st.CacheCapacity = in.cache.Len(), in.cache.Capacity()
+	}
+	return res
+}
+
+// percentile returns the nearest-rank p-quantile (0 < p <= 1) of sorted
+// values, 0 for none.
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	k := int(float64(len(sorted))*p+0.999999999) - 1
+	return sorted[min(max(k, 0), len(sorted)-1)]
+}
+
+// Second is one virtual second of a run, over the requests that arrived in
+// it. Hit ratios are token-weighted: hit tokens / prompt tokens.
+type Second struct {
+	T          int
+	Requests   int
+	Rejected   int
+	TTFTP50Ms  float64
+	TTFTP99Ms  float64
+	HitRatio   float64
+	DepHit     []float64 // per deployment
+	DepShare   []float64 // share of the second's requests
+	Prompt     uint64
+	Hit        uint64
+	Prefilled  uint64
+	Recomputed uint64 // prefilled although held by another instance
+	QueueMs    []float64
+	Weights    []float64 // weight share per deployment in force at T
+}
+
+// Series returns the run's per-second time series.
+func (res *Result) Series() []Second {
+	n := int((res.Duration + time.Second - 1) / time.Second)
+	nd := len(res.Deployments)
+	out := make([]Second, n)
+	ttft := make([][]float64, n)
+	depPrompt := make([][]uint64, n)
+	depHit := make([][]uint64, n)
+	for s := range out {
+		out[s] = Second{T: s, DepHit: make([]float64, nd), DepShare: make([]float64, nd), Weights: res.weightShares(time.Duration(s) * time.Second)}
+		depPrompt[s], depHit[s] = make([]uint64, nd), make([]uint64, nd)
+		if s < len(res.QueueMs) {
+			out[s].QueueMs = res.QueueMs[s]
+		}
+	}
+	for i := range res.Records {
+		r := &res.Records[i]
+		s := min(int(r.Arrival/time.Second), n-1)
+		o := &out[s]
+		o.Requests++
+		o.Prompt += uint64(r.Prompt)
+		o.Hit += uint64(r.Hit)
+		o.Prefilled += uint64(r.Prompt - r.Hit)
+		o.Recomputed += uint64(r.Recomputed)
+		o.DepShare[r.Deployment]++
+		depPrompt[s][r.Deployment] += uint64(r.Prompt)
+		depHit[s][r.Deployment] += uint64(r.Hit)
+		ttft[s] = append(ttft[s], float64(r.TTFT)/1e6)
+	}
+	for i := range res.Rejected {
+		out[min(int(res.Rejected[i].Arrival/time.Second), n-1)].Rejected++
+	}
+	for s := range out {
+		o := &out[s]
+		slices.Sort(ttft[s])
+		o.TTFTP50Ms, o.TTFTP99Ms = percentile(ttft[s], 0.5), percentile(ttft[s], 0.99)
+		if o.Prompt > 0 {
+			o.HitRatio = float64(o.Hit) / float64(o.Prompt)
+		}
+		for d := range nd {
+			if o.Requests > 0 {
+				o.DepShare[d] /= float64(o.Requests)
+			}
+			if depPrompt[s][d] > 0 {
+				o.DepHit[d] = float64(depHit[s][d]) / float64(depPrompt[s][d])
+			}
+		}
+	}
+	return out
+}
+
+// weightShares returns each deployment's weight share in force at t.
+func (res *Result) weightShares(t time.Duration) []float64 {
+	out := make([]float64, len(res.Deployments))
+	var w map[string]float64
+	for _, c := range res.Changes {
+		if c.At <= t {
+			w = c.Weights
+		}
+	}
+	sum := 0.0
+	for _, name := range res.Deployments {
+		sum += w[name]
+	}
+	for d, name := range res.Deployments {
+		if sum > 0 {
+			out[d] = w[name] / sum
+		}
+	}
+	return out
+}

@@ -1,0 +1,159 @@
+package sim
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// TraceRecord is one line of a JSONL trace: one request. Times are in ms
+// from the start of the trace, lines in time order. The prompt's blocks are
+// given one of two ways:
+//
+//   - hashes: the chained block hashes a gateway sends (prefixhash token
+//     mode with the scenario's block size), and optionally decode_hashes,
+//     the blocks the answer completes. prefixsim trace writes these.
+//   - hash_ids: one id per block, equal ids meaning equal prefixes up to
+//     that block, as in the Mooncake traces; the simulator chains them
+//     into hashes. The scenario's block_tokens must be the trace's block
+//     size (512 for Mooncake).
+//
+// The Mooncake field names timestamp, input_length and output_length are
+// accepted for t_ms, prompt_tokens and output_tokens.
+type TraceRecord struct {
+	TMs          float64  `json:"t_ms"`
+	PromptTokens uint32   `json:"prompt_tokens"`
+	OutputTokens uint32   `json:"output_tokens,omitempty"`
+	Class        int      `json:"class,omitempty"`
+	Hashes       []uint64 `json:"hashes,omitempty"`
+	DecodeHashes []uint64 `json:"decode_hashes,omitempty"`
+	HashIDs      []uint64 `json:"hash_ids,omitempty"`
+
+	Timestamp    *float64 `json:"timestamp,omitempty"`
+	InputLength  uint32   `json:"input_length,omitempty"`
+	OutputLength uint32   `json:"output_length,omitempty"`
+}
+
+// WriteTrace writes every request of wl to w as JSONL (hashes form) and
+// returns how many it wrote.
+func WriteTrace(w io.Writer, wl Workload) (int, error) {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	n := 0
+	for {
+		r, err := wl.Next()
+		if err != nil || r == nil {
+			if ferr := bw.Flush(); err == nil {
+				err = ferr
+			}
+			return n, err
+		}
+		rec := TraceRecord{TMs: float64(r.Arrival) / 1e6, PromptTokens: r.PromptTokens, OutputTokens: r.OutputTokens,
+			Class: r.Class, Hashes: r.Hashes, DecodeHashes: r.DecodeHashes}
+		if err := enc.Encode(&rec); err != nil {
+			return n, err
+		}
+		n++
+	}
+}
+
+// traceWorkload replays a JSONL trace.
+type traceWorkload struct {
+	f        io.Closer
+	sc       *bufio.Scanner
+	line     int
+	end      time.Duration
+	last     time.Duration
+	next     uint64
+	poolSeed uint64
+}
+
+// openTrace opens sc's trace file (relative to the scenario file).
+func openTrace(sc *Scenario) (*traceWorkload, error) {
+	path := sc.Workload.Trace
+	if !filepath.IsAbs(path) && sc.dir != "" {
+		path = filepath.Join(sc.dir, path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	return newTraceWorkload(f, sc), nil
+}
+
+func newTraceWorkload(r io.Reader, sc *Scenario) *traceWorkload {
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 1<<16), 64<<20)
+	t := &traceWorkload{sc: s, end: sc.Duration.D(), poolSeed: poolSeed(sc.Pool)}
+	if c, ok := r.(io.Closer); ok {
+		t.f = c
+	}
+	return t
+}
+
+func (t *traceWorkload) Next() (*Request, error) {
+	for t.sc.Scan() {
+		t.line++
+		b := t.sc.Bytes()
+		if len(b) == 0 {
+			continue
+		}
+		var rec TraceRecord
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return nil, fmt.Errorf("trace line %d: %w", t.line, err)
+		}
+		ms := rec.TMs
+		if rec.Timestamp != nil {
+			ms = *rec.Timestamp
+		}
+		if math.IsNaN(ms) || ms < 0 {
+			return nil, fmt.Errorf("trace line %d: time %v ms: want >= 0", t.line, ms)
+		}
+		at := time.Duration(math.Round(ms * 1e6))
+		if at < t.last {
+			return nil, fmt.Errorf("trace line %d: time %v ms is before the previous line's", t.line, ms)
+		}
+		if at >= t.end {
+			return nil, nil
+		}
+		t.last = at
+		r := &Request{ID: t.next, Arrival: at, Class: rec.Class, PromptTokens: max(rec.PromptTokens, rec.InputLength),
+			OutputTokens: max(rec.OutputTokens, rec.OutputLength), Hashes: rec.Hashes, DecodeHashes: rec.DecodeHashes}
+		if len(r.Hashes) == 0 && len(rec.HashIDs) > 0 {
+			r.Hashes = make([]uint64, len(rec.HashIDs))
+			h := t.poolSeed
+			for i, id := range rec.HashIDs {
+				h = splitmix(h ^ splitmix(id))
+				r.Hashes[i] = h
+			}
+		}
+		t.next++
+		return r, nil
+	}
+	if err := t.sc.Err(); err != nil {
+		return nil, fmt.Errorf("trace line %d: %w", t.line+1, err)
+	}
+	return nil, nil
+}
+
+// Close closes the trace file.
+func (t *traceWorkload) Close() error {
+	if t.f != nil {
+		return t.f.Close()
+	}
+	return nil
+}
+
+// NewWorkload returns the scenario's workload: its trace, or its synthetic
+// classes seeded with seed. Close it when it is an io.Closer.
+func NewWorkload(sc *Scenario, seed uint64) (Workload, error) {
+	if sc.Workload.Trace != "" {
+		return openTrace(sc)
+	}
+	return newSynthetic(sc, seed), nil
+}
