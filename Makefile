@@ -105,3 +105,28 @@ sim:
 sim-smoke:
 	$(GO) run ./cmd/prefixsim run --out $(SIM_OUT) --quiet --duration 10s smoke
 	$(GO) run ./cmd/prefixsim run --live --out $(SIM_OUT) --quiet --no-plots --duration 3s smoke
+
+FUZZTIME       ?= 60s
+FUZZ_PKGS      ?= ./server/
+LOADTEST_FLAGS ?=
+
+.PHONY: fuzz loadtest
+
+## fuzz: run every Fuzz* target of FUZZ_PKGS for FUZZTIME each; a failing
+## input is saved under the package's testdata/fuzz/ and fails the target.
+## Temporary data dirs go to /dev/shm (tmpfs), so SetWeights' fsyncs are cheap.
+fuzz:
+	@set -e; tmp=/tmp; [ -d /dev/shm ] && tmp=/dev/shm; \
+	for pkg in $$($(GO) list $(FUZZ_PKGS)); do \
+		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "== $$pkg $$t for $(FUZZTIME)"; \
+			TMPDIR=$$tmp $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+## loadtest: build prefixrouted and prefixload, then run the load test of
+## BENCHMARKS.md ("load test"): the daemon as a separate process on
+## 127.0.0.1, bounded in time; exits 1 if any call failed.
+loadtest:
+	$(GO) build -o $(BIN)/ ./cmd/prefixrouted ./cmd/prefixload
+	$(BIN)/prefixload --daemon $(BIN)/prefixrouted $(LOADTEST_FLAGS)

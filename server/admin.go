@@ -16,12 +16,19 @@ type adminService struct {
 	s *Server
 }
 
-// caller names who made an admin call, for the audit log.
+// caller names who made an admin call, for the audit log and the logs: the
+// authenticated identity and how it was proved, with the peer address
+// ("alice via cert from 10.0.0.7:51234"); the peer address alone when
+// authentication is off.
 func caller(ctx context.Context) string {
+	addr := "unknown"
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		return p.Addr.String()
+		addr = p.Addr.String()
 	}
-	return "unknown"
+	if p := principalFrom(ctx); p != nil {
+		return p.id.Name + " via " + p.via + " from " + addr
+	}
+	return addr
 }
 
 // SetWeights implements AdminService.SetWeights.

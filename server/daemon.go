@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,10 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
@@ -45,6 +44,17 @@ type DaemonConfig struct {
 	// DecisionLogBuffer bounds the sampled Picks waiting for the disk; more
 	// are dropped and counted. Default DefaultDecisionLogBuffer.
 	DecisionLogBuffer int
+	// TokensFile turns authentication on: the identities, roles and
+	// bindings it lists (SECURITY.md), reloaded when it changes. Without it
+	// every call is allowed, so both listeners must be on loopback.
+	TokensFile string
+	// TLS serves both listeners over TLS and verifies client certificates.
+	TLS TLSFiles
+	// Insecure allows a non-loopback listener without a tokens file, or
+	// the gRPC one without TLS.
+	Insecure bool
+	// Transport bounds connections and report streams.
+	Transport TransportLimits
 
 	// testUnary, when set, is chained innermost around every unary handler.
 	// Tests use it to inject panics.
@@ -65,6 +75,9 @@ type Daemon struct {
 	lis     net.Listener
 	httpLis net.Listener
 	http    *http.Server
+	auth    *reloader[authTable] // nil: authentication off
+	tls     *tlsServer           // nil: plaintext
+	guard   *streamGuard
 	ready   atomic.Bool
 	cancel  context.CancelFunc
 	done    chan error
@@ -90,6 +103,17 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 	if cfg.MaxConcurrentStreams == 0 {
 		cfg.MaxConcurrentStreams = 1024
 	}
+	cfg.Transport = cfg.Transport.withDefaults()
+	if iv := cfg.Server.ReportInterval; iv > 0 && iv.Seconds()*cfg.Transport.ReportsPerSecond < 1 {
+		return nil, fmt.Errorf("report interval %v asks instances for %.0f reports/s, over the limit of %g reports/s per stream (--max-reports-per-second): they would be cut off",
+			iv, 1/iv.Seconds(), cfg.Transport.ReportsPerSecond)
+	}
+	if err := checkExposure(&cfg); err != nil {
+		return nil, err
+	}
+	if err := cfg.TLS.check(); err != nil {
+		return nil, err
+	}
 	log := cfg.Server.Logger
 	if log == nil {
 		log = slog.Default()
@@ -104,12 +128,8 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 		return nil, err
 	}
 	srv := d.srv
-	d.grpc = grpc.NewServer(append(middleware(log, d.tel, srv.obs, &d.calls, cfg.testUnary),
-		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes),
-		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)...)
+	d.grpc = grpc.NewServer(append(middleware(log, d.tel, srv.obs, &d.calls, d.authFunc(), d.guard, cfg.testUnary),
+		d.serverOptions(&cfg)...)...)
 	srv.Register(d.grpc)
 	d.health = health.NewServer()
 	healthpb.RegisterHealthServer(d.grpc, d.health)
@@ -124,16 +144,12 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 	go srv.Sweep(ctx)
 	go func() { d.done <- d.grpc.Serve(d.lis) }()
 	if d.httpLis != nil {
-		d.http = &http.Server{Handler: d.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := d.http.Serve(d.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("http server stopped", "err", err)
-			}
-		}()
+		d.serveHTTP()
 	}
 	d.ready.Store(true)
 	log.Info("prefixrouted serving", "grpc", d.lis.Addr().String(), "http", d.HTTPAddr(), "data_dir", cfg.Server.DataDir,
-		"traces", d.tel.exporter, "decision_log", cfg.DecisionLog)
+		"traces", d.tel.exporter, "decision_log", cfg.DecisionLog, "auth", cfg.TokensFile != "", "tls", d.tls != nil,
+		"client_ca", cfg.TLS.ClientCAFile != "", "limits", cfg.Transport.String())
 	return d, nil
 }
 
@@ -163,9 +179,13 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 		obs.dlog = d.dlog
 	}
 	d.srv.obs = obs
+	if err := d.startSecurity(cfg, meter); err != nil {
+		return err
+	}
 	if d.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("listen %s (--listen): %w", cfg.Listen, err)
 	}
+	d.lis = netutil.LimitListener(d.lis, cfg.Transport.MaxConnections)
 	if cfg.HTTPListen != "off" {
 		if d.httpLis, err = net.Listen("tcp", cfg.HTTPListen); err != nil {
 			return fmt.Errorf("listen %s (--http-listen): %w", cfg.HTTPListen, err)

@@ -4,10 +4,12 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/server"
 )
 
 // TestPickErrors: each bad Pick gets its precise code and a message naming
@@ -173,5 +175,16 @@ func TestAdminBadPoolName(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument, "invalid name", "control character U+0001")
 	if strings.Contains(err.Error(), "pick") {
 		t.Errorf("admin error talks of picks: %v", err)
+	}
+}
+
+// TestReportIntervalOverRateLimitRefused: the daemon does not ask instances
+// for more reports than it lets a stream send.
+func TestReportIntervalOverRateLimitRefused(t *testing.T) {
+	_, err := server.Start(server.DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off",
+		Transport: server.TransportLimits{ReportsPerSecond: 50},
+		Server:    server.Options{DataDir: t.TempDir(), ReportInterval: 10 * time.Millisecond}})
+	if err == nil || !strings.Contains(err.Error(), "100 reports/s, over the limit of 50 reports/s") {
+		t.Fatalf("Start: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
@@ -31,6 +32,10 @@ import (
 //   - a count of the unary calls in flight (outermost), for Shutdown;
 //   - logging, through log/slog, with the call's trace id (for Pick, only the
 //     calls that fail: see logFailedPicks);
+//   - authentication and authorization (auth.go), when authFn is not nil:
+//     the go-grpc-middleware auth interceptor with the tokens file's roles;
+//   - for ReportLoad only, the stream guard (limits.go): report streams per
+//     daemon, first-report deadline, reports per second, instance binding;
 //   - for Pick only, the observer: latency, outcome, decision log;
 //   - recovery (innermost but for test): a panic becomes codes.Internal, its
 //     stack is logged, the server keeps serving.
@@ -39,7 +44,8 @@ import (
 // Validate method (the protovalidate annotations need the Buf Schema
 // Registry), so the handlers validate and answer InvalidArgument naming the
 // field. test, when not nil, is chained innermost (tests inject panics).
-func middleware(log *slog.Logger, tel *telemetry, obs *observer, calls *inflight, test grpc.UnaryServerInterceptor) []grpc.ServerOption {
+func middleware(log *slog.Logger, tel *telemetry, obs *observer, calls *inflight, authFn auth.AuthFunc, guard *streamGuard,
+	test grpc.UnaryServerInterceptor) []grpc.ServerOption {
 	rpcLog := interceptorLogger(log.With("component", "grpc"))
 	logOpts := []logging.Option{logging.WithFieldsFromContext(logTraceID), logging.WithLevels(codeToLevel)}
 	rec := recovery.WithRecoveryHandlerContext(recoveryHandler(log, obs))
@@ -56,9 +62,14 @@ func middleware(log *slog.Logger, tel *telemetry, obs *observer, calls *inflight
 		calls.unary,
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(rpcLog, unaryLogOpts...), notPick),
 		logFailedPicks(log.With("component", "grpc")),
-		obs.pickInterceptor,
-		recovery.UnaryServerInterceptor(rec),
 	}
+	stream := []grpc.StreamServerInterceptor{logging.StreamServerInterceptor(rpcLog, logOpts...)}
+	if authFn != nil {
+		unary = append(unary, auth.UnaryServerInterceptor(authFn))
+		stream = append(stream, auth.StreamServerInterceptor(authFn))
+	}
+	unary = append(unary, obs.pickInterceptor, recovery.UnaryServerInterceptor(rec))
+	stream = append(stream, guard.stream, recovery.StreamServerInterceptor(rec))
 	if test != nil {
 		unary = append(unary, test)
 	}
@@ -67,7 +78,7 @@ func middleware(log *slog.Logger, tel *telemetry, obs *observer, calls *inflight
 			otelgrpc.WithTracerProvider(tel.tracer), otelgrpc.WithMeterProvider(tel.meter),
 			otelgrpc.WithPropagators(tel.propagator), otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),
 		grpc.ChainUnaryInterceptor(unary...),
-		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(rpcLog, logOpts...), recovery.StreamServerInterceptor(rec)),
+		grpc.ChainStreamInterceptor(stream...),
 	}
 }
 

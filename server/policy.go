@@ -40,8 +40,12 @@ func policyProto(p *scheduler.Policy) *pb.Policy {
 	}
 }
 
-// mergePolicy returns base with the fields set in m, validated.
+// mergePolicy returns base with the fields set in m, validated. A nil m
+// sets no field.
 func mergePolicy(base scheduler.Policy, m *pb.Policy) (scheduler.Policy, error) {
+	if m == nil {
+		m = &pb.Policy{} // found by FuzzSetPolicy: SetPolicy without a policy panicked
+	}
 	p := base
 	switch m.GetStrategy() {
 	case pb.Strategy_STRATEGY_UNSPECIFIED:

@@ -4,18 +4,28 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prefixroute/prefixroute/server"
 )
 
-func main() { os.Exit(run()) }
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "hash-token" {
+		os.Exit(hashToken(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(run())
+}
 
 // run parses the flags, serves until SIGTERM or SIGINT, shuts down and
 // returns the exit code: 0 after a clean shutdown.
@@ -27,9 +37,11 @@ func run() int {
 	flag.IntVar(&cfg.Server.Limits.MaxPrefixBlocks, "max-prefix-blocks", 8192, "most prefix hashes one Pick may carry")
 	flag.IntVar(&cfg.Server.Limits.MaxInstancesPerPool, "max-instances-per-pool", 4096, "most instances one pool may hold")
 	flag.IntVar(&cfg.Server.Limits.MaxPools, "max-pools", 1024, "most pools the router may hold")
+	flag.IntVar(&cfg.Server.Limits.MaxBlocksPerInstance, "max-blocks-per-instance", 1<<20, "most prefix-index blocks held for one instance, whatever kv_capacity_blocks it reports")
 	flag.StringVar(&cfg.DecisionLog, "decision-log", "", "append sampled Picks with their full decision to this file as JSON lines (off when empty)")
 	flag.Float64Var(&cfg.DecisionLogRate, "decision-log-rate", 0.01, "fraction of Picks the decision log samples, 0..1")
 	flag.IntVar(&cfg.DecisionLogBuffer, "decision-log-buffer", server.DefaultDecisionLogBuffer, "sampled Picks held waiting for the disk before new ones are dropped")
+	securityFlags(&cfg)
 	shutdown := flag.Duration("shutdown-timeout", 10*time.Second, "how long SIGTERM waits for in-flight calls and the telemetry flush")
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	logFormat := flag.String("log-format", "text", "text or json")
@@ -70,4 +82,52 @@ func run() int {
 	}
 	log.Info("stopped", "exit_code", code)
 	return code
+}
+
+// securityFlags are the flags of SECURITY.md: authentication, TLS and the
+// transport limits.
+func securityFlags(cfg *server.DaemonConfig) {
+	flag.StringVar(&cfg.TokensFile, "tokens-file", "", "identities, roles and token hashes (SECURITY.md); reloaded on change. Without it every call is allowed and listeners must be on loopback")
+	flag.StringVar(&cfg.TLS.CertFile, "tls-cert", "", "PEM certificate (chain) of both listeners; reloaded on change")
+	flag.StringVar(&cfg.TLS.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
+	flag.StringVar(&cfg.TLS.ClientCAFile, "tls-client-ca", "", "PEM CA bundle verifying client certificates, which the tokens file maps to identities")
+	flag.BoolVar(&cfg.Insecure, "insecure", false, "allow non-loopback listeners without --tokens-file, or gRPC without TLS")
+	flag.IntVar(&cfg.MaxRecvMsgBytes, "max-message-bytes", 4<<20, "largest gRPC message accepted")
+	flag.IntVar(&cfg.Transport.MaxConnections, "max-connections", server.DefaultMaxConnections, "open gRPC connections; more wait to be accepted")
+	flag.IntVar(&cfg.Transport.MaxReportStreams, "max-report-streams", server.DefaultMaxReportStreams, "open ReportLoad streams per daemon")
+	flag.Float64Var(&cfg.Transport.ReportsPerSecond, "max-reports-per-second", server.DefaultReportsPerSecond, "reports per second per stream (token bucket)")
+	flag.IntVar(&cfg.Transport.ReportBurst, "report-burst", server.DefaultReportBurst, "burst of the per-stream report token bucket")
+	flag.DurationVar(&cfg.Transport.FirstReportTimeout, "first-report-timeout", server.DefaultFirstReportTimeout, "how long a new ReportLoad stream may wait before its first report")
+}
+
+// hashToken is "prefixrouted hash-token": it prints the SHA-256 the tokens
+// file stores for the token read from stdin, or, with -generate, a new
+// random token and its hash.
+func hashToken(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("hash-token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	gen := fs.Bool("generate", false, "print a new random token and its hash instead of reading one")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: prefixrouted hash-token < token-file    (prints the token's token_sha256)")
+		fmt.Fprintln(stderr, "       prefixrouted hash-token -generate      (prints a new token and its token_sha256)")
+	}
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+	if *gen {
+		b := make([]byte, 32)
+		rand.Read(b)
+		token := base64.RawURLEncoding.EncodeToString(b)
+		fmt.Fprintf(stdout, "token: %s\ntoken_sha256: %s\n", token, server.HashToken(token))
+		return 0
+	}
+	line, err := bufio.NewReader(io.LimitReader(stdin, 4096)).ReadString('\n')
+	token := strings.TrimRight(line, "\r\n")
+	if err != nil && err != io.EOF || len(token) < 16 {
+		fmt.Fprintln(stderr, "prefixrouted hash-token: want a token of at least 16 characters on stdin (or use -generate)")
+		return 2
+	}
+	fmt.Fprintln(stdout, server.HashToken(token))
+	return 0
 }

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+)
+
+// Each pool has docs prompts of docBlocks chained blocks; instances report
+// blocks of them as cached, gateways pick with prefixes of them.
+const (
+	docs      = 64
+	docBlocks = 32
+)
+
+// blockHash is block b of prompt doc in pool p (distinct for every triple).
+func blockHash(p, doc, b int) uint64 { return uint64(p+1)<<40 | uint64(doc)<<20 | uint64(b+1) }
+
+// load is one running load test. Its counters are safe for concurrent use.
+type load struct {
+	c         config
+	httpAddr  string // the daemon's /metrics
+	conns     []*grpc.ClientConn
+	pickConns []*grpc.ClientConn
+	streams   []pb.LoadService_ReportLoadClient
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	stopping  atomic.Bool
+	acks      atomic.Int64
+	sendErrs  atomic.Int64
+	streamErr atomic.Int64
+	errMu     sync.Mutex
+	firstErrs []string
+}
+
+func (l *load) fail(counter *atomic.Int64, what string, err error) {
+	counter.Add(1)
+	l.errMu.Lock()
+	if len(l.firstErrs) < 10 {
+		l.firstErrs = append(l.firstErrs, what+": "+err.Error())
+	}
+	l.errMu.Unlock()
+}
+
+// newLoad dials the connections.
+func newLoad(ctx context.Context, c config, d *daemon) (*load, error) {
+	l := &load{c: c, httpAddr: d.http}
+	l.ctx, l.cancel = context.WithCancel(ctx)
+	n := c.conns
+	if n <= 0 || n > c.streams {
+		n = c.streams
+	}
+	dial := func() (*grpc.ClientConn, error) {
+		return grpc.NewClient(d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	for range n {
+		cc, err := dial()
+		if err != nil {
+			return nil, err
+		}
+		l.conns = append(l.conns, cc)
+	}
+	for range max(1, min(4, c.pickers)) {
+		cc, err := dial()
+		if err != nil {
+			return nil, err
+		}
+		l.pickConns = append(l.pickConns, cc)
+	}
+	return l, nil
+}
+
+// authed adds the bearer token when the daemon runs with a tokens file.
+func (l *load) authed(ctx context.Context, token string) context.Context {
+	if !l.c.auth {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+}
+
+// connect opens every stream and waits for the ack of its first report,
+// then starts its sender and receiver.
+func (l *load) connect(ctx context.Context) error {
+	l.streams = make([]pb.LoadService_ReportLoadClient, l.c.streams)
+	var (
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, 64)
+		errMu sync.Mutex
+		first error
+	)
+	open := func(i int) error {
+		st, err := pb.NewLoadServiceClient(l.conns[i%len(l.conns)]).ReportLoad(l.authed(l.ctx, instanceToken))
+		if err != nil {
+			return err
+		}
+		pool := i % l.c.pools
+		first := &pb.ReportLoadRequest{Pool: fmt.Sprint("pool-", pool), Deployment: fmt.Sprint("d", i/l.c.pools%2),
+			InstanceId: fmt.Sprint("i-", i), Address: fmt.Sprintf("127.0.0.1:%d", 10000+i), Seq: 1,
+			PrefillTokensPerSecond: 8000, KvCapacityBlocks: 4096, BlockSizeTokens: 16, ReportsCacheEvents: true}
+		if err := st.Send(first); err != nil {
+			return fmt.Errorf("stream %d: first report: %w", i, err)
+		}
+		if _, err := st.Recv(); err != nil {
+			return fmt.Errorf("stream %d: first ack: %w", i, err)
+		}
+		l.streams[i] = st
+		return nil
+	}
+	for i := range l.streams {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := open(i); err != nil {
+				errMu.Lock()
+				first = cmp.Or(first, err)
+				errMu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	for i, st := range l.streams {
+		l.wg.Add(2)
+		go l.send(i, st)
+		go l.receive(i, st)
+	}
+	return nil
+}
+
+// send reports every 1/rate (from a random phase) until the test stops.
+func (l *load) send(i int, st pb.LoadService_ReportLoadClient) {
+	defer l.wg.Done()
+	rng := rand.New(rand.NewPCG(uint64(i), 1))
+	every := time.Duration(float64(time.Second) / l.c.rate)
+	time.Sleep(time.Duration(rng.Int64N(int64(every))))
+	t := time.NewTicker(every)
+	defer t.Stop()
+	pool := i % l.c.pools
+	stored := make([]uint64, l.c.events)
+	for seq := uint64(2); ; seq++ {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if l.stopping.Load() {
+			st.CloseSend()
+			return
+		}
+		doc, at := rng.IntN(docs), rng.IntN(docBlocks)
+		for k := range stored {
+			stored[k] = blockHash(pool, doc, (at+k)%docBlocks)
+		}
+		m := &pb.ReportLoadRequest{Seq: seq, RunningRequests: uint32(rng.IntN(8)), WaitingRequests: uint32(rng.IntN(4)),
+			QueuedPrefillTokens: uint64(rng.IntN(4000)), KvCacheUsage: rng.Float64() * 0.8,
+			PrefillTokensPerSecond: 8000, StoredBlockHashes: stored}
+		if err := st.Send(m); err != nil {
+			if !l.stopping.Load() {
+				l.fail(&l.sendErrs, fmt.Sprintf("stream %d send", i), err)
+			}
+			return
+		}
+	}
+}
+
+// receive counts acks until the stream ends; an end before the test stops
+// is an error.
+func (l *load) receive(i int, st pb.LoadService_ReportLoadClient) {
+	defer l.wg.Done()
+	for {
+		_, err := st.Recv()
+		if err != nil {
+			if !l.stopping.Load() || !errors.Is(err, io.EOF) && l.ctx.Err() == nil {
+				l.fail(&l.streamErr, fmt.Sprintf("stream %d", i), err)
+			}
+			return
+		}
+		l.acks.Add(1)
+	}
+}
+
+// close ends the streams and connections.
+func (l *load) close() {
+	l.stopping.Store(true)
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
+	l.cancel()
+	for _, cc := range append(l.conns, l.pickConns...) {
+		cc.Close()
+	}
+}

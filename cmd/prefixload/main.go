@@ -1,0 +1,84 @@
+// Command prefixload is the load test of prefixrouted (make loadtest): it
+// starts the daemon as a separate process on loopback, opens many
+// ReportLoad streams reporting at a fixed rate, runs Picks as fast as the
+// machine allows, and prints errors, Pick latency, reports ingested and the
+// daemon's peak RSS (VmHWM) as a Markdown table. It only ever connects to
+// loopback and stops by itself after --duration.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// config is what one load test runs.
+type config struct {
+	daemon   string        // prefixrouted binary
+	streams  int           // ReportLoad streams, one per instance
+	conns    int           // connections the streams share (0: one each)
+	rate     float64       // reports per second per stream
+	pickers  int           // concurrent Pick loops
+	pools    int           // pools the instances spread over
+	duration time.Duration // measured time
+	auth     bool          // run with a tokens file and bearer tokens
+	events   int           // stored block hashes per report
+	warmUp   time.Duration // before the measured window
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.daemon, "daemon", "bin/prefixrouted", "prefixrouted binary to start")
+	flag.IntVar(&c.streams, "streams", 2000, "concurrent ReportLoad streams (one instance each)")
+	flag.IntVar(&c.conns, "conns", 50, "gRPC connections the streams share (40 streams each by default); 0 gives each stream its own, as separate instance processes have")
+	flag.Float64Var(&c.rate, "rate", 20, "reports per second per stream")
+	flag.IntVar(&c.pickers, "pickers", 8, "concurrent closed-loop Pick callers")
+	flag.IntVar(&c.pools, "pools", 20, "pools the instances spread over (two deployments each)")
+	flag.DurationVar(&c.duration, "duration", 60*time.Second, "measured duration (at most 10m)")
+	flag.BoolVar(&c.auth, "auth", true, "run the daemon with a tokens file; every call sends a bearer token")
+	flag.IntVar(&c.events, "events", 4, "stored block hashes per report (cache events)")
+	flag.DurationVar(&c.warmUp, "warm-up", 5*time.Second, "unmeasured time between the last stream opening and the window")
+	flag.Parse()
+	if c.duration <= 0 || c.duration > 10*time.Minute || c.streams <= 0 || c.rate <= 0 || c.pools <= 0 || c.pickers < 0 {
+		fmt.Fprintln(os.Stderr, "prefixload: want 0 < --duration <= 10m and positive --streams, --rate, --pools")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := run(ctx, c)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "prefixload: %v\n", err)
+		os.Exit(1)
+	}
+	res.print(os.Stdout, c)
+	if res.errors() > 0 {
+		os.Exit(1)
+	}
+}
+
+// run starts the daemon, loads it, stops it and returns the measurements.
+func run(ctx context.Context, c config) (*result, error) {
+	d, err := startDaemon(c)
+	if err != nil {
+		return nil, err
+	}
+	defer d.stop()
+	fmt.Fprintf(os.Stderr, "prefixload: prefixrouted pid %d on %s; opening %d streams\n", d.cmd.Process.Pid, d.addr, c.streams)
+	l, err := newLoad(ctx, c, d)
+	if err != nil {
+		return nil, err
+	}
+	defer l.close()
+	if err := l.connect(ctx); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "prefixload: %d streams reporting; measuring for %v\n", c.streams, c.duration)
+	res := l.measure(ctx, c.duration)
+	res.hwmKB, res.rssKB = d.memory()
+	res.daemonCPU = d.cpu()
+	return res, nil
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"time"
+)
+
+// result is what one load test measured.
+type result struct {
+	elapsed              time.Duration
+	acks                 int64 // reports acknowledged in the window
+	picks, pickErrs      int64
+	sendErrs, streamErrs int64
+	latency              []time.Duration // of the successful picks
+	hwmKB, rssKB         int64
+	daemonCPU            time.Duration
+	firstErrs            []string
+	server               histogram // the daemon's Pick latency in the window
+}
+
+func (r *result) errors() int64 { return r.pickErrs + r.sendErrs + r.streamErrs }
+
+// quantile is the q-quantile of sorted durations.
+func quantile(s []time.Duration, q float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// print writes the result as a Markdown table.
+func (r *result) print(w io.Writer, c config) {
+	slices.Sort(r.latency)
+	sec := r.elapsed.Seconds()
+	fmt.Fprintf(w, "prefixload: %d streams x %g reports/s (%d events each), %d Pick callers, %d pools, auth %v, %v measured after %v warm-up, GOMAXPROCS %d (load generator and daemon share the machine)\n\n",
+		c.streams, c.rate, c.events, c.pickers, c.pools, c.auth, r.elapsed.Round(time.Millisecond), c.warmUp, runtime.GOMAXPROCS(0))
+	fmt.Fprintln(w, "| measure | value |")
+	fmt.Fprintln(w, "|---|---:|")
+	fmt.Fprintf(w, "| errors (picks + stream sends + streams ended) | %d (%d + %d + %d) |\n", r.errors(), r.pickErrs, r.sendErrs, r.streamErrs)
+	fmt.Fprintf(w, "| picks | %d (%.0f/s) |\n", r.picks, float64(r.picks)/sec)
+	fmt.Fprintf(w, "| Pick p50 / p90 / p99 / max (client-side) | %v / %v / %v / %v |\n",
+		quantile(r.latency, 0.5).Round(time.Microsecond), quantile(r.latency, 0.9).Round(time.Microsecond),
+		quantile(r.latency, 0.99).Round(time.Microsecond), quantile(r.latency, 1).Round(time.Microsecond))
+	if r.server != nil {
+		fmt.Fprintf(w, "| Pick p50 / p99 in the daemon (prefixroute_pick_duration, interpolated in its buckets) | %v / %v |\n",
+			r.server.quantile(0.5).Round(time.Microsecond), r.server.quantile(0.99).Round(time.Microsecond))
+	}
+	fmt.Fprintf(w, "| reports ingested (acked) | %d (%.0f/s; offered %.0f/s) |\n", r.acks, float64(r.acks)/sec, float64(c.streams)*c.rate)
+	fmt.Fprintf(w, "| daemon peak RSS (VmHWM) | %.1f MiB |\n", float64(r.hwmKB)/1024)
+	fmt.Fprintf(w, "| daemon RSS at the end (VmRSS) | %.1f MiB |\n", float64(r.rssKB)/1024)
+	fmt.Fprintf(w, "| daemon CPU, whole run | %v |\n", r.daemonCPU.Round(10*time.Millisecond))
+	for _, e := range r.firstErrs {
+		fmt.Fprintf(w, "\nerror: %s", e)
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,55 @@
+package server
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCheckExposure: without a tokens file only loopback listeners start;
+// with one, a non-loopback gRPC listener also needs TLS; --insecure lifts
+// both. Each refusal is one line naming the flag and the way out.
+func TestCheckExposure(t *testing.T) {
+	tls := TLSFiles{CertFile: "c.pem", KeyFile: "k.pem"}
+	tests := []struct {
+		name string
+		cfg  DaemonConfig
+		want string // "" = allowed
+	}{
+		{"loopback v4", DaemonConfig{Listen: "127.0.0.1:50051", HTTPListen: "127.0.0.1:9090"}, ""},
+		{"loopback 127/8", DaemonConfig{Listen: "127.1.2.3:50051", HTTPListen: "off"}, ""},
+		{"loopback v6", DaemonConfig{Listen: "[::1]:50051", HTTPListen: "localhost:9090"}, ""},
+		{"all interfaces", DaemonConfig{Listen: ":50051", HTTPListen: "off"}, "refusing --listen :50051: no --tokens-file"},
+		{"wildcard", DaemonConfig{Listen: "0.0.0.0:50051", HTTPListen: "off"}, "refusing --listen 0.0.0.0:50051"},
+		{"v6 wildcard", DaemonConfig{Listen: "[::]:50051", HTTPListen: "off"}, "refusing --listen [::]:50051"},
+		{"host name", DaemonConfig{Listen: "router.internal:50051", HTTPListen: "off"}, "refusing --listen"},
+		{"http exposed", DaemonConfig{Listen: "127.0.0.1:1", HTTPListen: "0.0.0.0:9090"}, "refusing --http-listen 0.0.0.0:9090"},
+		{"insecure", DaemonConfig{Listen: "0.0.0.0:1", HTTPListen: "0.0.0.0:2", Insecure: true}, ""},
+		{"tokens without TLS", DaemonConfig{Listen: "0.0.0.0:1", HTTPListen: "off", TokensFile: "t"}, "without --tls-cert: bearer tokens would cross"},
+		{"tokens and TLS", DaemonConfig{Listen: "0.0.0.0:1", HTTPListen: "0.0.0.0:2", TokensFile: "t", TLS: tls}, ""},
+		{"tokens, plaintext metrics", DaemonConfig{Listen: "127.0.0.1:1", HTTPListen: "0.0.0.0:2", TokensFile: "t"}, ""},
+		{"TLS without tokens", DaemonConfig{Listen: "0.0.0.0:1", HTTPListen: "off", TLS: tls}, "no --tokens-file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkExposure(&tc.cfg)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			case err != nil && strings.Contains(err.Error(), "\n"):
+				t.Errorf("message is more than one line: %q", err)
+			}
+		})
+	}
+}
+
+// TestStartRefusesExposedListener: Start itself refuses, before it opens
+// the data dir or a port.
+func TestStartRefusesExposedListener(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Start(DaemonConfig{Listen: "0.0.0.0:0", HTTPListen: "off", Server: Options{DataDir: dir}})
+	if err == nil || !strings.Contains(err.Error(), "--insecure") {
+		t.Fatalf("Start: %v", err)
+	}
+}

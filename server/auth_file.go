@@ -1,0 +1,252 @@
+package server
+
+import (
+	"bytes"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// tokensFile is the --tokens-file format (YAML; JSON is YAML too). See
+// SECURITY.md for an example.
+type tokensFile struct {
+	Identities []identityEntry `yaml:"identities"`
+}
+
+type identityEntry struct {
+	// Name is what logs and the audit log call the identity.
+	Name string `yaml:"name"`
+	// Roles are among gateway, instance, operator-read, operator.
+	Roles stringList `yaml:"roles"`
+	// TokenSHA256 are hex SHA-256 hashes of the identity's bearer tokens
+	// (several during a rotation).
+	TokenSHA256 stringList `yaml:"token_sha256"`
+	// Cert are client-certificate names that prove the identity:
+	// dns:NAME, uri:URI, email:ADDRESS, ip:ADDRESS (SANs) or cn:NAME.
+	Cert stringList `yaml:"cert"`
+	// Bind restricts an instance identity to a pool (and deployment,
+	// instance id).
+	Bind *bindEntry `yaml:"bind"`
+}
+
+type bindEntry struct {
+	Pool       string `yaml:"pool"`
+	Deployment string `yaml:"deployment"`
+	InstanceID string `yaml:"instance_id"`
+}
+
+// stringList decodes a YAML scalar as a list of one.
+type stringList []string
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (l *stringList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*l = stringList{n.Value}
+		return nil
+	}
+	var s []string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	*l = s
+	return nil
+}
+
+// authTable is a loaded tokens file. Immutable; safe for concurrent use.
+type authTable struct {
+	identities []*Identity
+	tokens     map[[32]byte]tokenEntry
+	certs      map[string]*Identity // by certificate name ("dns:x.example")
+}
+
+type tokenEntry struct {
+	hash [32]byte
+	id   *Identity
+}
+
+// maxTokensFileBytes bounds the tokens file: about 50,000 identities.
+const maxTokensFileBytes = 16 << 20
+
+// loadTokensFile reads and checks a tokens file. Every error names the file
+// and, where it applies, the identity.
+func loadTokensFile(path string) (*authTable, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokens file: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().Perm()&0o002 != 0 {
+		return nil, fmt.Errorf("tokens file %s is world-writable (mode %v): anyone on the host could add an identity; chmod o-w it",
+			path, fi.Mode().Perm())
+	}
+	raw, err := io.ReadAll(io.LimitReader(f, maxTokensFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("tokens file %s: %w", path, err)
+	}
+	if len(raw) > maxTokensFileBytes {
+		return nil, fmt.Errorf("tokens file %s is over %d bytes", path, maxTokensFileBytes)
+	}
+	t, err := parseTokens(raw)
+	if err != nil {
+		return nil, fmt.Errorf("tokens file %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// parseTokens parses and checks the content of a tokens file.
+func parseTokens(raw []byte) (*authTable, error) {
+	var tf tokensFile
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&tf); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	t := &authTable{tokens: make(map[[32]byte]tokenEntry), certs: make(map[string]*Identity)}
+	names := make(map[string]bool)
+	for i, e := range tf.Identities {
+		id, err := t.add(e, names)
+		if err != nil {
+			return nil, fmt.Errorf("identities[%d] %q: %w", i, e.Name, err)
+		}
+		t.identities = append(t.identities, id)
+	}
+	return t, nil
+}
+
+// add checks one entry and indexes its tokens and certificate names.
+func (t *authTable) add(e identityEntry, names map[string]bool) (*Identity, error) {
+	if err := checkIdentityName(e.Name); err != nil {
+		return nil, err
+	}
+	if names[e.Name] {
+		return nil, errors.New("name used by another identity")
+	}
+	names[e.Name] = true
+	id := &Identity{Name: e.Name}
+	for _, r := range e.Roles {
+		i := slices.IndexFunc(roleNames, func(n roleName) bool { return n.name == r })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown role %q; the roles are gateway, instance, operator-read, operator", r)
+		}
+		id.Roles |= roleNames[i].role
+	}
+	if id.Roles == 0 {
+		return nil, errors.New("no roles")
+	}
+	if len(e.TokenSHA256) == 0 && len(e.Cert) == 0 {
+		return nil, errors.New("neither token_sha256 nor cert: nothing can prove this identity")
+	}
+	if e.Bind != nil {
+		if id.Roles&RoleInstance == 0 {
+			return nil, errors.New("bind is only for identities with role instance")
+		}
+		if e.Bind.Pool == "" {
+			return nil, errors.New("bind needs a pool")
+		}
+		id.Bind = &Binding{Pool: e.Bind.Pool, Deployment: e.Bind.Deployment, Instance: e.Bind.InstanceID}
+	}
+	for _, h := range e.TokenSHA256 {
+		b, err := hex.DecodeString(h)
+		if err != nil || len(b) != 32 {
+			return nil, fmt.Errorf("token_sha256 %.12q... is not 64 hex digits: store the SHA-256 of the token (prefixrouted hash-token), never the token", h)
+		}
+		var sum [32]byte
+		copy(sum[:], b)
+		if _, dup := t.tokens[sum]; dup {
+			return nil, fmt.Errorf("token_sha256 %s… is also another identity's", strings.ToLower(h[:12]))
+		}
+		t.tokens[sum] = tokenEntry{hash: sum, id: id}
+	}
+	for _, c := range e.Cert {
+		key, err := certName(c)
+		if err != nil {
+			return nil, err
+		}
+		if other := t.certs[key]; other != nil {
+			return nil, fmt.Errorf("cert %q is also identity %q's", c, other.Name)
+		}
+		t.certs[key] = id
+	}
+	id.viaToken = &principal{id: id, via: "token"}
+	id.viaCert = &principal{id: id, via: "cert"}
+	return id, nil
+}
+
+// checkIdentityName allows 1 to 128 bytes of letters, digits and ._@:/+-.
+func checkIdentityName(s string) error {
+	if s == "" || len(s) > 128 {
+		return errors.New("name must be 1 to 128 bytes")
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._@:/+-", r)) {
+			return fmt.Errorf("name has %q; use letters, digits and ._@:/+-", r)
+		}
+	}
+	return nil
+}
+
+// certName normalises a cert entry: kind:value with the kind one of dns,
+// uri, email, ip, cn; DNS names are case-insensitive, IPs canonical.
+func certName(s string) (string, error) {
+	kind, v, ok := strings.Cut(s, ":")
+	kind = strings.ToLower(kind)
+	if !ok || v == "" {
+		return "", fmt.Errorf("cert %q: want kind:value with kind dns, uri, email, ip or cn", s)
+	}
+	switch kind {
+	case "dns":
+		return "dns:" + strings.ToLower(v), nil
+	case "uri", "email", "cn":
+		return kind + ":" + v, nil
+	case "ip":
+		ip := net.ParseIP(v)
+		if ip == nil {
+			return "", fmt.Errorf("cert %q: not an IP address", s)
+		}
+		return "ip:" + ip.String(), nil
+	}
+	return "", fmt.Errorf("cert %q: kind %q is not dns, uri, email, ip or cn", s, kind)
+}
+
+// byCert returns the one identity a verified client certificate proves: its
+// SANs and its subject CN are looked up; none or two identities is an error.
+func (t *authTable) byCert(c *x509.Certificate) (*Identity, error) {
+	keys := make([]string, 0, len(c.DNSNames)+len(c.URIs)+len(c.EmailAddresses)+len(c.IPAddresses)+1)
+	for _, n := range c.DNSNames {
+		keys = append(keys, "dns:"+strings.ToLower(n))
+	}
+	for _, u := range c.URIs {
+		keys = append(keys, "uri:"+u.String())
+	}
+	for _, e := range c.EmailAddresses {
+		keys = append(keys, "email:"+e)
+	}
+	for _, ip := range c.IPAddresses {
+		keys = append(keys, "ip:"+ip.String())
+	}
+	if c.Subject.CommonName != "" {
+		keys = append(keys, "cn:"+c.Subject.CommonName)
+	}
+	var found *Identity
+	for _, k := range keys {
+		switch id := t.certs[k]; {
+		case id == nil || id == found:
+		case found != nil:
+			return nil, fmt.Errorf("client certificate proves two identities, %q and %q; give each certificate one", found.Name, id.Name)
+		default:
+			found = id
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("client certificate [%s] is trusted but maps to no identity of the tokens file", strings.Join(keys, " "))
+	}
+	return found, nil
+}

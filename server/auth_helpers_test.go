@@ -1,0 +1,220 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+)
+
+// secureEnv is a daemon with a tokens file, TLS and a client CA, on
+// loopback, with the tokens and client certificates of its identities.
+type secureEnv struct {
+	t          *testing.T
+	d          *Daemon
+	ca         *testCA // issues the server certificate
+	clientCA   *testCA // issues client certificates
+	files      TLSFiles
+	tokensPath string
+	token      map[string]string // identity name -> bearer token
+	cert       map[string]leaf   // name -> client certificate
+}
+
+// testToken is the bearer token of an identity in these tests.
+func testToken(name string) string { return "test-token-of-" + name + "-0123456789" }
+
+// testTokensFile is a tokens file with one identity per role, bound and
+// certificate identities.
+func testTokensFile() string {
+	var b strings.Builder
+	b.WriteString("# identities of the auth tests\nidentities:\n")
+	for _, e := range []struct{ name, roles, extra string }{
+		{"gw", "[gateway]", ""},
+		{"inst", "[instance]", ""},
+		{"inst-a", "[instance]", "    bind: {pool: chat, deployment: a}\n"},
+		{"reader", "[operator-read]", ""},
+		{"ops", "[operator]", ""},
+	} {
+		fmt.Fprintf(&b, "  - name: %s\n    roles: %s\n    token_sha256: %s\n%s", e.name, e.roles, HashToken(testToken(e.name)), e.extra)
+	}
+	b.WriteString(`  - name: alice
+    roles: [operator]
+    cert: [dns:alice.ops.test]
+  - name: inst-b-cert
+    roles: instance
+    cert: uri:spiffe://fleet/chat/b
+    bind: {pool: chat, deployment: b}
+`)
+	return b.String()
+}
+
+// startSecure runs the daemon with TLS, the client CA and testTokensFile;
+// mutate may change the config first.
+func startSecure(t *testing.T, mutate func(*DaemonConfig)) *secureEnv {
+	t.Helper()
+	dir := t.TempDir()
+	e := &secureEnv{t: t, ca: newTestCA(t, "server-ca"), clientCA: newTestCA(t, "client-ca"),
+		token: map[string]string{}, cert: map[string]leaf{}}
+	e.files = tlsFiles(t, dir, e.ca.serverLeaf(t), e.clientCA)
+	e.files.ReloadInterval = 20 * time.Millisecond
+	e.tokensPath = filepath.Join(dir, "tokens.yaml")
+	writeTestFile(t, e.tokensPath, []byte(testTokensFile()))
+	for _, n := range []string{"gw", "inst", "inst-a", "reader", "ops"} {
+		e.token[n] = testToken(n)
+	}
+	e.cert["alice"] = e.clientCA.issue(t, certSpec{cn: "Alice", dns: []string{"alice.ops.test"}})
+	e.cert["inst-b-cert"] = e.clientCA.issue(t, certSpec{cn: "chat-b-7", uris: []string{"spiffe://fleet/chat/b"}})
+	e.cert["stranger"] = e.clientCA.issue(t, certSpec{cn: "stranger", dns: []string{"stranger.test"}})
+	e.cert["untrusted"] = newTestCA(t, "other-ca").issue(t, certSpec{cn: "alice", dns: []string{"alice.ops.test"}})
+	cfg := DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", TokensFile: e.tokensPath, TLS: e.files,
+		Server: Options{DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	d, err := Start(cfg)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	e.d = d
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d.Shutdown(ctx)
+	})
+	return e
+}
+
+// dial connects over TLS trusting the test server CA, presenting the named
+// client certificate ("" for none).
+func (e *secureEnv) dial(certName string) *grpc.ClientConn {
+	e.t.Helper()
+	cfg := &tls.Config{RootCAs: e.ca.pool(), ServerName: "localhost"}
+	if certName != "" {
+		c, ok := e.cert[certName]
+		if !ok {
+			e.t.Fatalf("no test certificate %q", certName)
+		}
+		// Sent whatever CAs the server names (Certificates would be
+		// withheld when its issuer is not among them).
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &c.tls, nil }
+	}
+	cc, err := grpc.NewClient(e.d.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// as returns a context carrying the named identity's bearer token ("" for
+// none; a name without a token is sent as a bogus token).
+func (e *secureEnv) as(name string) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	e.t.Cleanup(cancel)
+	if name == "" {
+		return ctx
+	}
+	tok, ok := e.token[name]
+	if !ok {
+		tok = "not-a-known-token-" + name
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
+}
+
+// openReport opens a stream and waits for the ack of its first report.
+func openReport(t *testing.T, ctx context.Context, cc *grpc.ClientConn, pool, dep, id string) pb.LoadService_ReportLoadClient {
+	t.Helper()
+	st, err := pb.NewLoadServiceClient(cc).ReportLoad(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&pb.ReportLoadRequest{Pool: pool, Deployment: dep, InstanceId: id, Address: id + ":8000",
+		Seq: 1, PrefillTokensPerSecond: 10000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatalf("first ack: %v", err)
+	}
+	return st
+}
+
+// report opens a stream, sends one report and returns the ack's error.
+func report(ctx context.Context, cc *grpc.ClientConn, pool, dep, id string) error {
+	st, err := pb.NewLoadServiceClient(cc).ReportLoad(ctx)
+	if err != nil {
+		return err
+	}
+	if err := st.Send(&pb.ReportLoadRequest{Pool: pool, Deployment: dep, InstanceId: id, Address: id + ":8000",
+		Seq: 1, PrefillTokensPerSecond: 10000}); err != nil {
+		_, err = st.Recv()
+		return err
+	}
+	_, err = st.Recv()
+	st.CloseSend()
+	return err
+}
+
+// authCalls are the RPCs of the auth table, each returning its error.
+var authCalls = map[string]func(context.Context, *grpc.ClientConn) error{
+	"Pick": func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := pb.NewPickServiceClient(cc).Pick(ctx, &pb.PickRequest{Pool: "chat", PromptTokens: 10})
+		return err
+	},
+	"ReportLoad chat/a": func(ctx context.Context, cc *grpc.ClientConn) error { return report(ctx, cc, "chat", "a", "a-9") },
+	"ReportLoad chat/b": func(ctx context.Context, cc *grpc.ClientConn) error { return report(ctx, cc, "chat", "b", "b-9") },
+	"ReportLoad other/a": func(ctx context.Context, cc *grpc.ClientConn) error {
+		return report(ctx, cc, "other", "a", "o-9")
+	},
+	"SetWeights": func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := pb.NewAdminServiceClient(cc).SetWeights(ctx, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 1, "b": 1}})
+		return err
+	},
+	"SetPolicy": func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := pb.NewAdminServiceClient(cc).SetPolicy(ctx, &pb.SetPolicyRequest{Pool: "chat", Policy: &pb.Policy{}})
+		return err
+	},
+	"GetWeights": func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := pb.NewAdminServiceClient(cc).GetWeights(ctx, &pb.GetWeightsRequest{Pool: "chat"})
+		return err
+	},
+	"ListPools": func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := pb.NewAdminServiceClient(cc).ListPools(ctx, &pb.ListPoolsRequest{})
+		return err
+	},
+	"Health": func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	},
+	"Reflection": func(ctx context.Context, cc *grpc.ClientConn) error {
+		st, err := rpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
+		if err != nil {
+			return err
+		}
+		if err := st.Send(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_ListServices{}}); err != nil {
+			_, err = st.Recv() // the status the server ended the stream with
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	},
+}
+
+// statusText is a short form of an error for failure messages.
+func statusText(err error) string {
+	s, _ := status.FromError(err)
+	return s.Code().String() + ": " + s.Message()
+}

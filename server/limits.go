@@ -1,0 +1,229 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+)
+
+// TransportLimits bounds what connections and report streams may cost the
+// daemon. Zero fields take the defaults stated. SECURITY.md has the whole
+// limits table.
+type TransportLimits struct {
+	// MaxConnections bounds the open gRPC connections; more wait in the
+	// listen backlog until one closes. Default 16384.
+	MaxConnections int
+	// MaxReportStreams bounds the open ReportLoad streams of the daemon;
+	// one more ends at once with ResourceExhausted. Default 16384.
+	MaxReportStreams int
+	// ReportsPerSecond and ReportBurst are the token bucket of every report
+	// stream: a report past it ends the stream with ResourceExhausted
+	// naming the limit. Defaults 50 reports/s, burst 100 (the router asks
+	// for one report every 100 ms).
+	ReportsPerSecond float64
+	ReportBurst      int
+	// FirstReportTimeout is how long a new ReportLoad stream may wait
+	// before its first report; then it ends with DeadlineExceeded.
+	// Default 10s.
+	FirstReportTimeout time.Duration
+}
+
+// Default transport limits.
+const (
+	DefaultMaxConnections     = 16384
+	DefaultMaxReportStreams   = 16384
+	DefaultReportsPerSecond   = 50
+	DefaultReportBurst        = 100
+	DefaultFirstReportTimeout = 10 * time.Second
+)
+
+// withDefaults returns l with every zero field set to its default.
+func (l TransportLimits) withDefaults() TransportLimits {
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = DefaultMaxConnections
+	}
+	if l.MaxReportStreams <= 0 {
+		l.MaxReportStreams = DefaultMaxReportStreams
+	}
+	if l.ReportsPerSecond <= 0 {
+		l.ReportsPerSecond = DefaultReportsPerSecond
+	}
+	if l.ReportBurst <= 0 {
+		l.ReportBurst = DefaultReportBurst
+	}
+	if l.FirstReportTimeout <= 0 {
+		l.FirstReportTimeout = DefaultFirstReportTimeout
+	}
+	return l
+}
+
+// streamGuard enforces the report-stream limits and the instance bindings
+// of the tokens file. Safe for concurrent use.
+type streamGuard struct {
+	l    TransportLimits
+	open atomic.Int64
+	hits metric.Int64Counter // prefixroute.limit.hits by limit; nil counts nothing
+}
+
+// newStreamGuard returns a guard counting its refusals on meter (nil: not
+// counted).
+func newStreamGuard(l TransportLimits, meter metric.Meter) (*streamGuard, error) {
+	g := &streamGuard{l: l.withDefaults()}
+	if meter != nil {
+		var err error
+		g.hits, err = meter.Int64Counter("prefixroute.limit.hits",
+			metric.WithDescription("Calls and streams refused by a limit or a binding, by limit."))
+		if err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+func (g *streamGuard) hit(ctx context.Context, limit string) {
+	if g.hits != nil {
+		g.hits.Add(ctx, 1, metric.WithAttributes(attribute.String("limit", limit)))
+	}
+}
+
+// stream is the stream interceptor: ReportLoad streams are counted against
+// MaxReportStreams and their messages go through a guardedStream; other
+// streams pass.
+func (g *streamGuard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if info.FullMethod != pb.LoadService_ReportLoad_FullMethodName {
+		return handler(srv, ss)
+	}
+	ctx := ss.Context()
+	if n := g.open.Add(1); n > int64(g.l.MaxReportStreams) {
+		g.open.Add(-1)
+		g.hit(ctx, "max_report_streams")
+		return status.Errorf(codes.ResourceExhausted,
+			"too many report streams: %d open, the limit is %d (--max-report-streams); retry with backoff or use another router replica",
+			n-1, g.l.MaxReportStreams)
+	}
+	defer g.open.Add(-1)
+	gs := &guardedStream{ServerStream: ss, g: g, first: true,
+		lim: rate.NewLimiter(rate.Limit(g.l.ReportsPerSecond), g.l.ReportBurst)}
+	if p := principalFrom(ctx); p != nil {
+		gs.who, gs.bind = p.id.Name, p.id.Bind
+	}
+	return handler(srv, gs)
+}
+
+// guardedStream is a ReportLoad stream under its limits. RecvMsg is called
+// by one goroutine at a time (the handler's, then its reader's), as gRPC
+// requires.
+type guardedStream struct {
+	grpc.ServerStream
+	g     *streamGuard
+	lim   *rate.Limiter
+	first bool
+	who   string
+	bind  *Binding
+}
+
+// RecvMsg receives one report: the first within FirstReportTimeout, each
+// within the stream's token bucket and inside its identity's binding.
+func (s *guardedStream) RecvMsg(m any) error {
+	var err error
+	if s.first {
+		s.first = false
+		err = s.recvFirst(m)
+	} else {
+		err = s.ServerStream.RecvMsg(m)
+	}
+	if err != nil {
+		return err
+	}
+	if !s.lim.Allow() {
+		s.g.hit(s.Context(), "reports_per_second")
+		return status.Errorf(codes.ResourceExhausted,
+			"report rate over the limit of %g reports/s (burst %d) per stream (--max-reports-per-second); report at the interval the acks ask for (report_interval_ms)",
+			s.g.l.ReportsPerSecond, s.g.l.ReportBurst)
+	}
+	if r, ok := m.(*pb.ReportLoadRequest); ok && s.bind != nil {
+		if err := s.checkBinding(r); err != nil {
+			s.g.hit(s.Context(), "binding")
+			return err
+		}
+	}
+	return nil
+}
+
+// recvFirst waits for the first report at most FirstReportTimeout. On
+// timeout the receive goroutine is left to end with the stream.
+func (s *guardedStream) recvFirst(m any) error {
+	done := make(chan error, 1)
+	go func() { done <- s.ServerStream.RecvMsg(m) }()
+	t := time.NewTimer(s.g.l.FirstReportTimeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		s.g.hit(s.Context(), "first_report_timeout")
+		return status.Errorf(codes.DeadlineExceeded,
+			"no first report within %v of opening the stream (--first-report-timeout); send the identity report right after opening it",
+			s.g.l.FirstReportTimeout)
+	}
+}
+
+// checkBinding refuses a report for a pool, deployment or instance outside
+// the identity's binding. Empty fields of later reports mean "unchanged"
+// and were checked on the first.
+func (s *guardedStream) checkBinding(r *pb.ReportLoadRequest) error {
+	b := s.bind
+	bad := func(field, got string) error {
+		return status.Errorf(codes.PermissionDenied, "identity %q is bound to %s; this stream reports %s %q",
+			s.who, b, field, got)
+	}
+	switch {
+	case r.GetPool() != "" && r.GetPool() != b.Pool:
+		return bad("pool", r.GetPool())
+	case b.Deployment != "" && r.GetDeployment() != "" && r.GetDeployment() != b.Deployment:
+		return bad("deployment", r.GetDeployment())
+	case b.Instance != "" && r.GetInstanceId() != "" && r.GetInstanceId() != b.Instance:
+		return bad("instance_id", r.GetInstanceId())
+	}
+	return nil
+}
+
+// serverOptions are the gRPC server's transport settings: credentials,
+// message and header sizes, streams per connection, keepalive, and the
+// handshake deadline (a connection that does not finish its TLS handshake
+// and HTTP/2 preface within 10 s is closed).
+func (d *Daemon) serverOptions(cfg *DaemonConfig) []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes),
+		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
+		grpc.MaxHeaderListSize(maxHeaderListBytes),
+		grpc.ConnectionTimeout(10 * time.Second),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}
+	if d.tls != nil {
+		opts = append(opts, grpc.Creds(d.tls.grpcCredentials()))
+	}
+	return opts
+}
+
+// maxHeaderListBytes bounds the metadata of one call: tokens and trace
+// context are well under it.
+const maxHeaderListBytes = 64 << 10
+
+// String is the limits in force, for the start-up log line.
+func (l TransportLimits) String() string {
+	return fmt.Sprintf("connections=%d report_streams=%d reports_per_second=%g burst=%d first_report_timeout=%v",
+		l.MaxConnections, l.MaxReportStreams, l.ReportsPerSecond, l.ReportBurst, l.FirstReportTimeout)
+}

@@ -1,0 +1,114 @@
+package server
+
+import (
+	"crypto/tls"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serialOf handshakes with addr and returns the server certificate's
+// serial number.
+func serialOf(t *testing.T, addr string, ca *testCA) string {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.pool(), ServerName: "localhost", NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatalf("handshake with %s: %v", addr, err)
+	}
+	defer c.Close()
+	return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+}
+
+// waitFor polls cond every 10 ms for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestCertificateReload rotates the server certificate on disk: new
+// handshakes on both listeners get the new one without a restart; a
+// half-written rotation (a certificate without its key) keeps the old one
+// serving until the key arrives.
+func TestCertificateReload(t *testing.T) {
+	e := startSecure(t, nil)
+	first := e.d.tls.serial()
+	if got := serialOf(t, e.d.Addr(), e.ca); got != first {
+		t.Fatalf("gRPC serves serial %s, want %s", got, first)
+	}
+	next := e.ca.serverLeaf(t)
+	writeTestFile(t, e.files.CertFile, next.certPEM) // the key still is the old one
+	time.Sleep(3 * e.files.ReloadInterval)
+	if got := serialOf(t, e.d.Addr(), e.ca); got != first {
+		t.Fatalf("after a certificate without its key: serial %s, want the old %s", got, first)
+	}
+	writeTestFile(t, e.files.KeyFile, next.keyPEM)
+	waitFor(t, "the new certificate", func() bool { return serialOf(t, e.d.Addr(), e.ca) == next.serial })
+	if got := serialOf(t, e.d.HTTPAddr(), e.ca); got != next.serial {
+		t.Errorf("HTTP listener serves serial %s, want %s", got, next.serial)
+	}
+	// Calls keep working on a connection made after the rotation.
+	if err := authCalls["GetWeights"](e.as("ops"), e.dial("")); err != nil && !strings.Contains(err.Error(), "not found") {
+		t.Errorf("GetWeights after rotation: %v", err)
+	}
+}
+
+// TestHTTPListenerTLS: /healthz and /metrics are served over TLS with the
+// same certificate; plaintext HTTP is refused.
+func TestHTTPListenerTLS(t *testing.T) {
+	e := startSecure(t, nil)
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.ca.pool(), ServerName: "localhost"}}}
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		resp, err := c.Get("https://" + e.d.HTTPAddr() + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %s", path, resp.Status)
+		}
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + e.d.HTTPAddr() + "/healthz")
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("plaintext GET: %s, want an error or 400", resp.Status)
+		}
+	}
+}
+
+// TestTLSConfigErrors: a partial or broken TLS configuration stops Start
+// with a message naming the flag.
+func TestTLSConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, "ca")
+	good := tlsFiles(t, dir, ca.serverLeaf(t), ca)
+	tests := []struct {
+		name string
+		f    TLSFiles
+		want string
+	}{
+		{"key without cert", TLSFiles{KeyFile: good.KeyFile}, "--tls-cert and --tls-key go together"},
+		{"cert without key", TLSFiles{CertFile: good.CertFile}, "--tls-cert and --tls-key go together"},
+		{"client CA alone", TLSFiles{ClientCAFile: good.ClientCAFile}, "--tls-client-ca needs --tls-cert"},
+		{"missing cert file", TLSFiles{CertFile: dir + "/nope.pem", KeyFile: good.KeyFile}, "--tls-cert " + dir + "/nope.pem"},
+		{"CA not PEM", TLSFiles{CertFile: good.CertFile, KeyFile: good.KeyFile, ClientCAFile: good.KeyFile}, "no PEM certificate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Start(DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off", TLS: tc.f, Server: Options{DataDir: t.TempDir()}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Start: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	_, err := Start(DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off", TLS: good, Server: Options{DataDir: t.TempDir()}})
+	if err == nil || !strings.Contains(err.Error(), "--tls-client-ca needs --tokens-file") {
+		t.Fatalf("client CA without tokens file: %v", err)
+	}
+}
