@@ -132,6 +132,33 @@ func DefaultPolicy() Policy {
 // stale_after <= 0 and forget_after < stale_after. A nil p is invalid.
 // Validate does not allocate when p is valid; it is safe for concurrent use.
 func (p *Policy) Validate() error {
+	if p != nil && p.valid() {
+		return nil
+	}
+	return p.explain()
+}
+
+// valid is Validate's fast path (Decide runs Validate on every call): plain
+// comparisons, false for NaN. explain is authoritative and must return nil
+// whenever valid is true.
+func (p *Policy) valid() bool {
+	const maxF = math.MaxFloat64
+	return p.Strategy < numStrategies &&
+		p.LambdaH >= 0 && p.LambdaH <= 100 &&
+		p.DeltaMs > 0 && p.DeltaMs <= maxF &&
+		p.ThresholdRatio >= 0 && p.ThresholdRatio <= maxF &&
+		p.ThresholdMinMs >= 0 && p.ThresholdMinMs <= maxF &&
+		p.BatchWaitMs >= 0 && p.BatchWaitMs <= maxF &&
+		p.BlockSizeTokens > 0 &&
+		p.DefaultPrefillTokensPerSecond > 0 && p.DefaultPrefillTokensPerSecond <= maxF &&
+		p.MaxKVUsage > 0 && p.MaxKVUsage <= 1 &&
+		p.MaxQueueMs >= 0 && p.MaxQueueMs <= maxF &&
+		p.DeploymentDeltaMs >= 0 && p.DeploymentDeltaMs <= maxF &&
+		p.StaleAfter > 0 && p.ForgetAfter >= p.StaleAfter
+}
+
+// explain returns the error for the first invalid field of p, or nil.
+func (p *Policy) explain() error {
 	if p == nil {
 		return fmt.Errorf("%w: policy is nil", ErrInvalidPolicy)
 	}

@@ -1,0 +1,86 @@
+package scheduler
+
+import "math"
+
+// costModel holds the policy figures the cost of every instance needs,
+// computed once per Decide.
+type costModel struct {
+	promptTokens     uint32
+	blocks           int     // Request.Blocks: matched blocks are clamped to it
+	blockSize        uint32  // Policy.BlockSizeTokens
+	defaultMsPerTok  float64 // 1000 / Policy.DefaultPrefillTokensPerSecond
+	defaultTokPerSec float64
+	batchWaitMs      float64
+}
+
+func newCostModel(p *Policy, req *Request) costModel {
+	return costModel{
+		promptTokens:     req.PromptTokens,
+		blocks:           req.Blocks,
+		blockSize:        p.BlockSizeTokens,
+		defaultMsPerTok:  1000 / p.DefaultPrefillTokensPerSecond,
+		defaultTokPerSec: p.DefaultPrefillTokensPerSecond,
+		batchWaitMs:      p.BatchWaitMs,
+	}
+}
+
+// cost fills the cost parts of r for instance in and returns the number of
+// the request's blocks matched on it (MatchedBlocks clamped to
+// Request.Blocks):
+//
+//	uncached    = max(0, PromptTokens - matched*blockSize)
+//	PrefillMs   = uncached * 1000/tps
+//	QueueMs     = (HasQueueMs ? in.QueueMs : QueuedPrefillTokens*1000/tps) + AssignedTokens*1000/tps
+//	BatchWaitMs = Policy.BatchWaitMs
+//	CostMs      = PrefillMs + QueueMs + BatchWaitMs
+//
+// where tps is the instance's prefill throughput in tokens per second, and
+// the block size and the throughput fall back to the policy's when the
+// instance reports 0 (n*1000/tps is the design's n/(tps/1000) with one
+// division per instance instead of three). The caller has validated in and
+// the policy, so tps > 0; CostMs can still overflow to +Inf for an absurdly
+// small throughput, which the caller checks.
+func (m *costModel) cost(in *Instance, r *InstanceResult) (matched int) {
+	matched = min(in.MatchedBlocks, m.blocks)
+	bs := in.BlockSizeTokens
+	if bs == 0 {
+		bs = m.blockSize
+	}
+	msPerTok := m.defaultMsPerTok
+	if tps := in.PrefillTokensPerSecond; tps != 0 && tps != m.defaultTokPerSec {
+		msPerTok = 1000 / tps
+	}
+	uncached := uncachedTokens(m.promptTokens, matched, bs)
+	queue := float64(in.AssignedTokens) * msPerTok
+	if in.HasQueueMs {
+		queue = in.QueueMs + queue
+	} else {
+		queue = float64(in.QueuedPrefillTokens)*msPerTok + queue
+	}
+	prefill := float64(uncached) * msPerTok
+	// Field by field: a composite literal goes through a stack temporary
+	// whose copy stalls on store forwarding.
+	r.CostMs = prefill + queue + m.batchWaitMs
+	r.PrefillMs = prefill
+	r.QueueMs = queue
+	r.BatchWaitMs = m.batchWaitMs
+	r.UncachedTokens = uncached
+	r.Probability = 0
+	r.Joint = 0
+	r.Reason = ReasonNone
+	return matched
+}
+
+// uncachedTokens returns max(0, promptTokens - matched*blockSize) without
+// overflow, for matched >= 0.
+func uncachedTokens(promptTokens uint32, matched int, blockSize uint32) uint32 {
+	if uint64(matched) > math.MaxUint32 {
+		return 0 // blockSize >= 1, so matched*blockSize > MaxUint32 >= promptTokens
+	}
+	// Both factors < 2^32: the product fits in a uint64.
+	cached := uint64(matched) * uint64(blockSize)
+	if cached >= uint64(promptTokens) {
+		return 0
+	}
+	return promptTokens - uint32(cached)
+}

@@ -1,0 +1,95 @@
+package scheduler
+
+import "fmt"
+
+// Decide chooses an instance for req among snap's instances under policy p,
+// with two draws from rng, and writes the choice and its full audit into d.
+// It returns nil, or an error matching (errors.Is) one of the sentinels:
+//
+//   - ErrInvalidArgument: d or rng is nil (d is left untouched when nil);
+//   - ErrInvalidPolicy: p fails Policy.Validate (Decide runs it);
+//   - ErrNoInstances: snap is nil or has no instance;
+//   - ErrInvalidSnapshot: a bad deployment index or a NaN, infinite or
+//     negative figure; the error names the instance or deployment and field;
+//   - ErrNoEligibleInstance: every instance failed an eligibility check;
+//   - ErrAllWeightsZero: eligible instances exist, only in weight 0
+//     deployments.
+//
+// The steps, each described where it is implemented:
+//
+//  1. every instance: validation, cost parts (cost), eligibility reason in
+//     the order of the Reason constants; d.Excluded counts the reasons;
+//  2. every deployment: weight, hit ratio, optional load term, reason and
+//     P(d) (deploymentLevel);
+//  3. every deployment with an eligible instance: P(i|d) under p.Strategy
+//     and Joint (instanceWeights, normalise);
+//  4. the first draw picks the deployment by cumulative P(d), the second the
+//     instance by cumulative P(i|d) (see Decision.DeploymentDraw).
+//
+// On error d.Deployment = d.Instance = -1, no draw is made, and d holds what
+// was computed before the error: for ErrNoEligibleInstance and
+// ErrAllWeightsZero the whole audit (with every P(d) 0), for
+// ErrInvalidSnapshot the instances before the bad one.
+//
+// Decide does not allocate when d's slices have the capacity for the
+// snapshot (reuse d), except on the error path. It never panics, whatever
+// the figures. It is safe for concurrent use as long as each call has its
+// own d and rng; p and snap are only read and may be shared.
+func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error {
+	if d == nil {
+		return fmt.Errorf("%w: nil *Decision", ErrInvalidArgument)
+	}
+	if snap == nil {
+		snap = &Snapshot{}
+	}
+	d.reset(len(snap.Deployments), len(snap.Instances))
+	if err := precheck(p, &req, snap, rng); err != nil {
+		clear(d.Instances) // reset leaves them to the first pass
+		return err
+	}
+	eligible, err := assess(p, &req, snap, d)
+	if err != nil {
+		return err
+	}
+	participating := deploymentLevel(p, &req, snap, d)
+	if len(snap.Instances) == 0 {
+		return ErrNoInstances
+	}
+	if eligible == 0 {
+		return ErrNoEligibleInstance
+	}
+	instanceWeights(p, snap, d)
+	if participating == 0 {
+		normalise(snap, d, -1, 0)
+		return ErrAllWeightsZero
+	}
+
+	d.DeploymentDraw = rng.Float64()
+	dep := pickDeployment(d, d.DeploymentDraw)
+	d.InstanceDraw = rng.Float64()
+	inst := normalise(snap, d, dep, d.InstanceDraw)
+	if dep < 0 || inst < 0 {
+		// Unreachable: some participating deployment has P(d) > 0 (the
+		// terms sum to >= 2^-900, or the log-space path gives the largest
+		// one 1), and the cheapest eligible instance of any deployment has
+		// P(i|d) >= 1/n.
+		return fmt.Errorf("%w: internal error: no positive probability (deployment %d, instance %d)",
+			ErrNoEligibleInstance, dep, inst)
+	}
+	d.Deployment, d.Instance = dep, inst
+	return nil
+}
+
+// precheck validates everything but the instances.
+func precheck(p *Policy, req *Request, snap *Snapshot, rng RNG) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if rng == nil {
+		return fmt.Errorf("%w: nil RNG", ErrInvalidArgument)
+	}
+	if err := checkRequest(req); err != nil {
+		return err
+	}
+	return checkDeployments(snap)
+}
