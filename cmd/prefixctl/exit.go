@@ -86,13 +86,21 @@ func (c *cli) exit(err error) int {
 			c.fail(fmt.Sprintf("sidecar at %s did not answer within %v (DeadlineExceeded); check that it runs, or raise --timeout",
 				c.addr, c.timeout))
 		} else {
-			c.fail(fmt.Sprintf("sidecar at %s unreachable (%s: %s); start it ('make run') or point --addr / PREFIXCTL_ADDR at it",
-				c.addr, st.Code(), transportCause(st.Message())))
+			cause := transportCause(st.Message())
+			todo := "start it ('make run') or point --addr / PREFIXCTL_ADDR at it"
+			if !c.auth.usesTLS() && strings.Contains(cause, "server preface") {
+				todo = "if it serves TLS, pass --tls-ca (or --tls); else " + todo
+			}
+			c.fail(fmt.Sprintf("sidecar at %s unreachable (%s: %s); %s", c.addr, st.Code(), cause, todo))
 		}
 		return exitUnreachable
 	}
 	msg := fmt.Sprintf("%s: %s", st.Code(), st.Message())
-	if hint := hintFor(c.cmd, st.Code()); hint != "" {
+	hint := hintFor(c.cmd, st.Code())
+	if h := c.authHint(st.Code()); h != "" {
+		hint = h
+	}
+	if hint != "" {
 		msg += " (" + hint + ")"
 	}
 	c.fail(msg)
@@ -132,6 +140,37 @@ func hintFor(cmd string, code codes.Code) string {
 		}
 	case codes.Aborted:
 		return "re-read and retry"
+	}
+	return ""
+}
+
+// commandRoles is the least role each command needs of a sidecar with a
+// tokens file.
+var commandRoles = map[string]string{
+	"pools": "operator-read", "instances": "operator-read", "weights get": "operator-read", "policy get": "operator-read",
+	"weights set": "operator", "policy set": "operator", "pick": "gateway", "instance run": "instance",
+}
+
+// authHint says what to do after Unauthenticated or PermissionDenied, or "".
+func (c *cli) authHint(code codes.Code) string {
+	role := commandRoles[c.cmd]
+	what := "a token"
+	if role != "" {
+		what = "a token of role " + role
+	}
+	switch code {
+	case codes.Unauthenticated:
+		if c.auth.token != "" {
+			return fmt.Sprintf("the sidecar does not know the token in --token-file %s; ask for %s", c.auth.tokenFile, what)
+		}
+		if role == "operator" || role == "operator-read" {
+			what = "an " + role + " token"
+		}
+		return "pass --token-file with " + what + ", or --tls-cert/--tls-key with a client certificate"
+	case codes.PermissionDenied:
+		if role != "" {
+			return fmt.Sprintf("'prefixctl %s' needs role %s; use --token-file with a token of that role", c.cmd, role)
+		}
 	}
 	return ""
 }

@@ -11,7 +11,9 @@ import (
 const helpIntro = `prefixctl is the operator CLI of prefixroute, the routing sidecar.
 
 Usage:
-  prefixctl [--addr HOST:PORT] [-o table|json] [--timeout D] COMMAND [ARGS]
+  prefixctl [--addr HOST:PORT] [-o table|json] [--timeout D]
+      [--token-file PATH] [--tls-ca PATH] [--tls-cert PATH --tls-key PATH]
+      COMMAND [ARGS]
 
 Commands:
 `
@@ -22,6 +24,24 @@ const helpGlobals = `Global flags (before or after the command):
   -o table|json     output format; json is the response in protojson
                     (proto field names, every field, 64-bit numbers as strings)
   --timeout D       deadline of each call (default 5s)
+
+Authentication (a sidecar with --tokens-file / --tls-cert, see SECURITY.md):
+  --token-file PATH the bearer token is the file's first line (env
+                    PREFIXCTL_TOKEN_FILE). There is no --token flag: a secret
+                    in the command line is visible in ps and shell history.
+                    Needs TLS unless --addr is loopback or a unix socket.
+                    Roles: operator-read for pools, instances, weights get,
+                    policy get; operator for weights set, policy set;
+                    gateway for pick; instance for instance run.
+  --tls             use TLS, trusting the system roots (implied by --tls-*)
+  --tls-ca PATH     PEM CA that signed the sidecar's certificate
+                    (env PREFIXCTL_TLS_CA)
+  --tls-cert PATH   PEM client certificate for mutual TLS, with --tls-key
+                    (env PREFIXCTL_TLS_CERT, PREFIXCTL_TLS_KEY)
+  --tls-key PATH    PEM private key of --tls-cert
+  --tls-server-name NAME
+                    name the sidecar's certificate must carry, when not the
+                    host of --addr (env PREFIXCTL_TLS_SERVER_NAME)
 
 `
 
@@ -65,7 +85,8 @@ func (c *cli) printHelp(w io.Writer, name string) {
 }
 
 // global names the global flags, which every command's flag set repeats.
-var global = map[string]bool{"addr": true, "o": true, "output": true, "timeout": true}
+var global = map[string]bool{"addr": true, "o": true, "output": true, "timeout": true,
+	"token-file": true, "tls": true, "tls-ca": true, "tls-cert": true, "tls-key": true, "tls-server-name": true}
 
 func synopsis(cmd *command) string {
 	if cmd.usage == "" {

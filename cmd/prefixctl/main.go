@@ -38,6 +38,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if env := os.Getenv("PREFIXCTL_ADDR"); env != "" {
 		c.addr = env
 	}
+	c.auth.fromEnv()
 	defer c.close()
 	err := c.dispatch(args)
 	return c.exit(err)
@@ -50,6 +51,7 @@ type cli struct {
 	addr           string
 	output         string
 	timeout        time.Duration
+	auth           authFlags
 
 	cmd string // the command's name, for messages: "weights set"
 	cc  *grpc.ClientConn
@@ -148,6 +150,7 @@ func (c *cli) flagSet(name string) *flag.FlagSet {
 	fs.StringVar(&c.output, "o", c.output, "output: table or json")
 	fs.StringVar(&c.output, "output", c.output, "output: table or json")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "deadline of each call")
+	c.auth.register(fs)
 	return fs
 }
 
@@ -188,7 +191,11 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]st
 // conn returns the connection to the sidecar, dialling it on first use.
 func (c *cli) conn() (*grpc.ClientConn, error) {
 	if c.cc == nil {
-		cc, err := client.Dial(c.addr)
+		opts, err := c.auth.dialOptions(c.addr)
+		if err != nil {
+			return nil, err
+		}
+		cc, err := client.DialWith(c.addr, opts)
 		if err != nil {
 			return nil, usagef("--addr %q: %v", c.addr, err)
 		}

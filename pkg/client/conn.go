@@ -35,8 +35,9 @@ const (
 // any gRPC target such as "dns:///prefixroute:50051" or "unix:///run/pr.sock")
 // with the settings gateways and instances want:
 //
-//   - plaintext (the sidecar listens on loopback or a private network; pass
-//     grpc.WithTransportCredentials in extra to use TLS);
+//   - plaintext (the sidecar listens on loopback or a private network; use
+//     DialWith for TLS and a bearer token, or pass
+//     grpc.WithTransportCredentials in extra);
 //   - keepalive pings after KeepaliveTime without traffic, streams open or
 //     not, so a dead sidecar is noticed within KeepaliveTime+KeepaliveTimeout;
 //   - reconnect backoff from ReconnectBaseDelay to ReconnectMaxDelay;

@@ -9,6 +9,13 @@
 // answered with an error". Share it between every Picker and Reporter of the
 // process; close it last.
 //
+// DialWith connects to a sidecar that runs with authentication (a tokens
+// file, TLS, mutual TLS; see SECURITY.md): DialOptions.TLS (from TLSConfig)
+// and DialOptions.Token (from ReadTokenFile), sent with every call as
+// "authorization: Bearer <token>". A gateway needs a token of role gateway,
+// an instance one of role instance (bound, ideally, to its pool and
+// deployment).
+//
 // # Gateways: Picker
 //
 // A Picker asks PickService.Pick which instance should serve a request. It
