@@ -9,6 +9,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/server"
 )
 
 // benchEnv starts a daemon with n idle instances over deps deployments, each
@@ -92,7 +93,9 @@ func BenchmarkPickVsEmptyCall(b *testing.B) {
 func BenchmarkReportIngest(b *testing.B) {
 	for _, events := range []int{0, 64} {
 		b.Run(fmt.Sprintf("events=%d", events), func(b *testing.B) {
-			e := startB(b)
+			// No per-stream rate limit: this measures how fast the router
+			// can apply reports, not the limit.
+			e := startWith(b, "", func(c *server.DaemonConfig) { c.Transport.ReportsPerSecond, c.Transport.ReportBurst = 1e9, 1e9 })
 			stream, err := e.load.ReportLoad(context.Background())
 			if err != nil {
 				b.Fatal(err)

@@ -53,16 +53,23 @@ type env struct {
 
 // start runs a daemon on 127.0.0.1:0 with a data dir (a new temp dir when
 // dir is ""), a fake clock and a quiet logger, stopped at the end of the test.
-func start(t testing.TB, dir string) *env {
+func start(t testing.TB, dir string) *env { return startWith(t, dir, nil) }
+
+// startWith is start with mutate applied to the daemon's configuration.
+func startWith(t testing.TB, dir string, mutate func(*server.DaemonConfig)) *env {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
 	e := &env{t: t, dir: dir, clock: newFakeClock()}
-	d, err := server.Start(server.DaemonConfig{
+	cfg := server.DaemonConfig{
 		Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0",
 		Server: server.Options{DataDir: dir, Now: e.clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-	})
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	d, err := server.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
