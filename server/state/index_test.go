@@ -40,8 +40,8 @@ func TestIndexAddRemoveIdempotent(t *testing.T) {
 	x.add(10, 1)
 	x.add(10, 1)
 	x.add(10, 2)
-	if x.pairs != 2 || len(x.entries) != 1 || x.entries[10].n != 2 {
-		t.Fatalf("after adds: pairs %d entries %d", x.pairs, len(x.entries))
+	if x.pairs != 2 || len(x.view()) != 1 || x.view()[10].n != 2 {
+		t.Fatalf("after adds: pairs %d entries %d", x.pairs, len(x.view()))
 	}
 	x.remove(10, 3) // not a holder
 	x.remove(11, 1) // unknown block
@@ -54,8 +54,8 @@ func TestIndexAddRemoveIdempotent(t *testing.T) {
 		t.Fatalf("after removes: pairs %d", x.pairs)
 	}
 	x.remove(10, 2)
-	if x.pairs != 0 || len(x.entries) != 0 {
-		t.Fatalf("emptied block still present: pairs %d entries %d", x.pairs, len(x.entries))
+	if x.pairs != 0 || len(x.view()) != 0 {
+		t.Fatalf("emptied block still present: pairs %d entries %d", x.pairs, len(x.view()))
 	}
 	if err := x.check(); err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestIndexSparseToDense(t *testing.T) {
 			}
 			for i, s := range holders {
 				x.add(1, s)
-				h := x.entries[1]
+				h := x.view()[1]
 				wantDense := i+1 > 2*words
 				if (h.dense != nil) != wantDense {
 					t.Fatalf("after %d holders over %d words: dense %v, want %v", i+1, words, h.dense != nil, wantDense)
@@ -110,7 +110,7 @@ func TestIndexSparseToDense(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if h := x.entries[1]; h == nil || h.n != 1 || !x.holds(1, holders[0]) {
+			if h := x.view()[1]; h == nil || h.n != 1 || !x.holds(1, holders[0]) {
 				t.Fatal("last holder lost")
 			}
 			got = runMatch(&x, []uint64{1}, live)
@@ -120,11 +120,11 @@ func TestIndexSparseToDense(t *testing.T) {
 				}
 			}
 			x.remove(1, holders[0])
-			if len(x.entries) != 0 || x.pairs != 0 {
-				t.Fatalf("entry not deleted: %d entries, %d pairs", len(x.entries), x.pairs)
+			if len(x.view()) != 0 || x.pairs != 0 {
+				t.Fatalf("entry not deleted: %d entries, %d pairs", len(x.view()), x.pairs)
 			}
 			x.add(1, holders[0])
-			if x.entries[1].dense != nil {
+			if x.view()[1].dense != nil {
 				t.Fatal("re-added block is dense")
 			}
 		})
@@ -146,7 +146,7 @@ func TestIndexDenseGrowsWithPool(t *testing.T) {
 	for s := range uint32(3) {
 		x.add(5, s)
 	}
-	if d := x.entries[5].dense; len(d) != 1 {
+	if d := x.view()[5].dense; len(d) != 1 {
 		t.Fatalf("dense %v, want one word", d)
 	}
 	x.grow(199) // the pool grows to 4 words
@@ -158,7 +158,7 @@ func TestIndexDenseGrowsWithPool(t *testing.T) {
 		}
 	}
 	x.add(5, 199)
-	if d := x.entries[5].dense; len(d) != 4 || d[3] != 1<<(199%64) {
+	if d := x.view()[5].dense; len(d) != 4 || d[3] != 1<<(199%64) {
 		t.Fatalf("dense %v after adding slot 199", d)
 	}
 	if err := x.check(); err != nil {
@@ -266,8 +266,9 @@ func compareIndex(x *prefixIndex, m indexModel) error {
 	if x.pairs != m.pairs() {
 		return fmt.Errorf("pairs %d, model %d", x.pairs, m.pairs())
 	}
-	if len(x.entries) != len(m) {
-		return fmt.Errorf("%d blocks, model %d", len(x.entries), len(m))
+	view := x.view()
+	if len(view) != len(m) {
+		return fmt.Errorf("%d blocks, model %d", len(view), len(m))
 	}
 	for h, ss := range m {
 		for s := range ss {
@@ -275,8 +276,8 @@ func compareIndex(x *prefixIndex, m indexModel) error {
 				return fmt.Errorf("index lacks (%#x, %d)", h, s)
 			}
 		}
-		if x.entries[h].n != len(ss) {
-			return fmt.Errorf("block %#x: n %d, model %d", h, x.entries[h].n, len(ss))
+		if view[h].n != len(ss) {
+			return fmt.Errorf("block %#x: n %d, model %d", h, view[h].n, len(ss))
 		}
 	}
 	return x.check()
@@ -448,4 +449,58 @@ func FuzzIndexMatch(f *testing.F) {
 			t.Fatalf("match\n got %v\nwant %v", got[:slots], want)
 		}
 	})
+}
+
+// TestIndexTablesGrowAndSplit drives the hash tables through doubling,
+// splitting (directory growth) and backward-shift deletion with enough
+// blocks to need many tables, sequential hashes (0 included) and random
+// ones, against the model.
+func TestIndexTablesGrowAndSplit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	const slots = 70 // two bitset words
+	x, m := newIndexFor(slots), indexModel{}
+	hashes := make([]uint64, 0, 40000)
+	for i := range uint64(20000) {
+		hashes = append(hashes, i, rng.Uint64())
+	}
+	for round := range 3 {
+		for _, h := range hashes {
+			for range 1 + rng.IntN(5) { // inline, list and bitset holder sets
+				s := uint32(rng.IntN(slots))
+				x.add(h, s)
+				m.add(h, s)
+			}
+		}
+		if x.depth == 0 {
+			t.Fatalf("round %d: %d blocks in one table", round, x.count)
+		}
+		if err := compareIndex(&x, m); err != nil {
+			t.Fatalf("round %d after adds: %v", round, err)
+		}
+		// Remove most pairs, in random order, so probe runs get holes.
+		for _, i := range rng.Perm(len(hashes)) {
+			h := hashes[i]
+			for s := range m[h] {
+				if rng.IntN(5) > 0 {
+					x.remove(h, s)
+					m.remove(h, s)
+				}
+			}
+		}
+		if err := compareIndex(&x, m); err != nil {
+			t.Fatalf("round %d after removes: %v", round, err)
+		}
+	}
+	for h, ss := range m {
+		for s := range ss {
+			x.remove(h, s)
+		}
+	}
+	if x.count != 0 || x.pairs != 0 || len(x.freeLists) != x.lists.len() || len(x.freeSets) != x.bitsets.len() {
+		t.Fatalf("emptied index: %d blocks, %d pairs, %d of %d lists and %d of %d bitsets free", x.count, x.pairs,
+			len(x.freeLists), x.lists.len(), len(x.freeSets), x.bitsets.len())
+	}
+	if err := x.check(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -34,6 +34,7 @@ type Report struct {
 // instance is the router's record of one instance. Guarded by its Pool's lock.
 type instance struct {
 	slot           uint32
+	ord            int // index into Pool.order and the snapshot template
 	id             Identity
 	dep            int // index into Pool.deps
 	last           Report
@@ -66,12 +67,16 @@ func (p *Pool) Connect(now time.Time, id Identity) (*Session, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	in := p.byID[id.Instance]
+	forgot := false
 	if in != nil && in.id.Deployment != id.Deployment {
 		p.forget(in)
-		in = nil
+		in, forgot = nil, true
 	}
 	if in == nil {
 		if len(p.order) >= p.limits.MaxInstancesPerPool {
+			if forgot {
+				p.rebuildDeployments()
+			}
 			return nil, fmt.Errorf("%w %q: %d instances, the limit is %d",
 				ErrTooManyInstances, p.name, len(p.order), p.limits.MaxInstancesPerPool)
 		}
@@ -82,10 +87,10 @@ func (p *Pool) Connect(now time.Time, id Identity) (*Session, error) {
 		p.slots[in.slot] = in
 		p.byID[id.Instance] = in
 		p.order = append(p.order, in)
+		p.index.grow(in.slot)
 		p.sortOrder()
 		p.rebuildDeployments()
 		p.applyCapacity(in)
-		p.index.grow(in.slot)
 	}
 	if in.session != nil {
 		close(in.session.done)
@@ -95,6 +100,7 @@ func (p *Pool) Connect(now time.Time, id Identity) (*Session, error) {
 	in.session = s
 	in.id.Address = id.Address
 	in.connected = true
+	p.syncInstance(in)
 	return s, nil
 }
 
@@ -120,21 +126,56 @@ func (s *Session) Report(now time.Time, rep *Report) error {
 	in.reported = true
 	in.lastReport = now
 	in.assigned = 0
+	p.syncReport(in)
 	if capChanged {
 		p.applyCapacity(in)
 	}
 	if rep.CacheCleared || modeChanged {
 		p.clearCache(in)
 	}
-	for _, h := range rep.Removed {
-		if in.cache.Remove(h) {
-			p.index.remove(h, in.slot)
+	for removed := rep.Removed; len(removed) > 0; {
+		batch := removed[:min(len(removed), storeBatch)]
+		removed = removed[len(batch):]
+		for _, h := range batch {
+			p.index.touch(h)
+			in.cache.touch(h)
+		}
+		for _, h := range batch {
+			if in.cache.Remove(h) {
+				p.index.remove(h, in.slot)
+			}
 		}
 	}
-	for _, h := range rep.Stored {
-		p.store(in, h)
-	}
+	p.storeAll(in, rep.Stored)
 	return nil
+}
+
+// storeBatch is how many cache events Report looks ahead.
+const storeBatch = 16
+
+// storeAll stores hashes on in, in order. Before each batch it touches
+// everything the batch will look up: the index and LRU slots of the new
+// hashes and of the blocks that storing them would evict if all were new.
+// The lookups then hit the cache, since the touches' misses overlap.
+func (p *Pool) storeAll(in *instance, hashes []uint64) {
+	var buf [storeBatch]uint64
+	for len(hashes) > 0 {
+		batch := hashes[:min(len(hashes), storeBatch)]
+		hashes = hashes[len(batch):]
+		for _, h := range batch {
+			p.index.touch(h)
+			in.cache.touch(h)
+		}
+		if c := in.cache; c.capacity > 0 && c.Len()+len(batch) > c.capacity {
+			for _, h := range c.oldest(buf[:0], c.Len()+len(batch)-c.capacity) {
+				p.index.touch(h)
+				c.touch(h)
+			}
+		}
+		for _, h := range batch {
+			p.store(in, h)
+		}
+	}
 }
 
 // Close marks the session's instance disconnected, unless a newer session
@@ -149,6 +190,7 @@ func (s *Session) Close(now time.Time) {
 	s.in.session = nil
 	s.in.connected = false
 	s.in.disconnectedAt = now
+	p.syncInstance(s.in)
 }
 
 // store records h as held by in, evicting in's least recently used block when

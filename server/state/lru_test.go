@@ -1,6 +1,7 @@
 package state
 
 import (
+	"container/list"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -332,6 +333,206 @@ func FuzzBlockLRU(f *testing.F) {
 		peak := 0
 		for i := 0; i+1 < len(ops); i += 2 {
 			lruStep(t, l, m, i/2, ops[i], ops[i+1], &peak)
+		}
+	})
+}
+
+// TestBlockLRUScale runs enough entries through one LRU for its position
+// table to double and split many times, with sequential hashes (0 included)
+// and random ones, removals and refreshes, against a list-and-map model,
+// checking the whole structure at intervals.
+func TestBlockLRUScale(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	for _, capacity := range []int{0, 5000} {
+		l := newBlockLRU(capacity)
+		model := list.New()
+		at := map[uint64]*list.Element{}
+		touch := func(h uint64) {
+			ins, ev, did := l.Touch(h)
+			e, ok := at[h]
+			if ins == ok {
+				t.Fatalf("Touch(%#x) inserted %v, model holds %v", h, ins, ok)
+			}
+			if ok {
+				model.MoveToFront(e)
+			} else {
+				if capacity > 0 && model.Len() >= capacity {
+					old := model.Remove(model.Back()).(uint64)
+					delete(at, old)
+					if !did || ev != old {
+						t.Fatalf("Touch(%#x) evicted %#x (%v), model %#x", h, ev, did, old)
+					}
+				} else if did {
+					t.Fatalf("Touch(%#x) evicted %#x, model nothing", h, ev)
+				}
+				at[h] = model.PushFront(h)
+			}
+		}
+		var hashes []uint64
+		for i := range uint64(15000) {
+			hashes = append(hashes, i, rng.Uint64())
+		}
+		for step := range 4 {
+			for _, h := range hashes {
+				touch(h)
+			}
+			for _, i := range rng.Perm(len(hashes))[:len(hashes)/2] {
+				h := hashes[i]
+				_, ok := at[h]
+				if got := l.Remove(h); got != ok {
+					t.Fatalf("Remove(%#x) = %v, model %v", h, got, ok)
+				}
+				if ok {
+					model.Remove(at[h])
+					delete(at, h)
+				}
+			}
+			for range 5000 {
+				touch(hashes[rng.IntN(len(hashes))])
+			}
+			if err := checkLRU(l); err != nil {
+				t.Fatalf("capacity %d step %d: %v", capacity, step, err)
+			}
+			if capacity == 0 && l.pos.depth == 0 {
+				t.Fatalf("step %d: %d entries in one table", step, l.Len())
+			}
+			var want []uint64
+			for e := model.Front(); e != nil; e = e.Next() {
+				want = append(want, e.Value.(uint64))
+			}
+			if got := lruHashes(l); !slices.Equal(got, want) {
+				t.Fatalf("capacity %d step %d: order differs from the model", capacity, step)
+			}
+		}
+	}
+}
+
+// touchAllRef is the reference TouchAll: Touch from the last hash down,
+// keeping the index in step as Pool.store does.
+func touchAllRef(l *blockLRU, x *prefixIndex, slot uint32, hashes []uint64) {
+	for k := len(hashes) - 1; k >= 0; k-- {
+		ins, ev, did := l.Touch(hashes[k])
+		if did {
+			x.remove(ev, slot)
+		}
+		if ins {
+			x.add(hashes[k], slot)
+		}
+	}
+}
+
+// lruPair is an LRU with its index, built twice by the same operations.
+type lruPair struct {
+	l *blockLRU
+	x prefixIndex
+}
+
+// TestBlockLRUTouchAll: whenever TouchAll applies, it leaves the LRU (order,
+// contents, structure) and the index exactly as touching one hash at a time
+// from the last would; when it declines, it changed nothing. Requests mix
+// cached runs, runs cached in another order, absent hashes and duplicates.
+func TestBlockLRUTouchAll(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	applied, declined := 0, 0
+	for trial := range 400 {
+		capacity := []int{0, 0, 8, 30, 64, 200}[rng.IntN(6)]
+		universe := uint64(10 + rng.IntN(300))
+		var a, b lruPair
+		for _, p := range []*lruPair{&a, &b} {
+			p.l, p.x = newBlockLRU(capacity), newIndexFor(4)
+		}
+		var nodes []uint32
+		for step := range 30 {
+			// A request: runs of hashes, some repeated, some absent.
+			var req []uint64
+			for range 1 + rng.IntN(4) {
+				start, n := uint64(rng.IntN(int(universe))), rng.IntN(40)
+				for k := range uint64(n) {
+					req = append(req, (start+k)%universe)
+				}
+			}
+			if rng.IntN(3) == 0 && len(req) > 0 {
+				req = append(req, req[rng.IntN(len(req))])
+			}
+			if rng.IntN(4) == 0 { // shuffled: cached, but not linked in order
+				rng.Shuffle(len(req), func(i, j int) { req[i], req[j] = req[j], req[i] })
+			}
+			before := lruHashes(a.l)
+			var ok bool
+			ok, nodes = a.l.TouchAll(req, nodes, &a.x, 2)
+			if ok {
+				applied++
+			} else {
+				declined++
+				if got := lruHashes(a.l); !slices.Equal(got, before) {
+					t.Fatalf("trial %d step %d: declined TouchAll changed the LRU", trial, step)
+				}
+				touchAllRef(a.l, &a.x, 2, req)
+			}
+			touchAllRef(b.l, &b.x, 2, req)
+			if got, want := lruHashes(a.l), lruHashes(b.l); !slices.Equal(got, want) {
+				t.Fatalf("trial %d step %d (cap %d, applied %v): order\n got %v\nwant %v\nreq %v", trial, step, capacity, ok, got, want, req)
+			}
+			if err := checkLRU(a.l); err != nil {
+				t.Fatalf("trial %d step %d: %v", trial, step, err)
+			}
+			if err := a.x.check(); err != nil {
+				t.Fatalf("trial %d step %d: %v", trial, step, err)
+			}
+			va, vb := a.x.view(), b.x.view()
+			if len(va) != len(vb) || a.x.pairs != b.x.pairs {
+				t.Fatalf("trial %d step %d: index %d blocks %d pairs, want %d %d", trial, step, len(va), a.x.pairs, len(vb), b.x.pairs)
+			}
+			for h := range vb {
+				if va[h] == nil || !a.x.holds(h, 2) {
+					t.Fatalf("trial %d step %d: index lacks %d", trial, step, h)
+				}
+			}
+		}
+	}
+	if applied < 1000 || declined < 100 {
+		t.Fatalf("coverage: TouchAll applied %d times, declined %d", applied, declined)
+	}
+}
+
+// FuzzBlockLRUTouchAll: ops bytes build an LRU (touches and removals), then
+// each request byte string goes through TouchAll on one copy and the
+// reference on another; they must agree.
+func FuzzBlockLRUTouchAll(f *testing.F) {
+	f.Add(byte(0), []byte{1, 2, 3, 4}, []byte{1, 2, 3, 9, 1})
+	f.Add(byte(5), []byte{1, 2, 3, 4, 5, 6}, []byte{6, 5, 4, 3, 2, 1, 0})
+	f.Add(byte(3), []byte{7, 7, 8}, []byte{7, 8, 7, 8})
+	f.Fuzz(func(t *testing.T, capacity byte, ops, req []byte) {
+		c := int(capacity % 20)
+		var a, b lruPair
+		for _, p := range []*lruPair{&a, &b} {
+			p.l, p.x = newBlockLRU(c), newIndexFor(1)
+			for _, o := range ops {
+				if o&128 != 0 {
+					if p.l.Remove(uint64(o & 31)) {
+						p.x.remove(uint64(o&31), 0)
+					}
+				} else {
+					touchAllRef(p.l, &p.x, 0, []uint64{uint64(o & 31)})
+				}
+			}
+		}
+		hashes := make([]uint64, len(req))
+		for i, r := range req {
+			hashes[i] = uint64(r & 31)
+		}
+		if ok, _ := a.l.TouchAll(hashes, nil, &a.x, 0); !ok {
+			touchAllRef(a.l, &a.x, 0, hashes)
+		}
+		touchAllRef(b.l, &b.x, 0, hashes)
+		if got, want := lruHashes(a.l), lruHashes(b.l); !slices.Equal(got, want) {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+		if err := checkLRU(a.l); err != nil {
+			t.Fatal(err)
+		}
+		if a.x.pairs != b.x.pairs || a.x.check() != nil {
+			t.Fatalf("index: %d pairs, want %d (%v)", a.x.pairs, b.x.pairs, a.x.check())
 		}
 	})
 }

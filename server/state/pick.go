@@ -45,8 +45,8 @@ type Pick struct {
 	Config *Config
 
 	recs                 []*instance
-	pos                  []int32 // snapshot index by slot
-	matched              []int32 // matched blocks by slot
+	nodes                []uint32 // scratch of record
+	matched              []int32  // matched blocks by slot
 	live, active, nextBS []uint64
 }
 
@@ -94,19 +94,33 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 	p.mu.Lock()
 	if p.slots[rec.slot] == rec {
 		rec.assigned += tokens
+		p.tmpl[rec.ord].AssignedTokens = rec.assigned
 		if !rec.last.ReportsCacheEvents {
-			// Deepest block first, so the first block ends most recent and
-			// eviction takes a prefix's tail before its head.
-			for k := len(in.Hashes) - 1; k >= 0; k-- {
-				p.store(rec, in.Hashes[k])
-			}
+			p.record(rec, in.Hashes, out)
 		}
 	}
 	p.mu.Unlock()
 	return nil
 }
 
-// snapshot fills out.Snapshot from the pool under the read lock.
+// record notes hashes as cached on rec, an instance without cache events,
+// as if by p.store(rec, hashes[k]) for k from the last down: the first block
+// ends most recent, so eviction takes a prefix's tail before its head. When
+// no block would be evicted that is one pass (blockLRU.TouchAll); else block
+// by block. Called with p.mu held.
+func (p *Pool) record(rec *instance, hashes []uint64, out *Pick) {
+	ok := false
+	ok, out.nodes = rec.cache.TouchAll(hashes, out.nodes, &p.index, rec.slot)
+	if ok {
+		return
+	}
+	for k := len(hashes) - 1; k >= 0; k-- {
+		p.store(rec, hashes[k])
+	}
+}
+
+// snapshot fills out.Snapshot from the pool under the read lock: the
+// template copied whole, then the per-pick fields.
 func (p *Pool) snapshot(now time.Time, in *PickInput, out *Pick) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -117,11 +131,8 @@ func (p *Pool) snapshot(now time.Time, in *PickInput, out *Pick) {
 	out.active = grow(out.active, words)
 	out.nextBS = grow(out.nextBS, words)
 	out.matched = grow(out.matched, words*64)
-	out.pos = grow(out.pos, len(p.slots))
 	clear(out.live)
-	for _, rec := range p.order {
-		out.live[rec.slot/64] |= 1 << (rec.slot % 64)
-	}
+	copy(out.live, p.live)
 	p.index.match(in.Hashes, out.live, out.matched, out.active, out.nextBS)
 
 	out.Snapshot.Deployments = grow(out.Snapshot.Deployments, len(p.deps))
@@ -130,35 +141,27 @@ func (p *Pool) snapshot(now time.Time, in *PickInput, out *Pick) {
 			Unweighted: cfg.Weights != nil && !d.configured}
 	}
 	n := len(p.order)
-	out.Snapshot.Instances = grow(out.Snapshot.Instances, n)
+	insts := grow(out.Snapshot.Instances, n)
+	out.Snapshot.Instances = insts
 	out.Addresses = grow(out.Addresses, n)
 	out.recs = grow(out.recs, n)
-	for i, rec := range p.order {
-		l := &rec.last
-		// Zero, then set field by field: assigning a composite literal
-		// builds it on the stack and copies it, ~20% slower here.
-		si := &out.Snapshot.Instances[i]
-		*si = scheduler.Instance{}
-		si.ID = rec.id.Instance
-		si.Deployment = rec.dep
-		si.MatchedBlocks = int(out.matched[rec.slot])
-		si.BlockSizeTokens = l.BlockSizeTokens
-		si.PrefillTokensPerSecond = l.PrefillTokensPerSecond
-		si.QueueMs = l.QueueMs
-		si.HasQueueMs = l.HasQueueMs
-		si.QueuedPrefillTokens = l.QueuedPrefillTokens
-		si.AssignedTokens = rec.assigned
-		si.KVUsage = l.KVCacheUsage
-		si.ReportAge = max(0, now.Sub(rec.lastReport))
-		si.Disconnected = !rec.connected
-		si.Draining = l.Draining
-		out.Addresses[i] = rec.id.Address
-		out.recs[i] = rec
-		out.pos[rec.slot] = int32(i)
+	copy(insts, p.tmpl)
+	copy(out.Addresses, p.addrs)
+	copy(out.recs, p.order)
+	matched, tslot, tlast := out.matched, p.tslot[:n], p.tlast[:n]
+	nowRel, fast := p.relTime(now)
+	for i := range insts {
+		si := &insts[i]
+		si.MatchedBlocks = int(matched[tslot[i]])
+		if last := tlast[i]; fast && last != noAge {
+			si.ReportAge = time.Duration(max(0, nowRel-last))
+		} else {
+			si.ReportAge = max(0, now.Sub(p.order[i].lastReport))
+		}
 	}
 	for _, id := range in.Exclude {
 		if rec := p.byID[id]; rec != nil {
-			out.Snapshot.Instances[out.pos[rec.slot]].Excluded = true
+			insts[rec.ord].Excluded = true
 		}
 	}
 	for k := range in.Overrides {
@@ -167,7 +170,7 @@ func (p *Pool) snapshot(now time.Time, in *PickInput, out *Pick) {
 		if rec == nil {
 			continue
 		}
-		si := &out.Snapshot.Instances[out.pos[rec.slot]]
+		si := &insts[rec.ord]
 		if o.QueuedPrefillTokens != nil {
 			si.QueuedPrefillTokens, si.HasQueueMs = *o.QueuedPrefillTokens, false
 		}

@@ -536,3 +536,52 @@ func TestPickDoesNotAllocate(t *testing.T) {
 		t.Errorf("Pick allocates %v times per call", allocs)
 	}
 }
+
+// TestPickReportAge: the snapshot's ReportAge is max(0, now.Sub(last report))
+// exactly, whatever the clocks: monotonic readings (as in the daemon) or
+// none (virtual time), both mixed, reports far from the first one, and an
+// instance that has not reported yet.
+func TestPickReportAge(t *testing.T) {
+	wall := t0
+	mono := time.Now()
+	tests := []struct {
+		name    string
+		reports []time.Time // one instance each; the first sets the epoch
+		nows    []time.Time
+	}{
+		{"wall clock", []time.Time{wall, wall.Add(-time.Second), wall.Add(time.Hour)},
+			[]time.Time{wall, wall.Add(1500 * time.Millisecond), wall.Add(-time.Minute), wall.Add(2 * time.Hour)}},
+		{"monotonic clock", []time.Time{mono, mono.Add(-time.Second), mono.Add(time.Millisecond)},
+			[]time.Time{mono, mono.Add(time.Second), mono.Add(-time.Hour)}},
+		{"mixed", []time.Time{mono, mono.Round(0).Add(time.Second), wall},
+			[]time.Time{mono.Add(time.Second), mono.Round(0).Add(3 * time.Second), wall.Add(time.Second)}},
+		{"centuries apart", []time.Time{wall, wall.AddDate(-200, 0, 0), wall.AddDate(250, 0, 0), {}},
+			[]time.Time{wall, wall.AddDate(200, 0, 0), wall.AddDate(-200, 0, 0), {}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, p := newTestPool(t, Limits{})
+			last := map[string]time.Time{}
+			for i, at := range tc.reports {
+				id := fmt.Sprint("i", i)
+				connect(t, p, at, "d", id, &Report{ReportsCacheEvents: true})
+				last[id] = at
+			}
+			// One more instance connected but never reported.
+			if _, err := p.Connect(wall, Identity{Pool: "p", Deployment: "d", Instance: "silent", Address: "s"}); err != nil {
+				t.Fatal(err)
+			}
+			mustInvariants(t, p)
+			var pk Pick
+			for _, now := range tc.nows {
+				p.snapshot(now, &PickInput{}, &pk)
+				for _, si := range pk.Snapshot.Instances {
+					want := max(0, now.Sub(last[si.ID])) // zero time for "silent"
+					if si.ReportAge != want {
+						t.Errorf("now %v: %s age %v, want %v", now, si.ID, si.ReportAge, want)
+					}
+				}
+			}
+		})
+	}
+}

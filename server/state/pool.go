@@ -2,10 +2,13 @@ package state
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 // Pool is the live state of one pool: its configuration, its instances with
@@ -26,6 +29,113 @@ type Pool struct {
 	deps     []deployment         // sorted by name: configured or with instances
 	index    prefixIndex
 	sessions uint64 // last session number handed out
+
+	// The snapshot template, kept up to date under the write lock so that a
+	// pick copies it whole: by order index, each instance's scheduler view
+	// without the per-pick fields (MatchedBlocks, ReportAge, Excluded and
+	// overrides), its address, its slot, and its last report's time as
+	// nanoseconds since ageEpoch (noAge: compute the age from lastReport).
+	tmpl     []scheduler.Instance
+	addrs    []string
+	tslot    []uint32
+	tlast    []int64
+	live     []uint64 // bitset of slots in use, index.words words
+	ageEpoch time.Time
+	ageMono  bool // ageEpoch carries a monotonic clock reading
+	hasEpoch bool
+}
+
+// noAge marks a template entry whose report age Pick computes with
+// time.Time.Sub: never reported, or a report time not comparable with the
+// epoch by plain subtraction.
+const noAge = math.MinInt64
+
+// maxRelAge bounds the epoch-relative times that are subtracted directly,
+// so that their difference cannot overflow.
+const maxRelAge = 1 << 62
+
+// hasMono reports whether t carries a monotonic clock reading (Round(0)
+// strips it, changing the value).
+func hasMono(t time.Time) bool { return t.Round(0) != t }
+
+// relTime returns t - ageEpoch in nanoseconds, or ok false when the
+// difference is not exactly what t.Sub(u) gives for another time u also
+// relative to the epoch: no epoch yet, a monotonic reading on one side only,
+// or a difference too large.
+func (p *Pool) relTime(t time.Time) (ns int64, ok bool) {
+	if !p.hasEpoch || hasMono(t) != p.ageMono {
+		return 0, false
+	}
+	if p.ageMono { // Sub subtracts the monotonic readings
+		d := t.Sub(p.ageEpoch)
+		if d >= maxRelAge || d <= -maxRelAge {
+			return 0, false
+		}
+		return int64(d), true
+	}
+	// Wall clocks: what Sub computes, without its overflow check.
+	ds := t.Unix() - p.ageEpoch.Unix()
+	if ds >= maxRelSec || ds <= -maxRelSec {
+		return 0, false
+	}
+	return ds*1e9 + int64(t.Nanosecond()-p.ageEpoch.Nanosecond()), true
+}
+
+// maxRelSec bounds the seconds of a wall-clock relTime so that its result
+// stays within maxRelAge.
+const maxRelSec = 4e9
+
+// syncInstance copies in's figures into the snapshot template. Called with
+// p.mu held, whenever they change.
+func (p *Pool) syncInstance(in *instance) {
+	si := &p.tmpl[in.ord]
+	*si = scheduler.Instance{}
+	si.ID = in.id.Instance
+	si.Deployment = in.dep
+	si.Disconnected = !in.connected
+	p.addrs[in.ord] = in.id.Address
+	p.tslot[in.ord] = in.slot
+	p.syncReport(in)
+}
+
+// syncReport copies the figures of in's last report, its assigned work and
+// its report time into the snapshot template. Called with p.mu held.
+func (p *Pool) syncReport(in *instance) {
+	l := &in.last
+	si := &p.tmpl[in.ord]
+	si.BlockSizeTokens = l.BlockSizeTokens
+	si.PrefillTokensPerSecond = l.PrefillTokensPerSecond
+	si.QueueMs = l.QueueMs
+	si.HasQueueMs = l.HasQueueMs
+	si.QueuedPrefillTokens = l.QueuedPrefillTokens
+	si.AssignedTokens = in.assigned
+	si.KVUsage = l.KVCacheUsage
+	si.Draining = l.Draining
+	p.tlast[in.ord] = noAge
+	if in.reported {
+		if !p.hasEpoch {
+			p.ageEpoch, p.ageMono, p.hasEpoch = in.lastReport, hasMono(in.lastReport), true
+		}
+		if ns, ok := p.relTime(in.lastReport); ok {
+			p.tlast[in.ord] = ns
+		}
+	}
+}
+
+// resync rebuilds the snapshot template and the live bitset from p.order.
+// Called with p.mu held after the order or the deployments changed.
+func (p *Pool) resync() {
+	n := len(p.order)
+	p.tmpl = grow(p.tmpl, n)
+	p.addrs = grow(p.addrs, n)
+	p.tslot = grow(p.tslot, n)
+	p.tlast = grow(p.tlast, n)
+	p.live = zeroed(p.live, p.index.words)
+	for i, in := range p.order {
+		in.ord = i
+		p.syncInstance(in)
+		p.live[in.slot/64] |= 1 << (in.slot % 64)
+	}
 }
 
 // deployment is one deployment as the snapshot shows it.
@@ -38,6 +148,7 @@ type deployment struct {
 
 func newPool(name string, limits Limits) *Pool {
 	p := &Pool{name: name, limits: limits, byID: make(map[string]*instance), index: newPrefixIndex()}
+	p.live = make([]uint64, p.index.words)
 	p.cfg.Store(DefaultConfig())
 	return p
 }
@@ -88,6 +199,7 @@ func (p *Pool) rebuildDeployments() {
 		in.dep, _ = slices.BinarySearchFunc(p.deps, in.id.Deployment,
 			func(d deployment, name string) int { return cmp.Compare(d.name, name) })
 	}
+	p.resync()
 }
 
 // sortOrder keeps p.order sorted by (deployment, instance id). Called with
@@ -171,5 +283,5 @@ func (p *Pool) Counts() (deployments, instances int) {
 func (p *Pool) IndexStats() (blocks, pairs int) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return len(p.index.entries), p.index.pairs
+	return p.index.count, p.index.pairs
 }
