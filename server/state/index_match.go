@@ -1,0 +1,168 @@
+package state
+
+import (
+	"math/bits"
+	"slices"
+)
+
+// match writes into matched[slot] the number of leading hashes held by each
+// slot set in live, for every slot (0 for slots holding none). active and
+// next are scratch bitsets of at least x.words words.
+//
+// While many slots are still matching, the holder sets are intersected a
+// bitset word at a time; once at most maxCandidates remain (after the
+// shared head of a prompt, typically), each later block only checks those
+// slots against its entry.
+func (x *prefixIndex) match(hashes []uint64, live []uint64, matched []int32, active, next []uint64) {
+	clear(matched)
+	if len(hashes) == 0 {
+		return
+	}
+	active, next = active[:x.words], next[:x.words]
+	e := x.find(hashes[0])
+	if e == nil {
+		return
+	}
+	x.intersect(e, live, active)
+	k := 1
+	for ; k < len(hashes); k++ {
+		if few(active) {
+			break
+		}
+		e = x.find(hashes[k])
+		if e == nil {
+			setMatched(active, matched, int32(k))
+			return
+		}
+		x.intersect(e, active, next)
+		alive := false
+		for w := range active {
+			if dropped := active[w] &^ next[w]; dropped != 0 {
+				setMatchedWord(w, dropped, matched, int32(k))
+			}
+			alive = alive || next[w] != 0
+		}
+		active, next = next, active
+		if !alive {
+			return
+		}
+	}
+	if k == len(hashes) {
+		setMatched(active, matched, int32(len(hashes)))
+		return
+	}
+	// Few candidates left: follow them one by one.
+	var cand [maxCandidates]uint32
+	nc := 0
+	for w, b := range active {
+		for ; b != 0; b &= b - 1 {
+			cand[nc] = uint32(w*64 + bits.TrailingZeros64(b))
+			nc++
+		}
+	}
+	for ; k < len(hashes) && nc > 0; k++ {
+		e = x.find(hashes[k])
+		if e == nil {
+			break
+		}
+		kept := 0
+		for _, c := range cand[:nc] {
+			if x.has(e, c) {
+				cand[kept] = c
+				kept++
+			} else {
+				matched[c] = int32(k)
+			}
+		}
+		nc = kept
+	}
+	for _, c := range cand[:nc] {
+		matched[c] = int32(k)
+	}
+}
+
+// maxCandidates is the number of matching slots below which match checks
+// slots one by one instead of intersecting bitsets.
+const maxCandidates = 8
+
+// few reports whether at most maxCandidates bits are set in set.
+func few(set []uint64) bool {
+	n := 0
+	for _, b := range set {
+		n += bits.OnesCount64(b)
+		if n > maxCandidates {
+			return false
+		}
+	}
+	return true
+}
+
+// has reports whether slot holds e's block.
+func (x *prefixIndex) has(e *indexEntry, slot uint32) bool {
+	switch {
+	case e.n&wordFlag != 0:
+		return slot < 64 && inlineWord(e)&(1<<slot) != 0
+	case e.n&bitsetFlag != 0:
+		d := *x.bitsets.at(e.s[0])
+		w := int(slot / 64)
+		return w < len(d) && d[w]&(1<<(slot%64)) != 0
+	case e.n&listFlag != 0:
+		_, found := slices.BinarySearch(*x.lists.at(e.s[0]), slot)
+		return found
+	}
+	for _, s := range e.s[:e.n] {
+		if s == slot {
+			return true
+		}
+	}
+	return false
+}
+
+// intersect sets out = set ∩ holders of e.
+func (x *prefixIndex) intersect(e *indexEntry, set, out []uint64) {
+	var ids []uint32
+	switch {
+	case e.n&wordFlag != 0:
+		clear(out)
+		out[0] = set[0] & inlineWord(e)
+		return
+	case e.n&bitsetFlag != 0:
+		d := *x.bitsets.at(e.s[0])
+		for w := range out {
+			if w < len(d) {
+				out[w] = set[w] & d[w]
+			} else {
+				out[w] = 0
+			}
+		}
+		return
+	case e.n&listFlag != 0:
+		ids = *x.lists.at(e.s[0])
+	default:
+		ids = e.s[:e.n]
+	}
+	clear(out)
+	for _, s := range ids {
+		w := int(s / 64)
+		if w < len(set) && set[w]&(1<<(s%64)) != 0 {
+			out[w] |= 1 << (s % 64)
+		}
+	}
+}
+
+// inlineWord returns the inline one-word bitset of e (wordFlag).
+func inlineWord(e *indexEntry) uint64 { return uint64(e.s[0]) | uint64(e.s[1])<<32 }
+
+// setMatched sets matched[slot] = k for every slot in set.
+func setMatched(set []uint64, matched []int32, k int32) {
+	for w, b := range set {
+		setMatchedWord(w, b, matched, k)
+	}
+}
+
+// setMatchedWord sets matched[slot] = k for every slot set in word w.
+func setMatchedWord(w int, b uint64, matched []int32, k int32) {
+	for ; b != 0; b &= b - 1 {
+		matched[w*64+bits.TrailingZeros64(b)] = k
+	}
+}
