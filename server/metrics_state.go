@@ -29,6 +29,7 @@ type gauges struct {
 	instances, streams, weightsVersion, policyVersion       metric.Int64ObservableGauge
 	indexBlocks, indexPairs, indexBytes, eligible, winPicks metric.Int64ObservableGauge
 	reportAge, weight, weightShare, trafficShare, hitRatio  metric.Float64ObservableGauge
+	capEvicted                                              metric.Int64ObservableCounter
 }
 
 // registerGauges creates the observable gauges on m and registers their
@@ -60,14 +61,18 @@ func (o *observer) registerGauges(m metric.Meter) error {
 	g.weightShare = f64("prefixroute_deployment_weight_share", "", "Each deployment's weight over the pool's sum of weights: the traffic share the operator configured.")
 	g.trafficShare = f64("prefixroute_deployment_traffic_share", "", "Each deployment's share of the pool's successful picks over the traffic-share window (60 s); absent while the pool had none.")
 	g.hitRatio = f64("prefixroute_deployment_hit_ratio", "", "Matched over requested prefix blocks of the picks routed to each deployment over the traffic-share window (60 s); absent while they carried no blocks.")
+	var err error
+	g.capEvicted, err = m.Int64ObservableCounter("prefixroute_prefix_index_cap_evicted", metric.WithUnit("{entry}"),
+		metric.WithDescription("(block, instance) entries evicted because the router held --max-index-pairs entries over all pools."))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	_, err := m.RegisterCallback(func(ctx context.Context, ob metric.Observer) error {
+	_, err = m.RegisterCallback(func(ctx context.Context, ob metric.Observer) error {
 		o.observe(ob, &g)
 		return nil
 	}, g.instances, g.streams, g.weightsVersion, g.policyVersion, g.indexBlocks, g.indexPairs, g.indexBytes,
-		g.eligible, g.winPicks, g.reportAge, g.weight, g.weightShare, g.trafficShare, g.hitRatio)
+		g.eligible, g.winPicks, g.reportAge, g.weight, g.weightShare, g.trafficShare, g.hitRatio, g.capEvicted)
 	return err
 }
 
@@ -78,6 +83,8 @@ var states = [...]state.InstanceState{state.StateOK, state.StateStale, state.Sta
 // are per scrape, not per pick.
 func (o *observer) observe(ob metric.Observer, g *gauges) {
 	now := o.now()
+	_, evicted := o.reg.IndexPairs()
+	ob.ObserveInt64(g.capEvicted, evicted)
 	for _, pool := range o.reg.Pools() {
 		pa := attribute.String("pool", pool.Name())
 		popt := metric.WithAttributes(pa)

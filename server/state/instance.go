@@ -66,6 +66,7 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 func (p *Pool) Connect(now time.Time, id Identity) (*Session, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.settle()
 	in := p.byID[id.Instance]
 	forgot := false
 	if in != nil && in.id.Deployment != id.Deployment {
@@ -147,6 +148,7 @@ func (s *Session) Report(now time.Time, rep *Report) error {
 		}
 	}
 	p.storeAll(in, rep.Stored)
+	p.settle()
 	return nil
 }
 

@@ -18,6 +18,12 @@ type Limits struct {
 	// MaxBlocksPerInstance caps the prefix index of one instance, whatever
 	// kv_capacity_blocks it reports. Default 1048576 blocks.
 	MaxBlocksPerInstance int
+	// MaxIndexPairs caps the prefix-index (block, instance) pairs of all
+	// pools together: the global bound on the index's memory (36 to 82
+	// bytes a pair, see doc.go). Past it, the pool that adds evicts its
+	// largest instance's least recently used blocks. Default 67108864
+	// (2^26, about 2.4 to 5.5 GB).
+	MaxIndexPairs int
 	// MaxNameBytes bounds pool, deployment, instance id and address. Default
 	// 128 bytes.
 	MaxNameBytes int
@@ -32,6 +38,7 @@ const (
 	DefaultMaxExcludes          = 1024
 	DefaultMaxNameBytes         = 128
 	DefaultMaxBlocksPerInstance = 1 << 20
+	DefaultMaxIndexPairs        = 1 << 26
 )
 
 // withDefaults returns l with every zero field set to its default.
@@ -48,5 +55,6 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxExcludes, DefaultMaxExcludes)
 	def(&l.MaxNameBytes, DefaultMaxNameBytes)
 	def(&l.MaxBlocksPerInstance, DefaultMaxBlocksPerInstance)
+	def(&l.MaxIndexPairs, DefaultMaxIndexPairs)
 	return l
 }

@@ -97,6 +97,7 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 		p.tmpl[rec.ord].AssignedTokens = rec.assigned
 		if !rec.last.ReportsCacheEvents {
 			p.record(rec, in.Hashes, out)
+			p.settle()
 		}
 	}
 	p.mu.Unlock()

@@ -29,6 +29,8 @@ type Pool struct {
 	deps     []deployment         // sorted by name: configured or with instances
 	index    prefixIndex
 	sessions uint64 // last session number handed out
+	budget   *pairBudget
+	counted  int // index pairs already added to budget
 
 	// The snapshot template, kept up to date under the write lock so that a
 	// pick copies it whole: by order index, each instance's scheduler view
@@ -146,8 +148,8 @@ type deployment struct {
 	instances  int
 }
 
-func newPool(name string, limits Limits) *Pool {
-	p := &Pool{name: name, limits: limits, byID: make(map[string]*instance), index: newPrefixIndex()}
+func newPool(name string, limits Limits, budget *pairBudget) *Pool {
+	p := &Pool{name: name, limits: limits, byID: make(map[string]*instance), index: newPrefixIndex(), budget: budget}
 	p.live = make([]uint64, p.index.words)
 	p.cfg.Store(DefaultConfig())
 	return p
@@ -164,6 +166,7 @@ func (p *Pool) Config() *Config { return p.cfg.Load() }
 func (p *Pool) SetConfig(c *Config) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.settle()
 	p.cfg.Store(c)
 	p.rebuildDeployments()
 	for _, in := range p.slots {
@@ -251,6 +254,7 @@ func (p *Pool) Sweep(now time.Time) int {
 	forget := p.cfg.Load().Policy.ForgetAfter
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.settle()
 	n := 0
 	for _, in := range p.slots {
 		if in == nil || (in.connected && !in.reported) {

@@ -690,7 +690,7 @@ func TestValidatePick(t *testing.T) {
 // TestLimitsDefaults: zero and negative fields take their defaults.
 func TestLimitsDefaults(t *testing.T) {
 	want := Limits{DefaultMaxPools, DefaultMaxInstancesPerPool, DefaultMaxPrefixBlocks, DefaultMaxBlockEvents,
-		DefaultMaxExcludes, DefaultMaxBlocksPerInstance, DefaultMaxNameBytes}
+		DefaultMaxExcludes, DefaultMaxBlocksPerInstance, DefaultMaxIndexPairs, DefaultMaxNameBytes}
 	if got := (Limits{}).withDefaults(); got != want {
 		t.Fatalf("zero: %+v", got)
 	}

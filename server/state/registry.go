@@ -15,6 +15,7 @@ import (
 // Pool then has its own.
 type Registry struct {
 	limits Limits
+	budget *pairBudget
 
 	mu    sync.RWMutex
 	pools map[string]*Pool
@@ -23,7 +24,8 @@ type Registry struct {
 // NewRegistry returns an empty registry with the given limits (zero fields
 // take their defaults).
 func NewRegistry(limits Limits) *Registry {
-	return &Registry{limits: limits.withDefaults(), pools: make(map[string]*Pool)}
+	l := limits.withDefaults()
+	return &Registry{limits: l, budget: &pairBudget{max: int64(l.MaxIndexPairs)}, pools: make(map[string]*Pool)}
 }
 
 // Limits returns the registry's limits with defaults filled in.
@@ -57,7 +59,7 @@ func (r *Registry) Ensure(name string) (*Pool, error) {
 	if len(r.pools) >= r.limits.MaxPools {
 		return nil, fmt.Errorf("%w: %d pools, the limit is %d", ErrTooManyPools, len(r.pools), r.limits.MaxPools)
 	}
-	p := newPool(name, r.limits)
+	p := newPool(name, r.limits, r.budget)
 	r.pools[name] = p
 	return p, nil
 }
