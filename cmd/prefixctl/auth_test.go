@@ -9,17 +9,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prefixroute/prefixroute/internal/testpki"
+
 	"github.com/prefixroute/prefixroute/server"
 )
 
 // startSecureDaemon runs a real sidecar on loopback with the tokens file
 // and, with withTLS, TLS and the client CA of p; its clock stands still.
-func startSecureDaemon(t *testing.T, p *testPKI, withTLS bool) *server.Daemon {
+func startSecureDaemon(t *testing.T, p *testpki.PKI, withTLS bool) *server.Daemon {
 	t.Helper()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	cfg := server.DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off", Server: server.Options{DataDir: t.TempDir(),
 		Now: func() time.Time { return at }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
-	p.secure(withTLS)(&cfg)
+	p.Secure(withTLS)(&cfg)
 	d, err := server.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -36,14 +38,14 @@ func startSecureDaemon(t *testing.T, p *testPKI, withTLS bool) *server.Daemon {
 // a client CA: the right token works, no token, an unknown token and the
 // wrong role exit 1 with a line that says what to do.
 func TestAuthTLS(t *testing.T) {
-	p := newTestPKI(t)
+	p := testpki.New(t)
 	d := startSecureDaemon(t, p, true)
 	addr := d.Addr()
-	tlsArgs := []string{"--tls-ca", p.serverCA}
+	tlsArgs := []string{"--tls-ca", p.ServerCA}
 	as := func(who string, args ...string) result {
 		a := append([]string(nil), tlsArgs...)
 		if who != "" {
-			a = append(a, "--token-file", p.tokenFile[who])
+			a = append(a, "--token-file", p.TokenFile[who])
 		}
 		return ctl(addr, append(a, args...)...)
 	}
@@ -61,47 +63,47 @@ func TestAuthTLS(t *testing.T) {
 		"needs role operator", "('prefixctl weights set' needs role operator; use --token-file with a token of that role)")
 	expect(t, as("gw", "policy", "get", "chat"), exitRefused, "PermissionDenied", "needs role operator-read")
 	expect(t, as("reader", "weights", "get", "chat"), 0) // nothing changed
-	expect(t, ctl(addr, "--token-file", p.tokenFile["ops"], "pools"), exitUnreachable, "if it serves TLS, pass --tls-ca")
+	expect(t, ctl(addr, "--token-file", p.TokenFile["ops"], "pools"), exitUnreachable, "if it serves TLS, pass --tls-ca")
 
 	// An unknown token: the hint names the file, never the token.
-	bogus := p.dir + "/bogus.token"
+	bogus := p.Dir + "/bogus.token"
 	writeFile(t, bogus, "not-a-known-token\n")
-	r := ctl(addr, "--tls-ca", p.serverCA, "--token-file", bogus, "pools")
+	r := ctl(addr, "--tls-ca", p.ServerCA, "--token-file", bogus, "pools")
 	expect(t, r, exitRefused, "Unauthenticated", "does not know the token in --token-file "+bogus, "operator-read")
 	if strings.Contains(r.stderr, "not-a-known-token\n") || strings.Contains(r.stderr, "Bearer not-a") {
 		t.Errorf("the token is in the output: %q", r.stderr)
 	}
 
 	// Mutual TLS: alice's certificate proves an operator.
-	expect(t, ctl(addr, "--tls-ca", p.serverCA, "--tls-cert", p.aliceCert, "--tls-key", p.aliceKey, "weights", "set", "chat", "a=1"),
+	expect(t, ctl(addr, "--tls-ca", p.ServerCA, "--tls-cert", p.AliceCert, "--tls-key", p.AliceKey, "weights", "set", "chat", "a=1"),
 		0, "version 2")
 
 	// The environment stands in for the flags.
-	t.Setenv("PREFIXCTL_TOKEN_FILE", p.tokenFile["reader"])
-	t.Setenv("PREFIXCTL_TLS_CA", p.serverCA)
+	t.Setenv("PREFIXCTL_TOKEN_FILE", p.TokenFile["reader"])
+	t.Setenv("PREFIXCTL_TLS_CA", p.ServerCA)
 	t.Setenv("PREFIXCTL_TLS_SERVER_NAME", "localhost")
 	expect(t, ctl(addr, "weights", "get", "chat"), 0, "weights version 2")
-	expect(t, ctl(addr, "--token-file", p.tokenFile["ops"], "weights", "set", "chat", "a=2"), 0, "version 3")
+	expect(t, ctl(addr, "--token-file", p.TokenFile["ops"], "weights", "set", "chat", "a=2"), 0, "version 3")
 }
 
 // TestAuthInstanceRunAndPick: instance run reports with an instance token
 // bound to chat/a, and pick with a gateway token picks it; outside the
 // binding, instance run exits 1 naming it.
 func TestAuthInstanceRunAndPick(t *testing.T) {
-	p := newTestPKI(t)
+	p := testpki.New(t)
 	d := startSecureDaemon(t, p, true)
 	addr := d.Addr()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan result, 1)
 	go func() {
 		var out, errb strings.Builder
-		code := runContext(ctx, []string{"--addr", addr, "--tls-ca", p.serverCA, "--token-file", p.tokenFile["inst-a"],
+		code := runContext(ctx, []string{"--addr", addr, "--tls-ca", p.ServerCA, "--token-file", p.TokenFile["inst-a"],
 			"instance", "run", "chat", "a", "a-1", "--address", "10.0.0.1:8000"}, &out, &errb)
 		done <- result{code, out.String(), errb.String()}
 	}()
-	ops := []string{"--tls-ca", p.serverCA, "--token-file", p.tokenFile["ops"]}
+	ops := []string{"--tls-ca", p.ServerCA, "--token-file", p.TokenFile["ops"]}
 	expect(t, ctl(addr, append(ops, "instances", "chat", "--wait", "1", "--wait-timeout", "20s")...), 0, "a-1", "10.0.0.1:8000")
-	expect(t, ctl(addr, "--tls-ca", p.serverCA, "--token-file", p.tokenFile["gw"], "pick", "chat", "--tokens", "0-63"), 0, "picked a-1")
+	expect(t, ctl(addr, "--tls-ca", p.ServerCA, "--token-file", p.TokenFile["gw"], "pick", "chat", "--tokens", "0-63"), 0, "picked a-1")
 	expect(t, ctl(addr, append(ops, "pick", "chat", "--tokens", "0-63")...), exitRefused,
 		"PermissionDenied", "'prefixctl pick' needs role gateway")
 	cancel()
@@ -109,7 +111,7 @@ func TestAuthInstanceRunAndPick(t *testing.T) {
 		t.Errorf("instance run: %v", r)
 	}
 
-	r := ctl(addr, "--tls-ca", p.serverCA, "--token-file", p.tokenFile["inst-a"],
+	r := ctl(addr, "--tls-ca", p.ServerCA, "--token-file", p.TokenFile["inst-a"],
 		"instance", "run", "chat", "b", "b-1", "--address", "10.0.0.2:8000", "--for", "1s")
 	expect(t, r, exitRefused, "PermissionDenied", `bound to pool "chat" deployment "a"`, "needs role instance")
 }
@@ -117,16 +119,16 @@ func TestAuthInstanceRunAndPick(t *testing.T) {
 // TestAuthPlaintext: a token needs TLS unless the sidecar is on loopback;
 // on loopback a plaintext sidecar with a tokens file takes it.
 func TestAuthPlaintext(t *testing.T) {
-	p := newTestPKI(t)
+	p := testpki.New(t)
 	d := startSecureDaemon(t, p, false)
-	expect(t, ctl(d.Addr(), "--token-file", p.tokenFile["ops"], "weights", "set", "chat", "a=1"), 0, "version 1")
+	expect(t, ctl(d.Addr(), "--token-file", p.TokenFile["ops"], "weights", "set", "chat", "a=1"), 0, "version 1")
 	expect(t, ctl(d.Addr(), "weights", "get", "chat"), exitRefused, "Unauthenticated", "pass --token-file")
-	expect(t, ctl("10.255.255.1:50051", "--token-file", p.tokenFile["ops"], "pools"), exitUsage,
+	expect(t, ctl("10.255.255.1:50051", "--token-file", p.TokenFile["ops"], "pools"), exitUsage,
 		"--token-file without TLS to 10.255.255.1:50051: the token would cross the network in cleartext")
-	expect(t, ctl(d.Addr(), "--token-file", p.dir+"/missing.token", "pools"), exitUsage, "--token-file: token file:")
-	expect(t, ctl(d.Addr(), "--tls-cert", p.aliceCert, "pools"), exitUsage, "both its certificate and its key")
+	expect(t, ctl(d.Addr(), "--token-file", p.Dir+"/missing.token", "pools"), exitUsage, "--token-file: token file:")
+	expect(t, ctl(d.Addr(), "--tls-cert", p.AliceCert, "pools"), exitUsage, "both its certificate and its key")
 	// A TLS client against a plaintext sidecar cannot connect.
-	expect(t, ctl(d.Addr(), "--tls-ca", p.serverCA, "--timeout", "2s", "pools"), exitUnreachable)
+	expect(t, ctl(d.Addr(), "--tls-ca", p.ServerCA, "--timeout", "2s", "pools"), exitUnreachable)
 }
 
 func TestLocalAddr(t *testing.T) {

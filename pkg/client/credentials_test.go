@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prefixroute/prefixroute/internal/testpki"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -18,13 +20,13 @@ import (
 
 // dialAs connects over TLS (trusting the test CA) with the named identity's
 // token ("" for none), closed at the end of the test.
-func (p *testPKI) dialAs(t *testing.T, addr, who string) *grpc.ClientConn {
+func dialAs(t *testing.T, p *testpki.PKI, addr, who string) *grpc.ClientConn {
 	t.Helper()
-	cfg, err := client.TLSConfig(p.serverCA, "", "", "")
+	cfg, err := client.TLSConfig(p.ServerCA, "", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := client.DialWith(addr, client.DialOptions{TLS: cfg, Token: p.token[who]})
+	cc, err := client.DialWith(addr, client.DialOptions{TLS: cfg, Token: p.Token[who]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,12 +38,12 @@ func (p *testPKI) dialAs(t *testing.T, addr, who string) *grpc.ClientConn {
 // to chat/a and a Picker with a gateway token against a daemon with a
 // tokens file, TLS and a client CA, over loopback.
 func TestSecureReporterAndPicker(t *testing.T) {
-	p := newTestPKI(t)
-	s := startSidecar(t, "127.0.0.1:0", "", p.secure(true))
+	p := testpki.New(t)
+	s := startSidecar(t, "127.0.0.1:0", "", p.Secure(true))
 
-	inst := p.dialAs(t, s.addr, "inst-a")
+	inst := dialAs(t, p, s.addr, "inst-a")
 	r := reporter(t, inst, client.ReporterOptions{Pool: "chat", Deployment: "a", InstanceID: "a-1"})
-	ops := p.dialAs(t, s.addr, "ops")
+	ops := dialAs(t, p, s.addr, "ops")
 	eventually(t, func() string {
 		if st := r.Stats(); st.Acks == 0 || !st.Connected {
 			return "no ack yet: " + errText(st.LastError)
@@ -65,7 +67,7 @@ func TestSecureReporterAndPicker(t *testing.T) {
 		t.Errorf("the out-of-binding reporter got %d acks", st.Acks)
 	}
 
-	pk := newPicker(t, p.dialAs(t, s.addr, "gw"), client.PickerOptions{Pool: "chat", Timeout: 5 * time.Second})
+	pk := newPicker(t, dialAs(t, p, s.addr, "gw"), client.PickerOptions{Pool: "chat", Timeout: 5 * time.Second})
 	res, err := pk.Pick(context.Background(), client.Request{Tokens: iota32(0, 64)})
 	if err != nil || res.InstanceID != "a-1" || res.Fallback {
 		t.Fatalf("gateway Pick = %+v, %v; want a-1 from the sidecar", res, err)
@@ -75,7 +77,7 @@ func TestSecureReporterAndPicker(t *testing.T) {
 		who  string
 		want codes.Code
 	}{{"", codes.Unauthenticated}, {"reader", codes.PermissionDenied}} {
-		pk := newPicker(t, p.dialAs(t, s.addr, tc.who), client.PickerOptions{Pool: "chat", Timeout: 5 * time.Second})
+		pk := newPicker(t, dialAs(t, p, s.addr, tc.who), client.PickerOptions{Pool: "chat", Timeout: 5 * time.Second})
 		if _, err := pk.Pick(context.Background(), client.Request{Tokens: iota32(0, 64)}); status.Code(err) != tc.want || client.Unreachable(err) {
 			t.Errorf("Pick as %q: %v, want %v", tc.who, err, tc.want)
 		}
@@ -85,9 +87,9 @@ func TestSecureReporterAndPicker(t *testing.T) {
 // TestSecureMutualTLS: a client certificate from TLSConfig proves identity
 // alice (operator) without a token.
 func TestSecureMutualTLS(t *testing.T) {
-	p := newTestPKI(t)
-	s := startSidecar(t, "127.0.0.1:0", "", p.secure(true))
-	cfg, err := client.TLSConfig(p.serverCA, p.aliceCert, p.aliceKey, "localhost")
+	p := testpki.New(t)
+	s := startSidecar(t, "127.0.0.1:0", "", p.Secure(true))
+	cfg, err := client.TLSConfig(p.ServerCA, p.AliceCert, p.AliceKey, "localhost")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,12 +109,12 @@ func TestSecureMutualTLS(t *testing.T) {
 // InsecureToken is set; with it, a loopback plaintext daemon with a tokens
 // file accepts the token.
 func TestInsecureToken(t *testing.T) {
-	p := newTestPKI(t)
-	s := startSidecar(t, "127.0.0.1:0", "", p.secure(false))
-	if _, err := client.DialWith(s.addr, client.DialOptions{Token: p.token["reader"]}); err == nil || !strings.Contains(err.Error(), "needs TLS") {
+	p := testpki.New(t)
+	s := startSidecar(t, "127.0.0.1:0", "", p.Secure(false))
+	if _, err := client.DialWith(s.addr, client.DialOptions{Token: p.Token["reader"]}); err == nil || !strings.Contains(err.Error(), "needs TLS") {
 		t.Fatalf("token without TLS: %v, want a refusal", err)
 	}
-	cc, err := client.DialWith(s.addr, client.DialOptions{Token: p.token["reader"], InsecureToken: true})
+	cc, err := client.DialWith(s.addr, client.DialOptions{Token: p.Token["reader"], InsecureToken: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,12 +157,12 @@ func TestReadTokenFile(t *testing.T) {
 }
 
 func TestTLSConfigErrors(t *testing.T) {
-	p := newTestPKI(t)
+	p := testpki.New(t)
 	for _, tc := range []struct{ ca, cert, key, want string }{
-		{p.aliceCert + ".missing", "", "", "no such file"},
-		{p.aliceKey, "", "", "no PEM certificate"},
-		{p.serverCA, p.aliceCert, "", "both"},
-		{p.serverCA, p.aliceCert, p.serverCA, "client certificate"},
+		{p.AliceCert + ".missing", "", "", "no such file"},
+		{p.AliceKey, "", "", "no PEM certificate"},
+		{p.ServerCA, p.AliceCert, "", "both"},
+		{p.ServerCA, p.AliceCert, p.ServerCA, "client certificate"},
 	} {
 		if _, err := client.TLSConfig(tc.ca, tc.cert, tc.key, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("TLSConfig(%q, %q, %q): %v, want %q", tc.ca, tc.cert, tc.key, err, tc.want)

@@ -1,4 +1,7 @@
-package main
+// Package testpki makes the TLS material and tokens file of a secure-sidecar
+// test in a temp dir: nothing is committed. It is shared by the tests of
+// pkg/client and cmd/prefixctl.
+package testpki
 
 import (
 	"crypto/ecdsa"
@@ -20,19 +23,19 @@ import (
 	"github.com/prefixroute/prefixroute/server"
 )
 
-// testPKI is the TLS material and tokens file of one secure-sidecar test,
+// PKI is the TLS material and tokens file of one secure-sidecar test,
 // made in a temp dir (nothing is committed): a server CA and a server
 // certificate for localhost and 127.0.0.1, a client CA and a client
 // certificate (dns:alice.ops.test), and one token file per identity.
-type testPKI struct {
-	dir        string
-	serverCA   string            // PEM file of the CA clients trust
-	tls        server.TLSFiles   // the daemon's files
-	aliceCert  string            // client certificate of identity alice
-	aliceKey   string            //
-	tokensFile string            // the daemon's --tokens-file
-	tokenFile  map[string]string // identity name -> file holding its token
-	token      map[string]string // identity name -> token
+type PKI struct {
+	Dir        string
+	ServerCA   string            // PEM file of the CA clients trust
+	TLS        server.TLSFiles   // the daemon's files
+	AliceCert  string            // client certificate of identity alice
+	AliceKey   string            //
+	TokensFile string            // the daemon's --tokens-file
+	TokenFile  map[string]string // identity name -> file holding its token
+	Token      map[string]string // identity name -> token
 }
 
 var pkiSerial atomic.Int64
@@ -45,10 +48,11 @@ var testIdentities = []struct{ name, roles, extra string }{
 	{"ops", "[operator]", ""},
 }
 
-func newTestPKI(t testing.TB) *testPKI {
+// New makes a PKI in t.TempDir().
+func New(t testing.TB) *PKI {
 	t.Helper()
 	dir := t.TempDir()
-	p := &testPKI{dir: dir, tokenFile: map[string]string{}, token: map[string]string{}}
+	p := &PKI{Dir: dir, TokenFile: map[string]string{}, Token: map[string]string{}}
 	write := func(name string, b []byte) string {
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, b, 0o600); err != nil {
@@ -58,23 +62,23 @@ func newTestPKI(t testing.TB) *testPKI {
 	}
 	srvCA, srvCAKey, srvCAPEM := testCA(t, "server-ca")
 	cliCA, cliCAKey, cliCAPEM := testCA(t, "client-ca")
-	p.serverCA = write("ca.pem", srvCAPEM)
+	p.ServerCA = write("ca.pem", srvCAPEM)
 	c, k := testLeaf(t, srvCA, srvCAKey, "prefixrouted", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, true)
-	p.tls = server.TLSFiles{CertFile: write("server.pem", c), KeyFile: write("server-key.pem", k),
+	p.TLS = server.TLSFiles{CertFile: write("server.pem", c), KeyFile: write("server-key.pem", k),
 		ClientCAFile: write("client-ca.pem", cliCAPEM), ReloadInterval: time.Hour}
 	c, k = testLeaf(t, cliCA, cliCAKey, "Alice", []string{"alice.ops.test"}, nil, false)
-	p.aliceCert, p.aliceKey = write("alice.pem", c), write("alice-key.pem", k)
+	p.AliceCert, p.AliceKey = write("alice.pem", c), write("alice-key.pem", k)
 
 	var b strings.Builder
 	b.WriteString("identities:\n")
 	for _, e := range testIdentities {
 		tok := "test-token-of-" + e.name + "-0123456789"
-		p.token[e.name] = tok
-		p.tokenFile[e.name] = write(e.name+".token", []byte(tok+"\n"))
+		p.Token[e.name] = tok
+		p.TokenFile[e.name] = write(e.name+".token", []byte(tok+"\n"))
 		fmt.Fprintf(&b, "  - name: %s\n    roles: %s\n    token_sha256: %s\n%s", e.name, e.roles, server.HashToken(tok), e.extra)
 	}
 	b.WriteString("  - name: alice\n    roles: [operator]\n    cert: [dns:alice.ops.test]\n")
-	p.tokensFile = write("tokens.yaml", []byte(b.String()))
+	p.TokensFile = write("tokens.yaml", []byte(b.String()))
 	return p
 }
 
@@ -130,13 +134,13 @@ func testLeaf(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn st
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
 
-// secure is a DaemonConfig option: the tokens file and, with withTLS, TLS
+// Secure is a DaemonConfig option: the tokens file and, with withTLS, TLS
 // with the client CA.
-func (p *testPKI) secure(withTLS bool) func(*server.DaemonConfig) {
+func (p *PKI) Secure(withTLS bool) func(*server.DaemonConfig) {
 	return func(c *server.DaemonConfig) {
-		c.TokensFile = p.tokensFile
+		c.TokensFile = p.TokensFile
 		if withTLS {
-			c.TLS = p.tls
+			c.TLS = p.TLS
 		}
 	}
 }
