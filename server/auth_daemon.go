@@ -3,10 +3,9 @@ package server
 import (
 	"errors"
 	"fmt"
-	"net"
-	"strings"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"github.com/prefixroute/prefixroute/internal/netaddr"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -55,7 +54,7 @@ func checkExposure(cfg *DaemonConfig) error {
 	}
 	auth, tlsOn := cfg.TokensFile != "", cfg.TLS.enabled()
 	for _, l := range []struct{ flag, addr string }{{"--listen", cfg.Listen}, {"--http-listen", cfg.HTTPListen}} {
-		if l.addr == "off" || isLoopback(l.addr) {
+		if l.addr == "off" || netaddr.IsLoopback(l.addr) {
 			continue
 		}
 		switch {
@@ -68,19 +67,4 @@ func checkExposure(cfg *DaemonConfig) error {
 		}
 	}
 	return nil
-}
-
-// isLoopback reports whether a listen address binds loopback only:
-// localhost or an IP of 127.0.0.0/8 or ::1. An empty host binds every
-// interface; other host names are not resolved and count as exposed.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

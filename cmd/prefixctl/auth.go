@@ -2,10 +2,10 @@ package main
 
 import (
 	"flag"
-	"net"
 	"os"
 	"strings"
 
+	"github.com/prefixroute/prefixroute/internal/netaddr"
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
@@ -102,14 +102,5 @@ func localAddr(target string) bool {
 	if strings.HasPrefix(target, "unix:") || strings.HasPrefix(target, "unix-abstract:") {
 		return true
 	}
-	target = strings.TrimPrefix(target, "passthrough:///")
-	host, _, err := net.SplitHostPort(target)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return netaddr.IsLoopback(strings.TrimPrefix(target, "passthrough:///"))
 }
