@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
@@ -17,21 +18,9 @@ func (c *cli) pools(args []string) error {
 	if _, err := c.parse(c.flagSet(c.cmd), args, 0, 0); err != nil {
 		return err
 	}
-	admin, err := c.admin()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := c.call()
-	defer cancel()
-	resp, err := admin.ListPools(ctx, &pb.ListPoolsRequest{})
-	if err != nil {
-		return err
-	}
-	if c.output == "json" {
-		return writeJSON(c.stdout, resp)
-	}
-	renderPools(c.stdout, resp)
-	return nil
+	return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.ListPoolsResponse, error) {
+		return a.ListPools(ctx, &pb.ListPoolsRequest{})
+	}, renderPools)
 }
 
 // instances is 'prefixctl instances POOL [--wait N]'.

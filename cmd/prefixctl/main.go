@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/pkg/client"
@@ -216,6 +217,26 @@ func (c *cli) admin() (pb.AdminServiceClient, error) {
 // call returns a context with the --timeout deadline.
 func (c *cli) call() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.ctx, c.timeout)
+}
+
+// adminCall makes one AdminService call and prints its response: protojson
+// with -o json, else the table render draws.
+func adminCall[R proto.Message](c *cli, do func(context.Context, pb.AdminServiceClient) (R, error), render func(io.Writer, R)) error {
+	admin, err := c.admin()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := do(ctx, admin)
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return writeJSON(c.stdout, resp)
+	}
+	render(c.stdout, resp)
+	return nil
 }
 
 func (c *cli) close() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -193,21 +194,9 @@ func (c *cli) policyGet(args []string) error {
 	if err != nil {
 		return err
 	}
-	admin, err := c.admin()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := c.call()
-	defer cancel()
-	resp, err := admin.GetPolicy(ctx, &pb.GetPolicyRequest{Pool: pos[0]})
-	if err != nil {
-		return err
-	}
-	if c.output == "json" {
-		return writeJSON(c.stdout, resp)
-	}
-	renderPolicy(c.stdout, pos[0], resp.GetPolicy(), resp.GetVersion())
-	return nil
+	return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.GetPolicyResponse, error) {
+		return a.GetPolicy(ctx, &pb.GetPolicyRequest{Pool: pos[0]})
+	}, func(w io.Writer, r *pb.GetPolicyResponse) { renderPolicy(w, pos[0], r.GetPolicy(), r.GetVersion()) })
 }
 
 // policySet is 'prefixctl policy set POOL KEY=VALUE...'.
@@ -220,19 +209,7 @@ func (c *cli) policySet(args []string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	admin, err := c.admin()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := c.call()
-	defer cancel()
-	resp, err := admin.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: pos[0], Policy: p})
-	if err != nil {
-		return err
-	}
-	if c.output == "json" {
-		return writeJSON(c.stdout, resp)
-	}
-	renderPolicy(c.stdout, pos[0], resp.GetPolicy(), resp.GetVersion())
-	return nil
+	return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.SetPolicyResponse, error) {
+		return a.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: pos[0], Policy: p})
+	}, func(w io.Writer, r *pb.SetPolicyResponse) { renderPolicy(w, pos[0], r.GetPolicy(), r.GetVersion()) })
 }

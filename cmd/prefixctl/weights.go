@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -18,21 +19,9 @@ func (c *cli) weightsGet(args []string) error {
 	if err != nil {
 		return err
 	}
-	admin, err := c.admin()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := c.call()
-	defer cancel()
-	resp, err := admin.GetWeights(ctx, &pb.GetWeightsRequest{Pool: pos[0]})
-	if err != nil {
-		return err
-	}
-	if c.output == "json" {
-		return writeJSON(c.stdout, resp)
-	}
-	renderWeights(c.stdout, pos[0], resp)
-	return nil
+	return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.GetWeightsResponse, error) {
+		return a.GetWeights(ctx, &pb.GetWeightsRequest{Pool: pos[0]})
+	}, func(w io.Writer, r *pb.GetWeightsResponse) { renderWeights(w, pos[0], r) })
 }
 
 // weightsSet is 'prefixctl weights set POOL DEP=W... [--expect-version N]'.
