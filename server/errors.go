@@ -24,8 +24,6 @@ func codeOf(err error) codes.Code {
 		return codes.InvalidArgument
 	case errors.Is(err, state.ErrTooManyPools), errors.Is(err, state.ErrTooManyInstances):
 		return codes.ResourceExhausted
-	case errors.Is(err, state.ErrIdentityChanged):
-		return codes.InvalidArgument
 	case errors.Is(err, state.ErrSessionEnded):
 		return codes.Aborted
 	case errors.Is(err, store.ErrVersionMismatch):

@@ -18,9 +18,6 @@ var (
 	ErrInvalidName = errors.New("invalid name")
 	// ErrInvalidPick: a pick request is malformed or over a limit.
 	ErrInvalidPick = errors.New("invalid pick request")
-	// ErrIdentityChanged: a report on a stream names another instance than the
-	// stream's first report.
-	ErrIdentityChanged = errors.New("instance identity changed on stream")
 	// ErrSessionEnded: the session was replaced by a newer stream for the same
 	// instance, or the instance was forgotten.
 	ErrSessionEnded = errors.New("report session ended")
