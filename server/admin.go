@@ -71,6 +71,9 @@ func (as *adminService) GetWeights(ctx context.Context, req *pb.GetWeightsReques
 	}
 	cfg := pool.Config()
 	resp := &pb.GetWeightsResponse{Version: cfg.WeightsVersion, Weights: maps.Clone(cfg.Weights), WeightsSet: cfg.Weights != nil}
+	if pc, ok := as.s.store.Pool(req.GetPool()); ok {
+		resp.Ramp = rampProto(pc.Ramp, as.s.opts.Now())
+	}
 	for _, d := range pool.Deployments() {
 		resp.Deployments = append(resp.Deployments, &pb.DeploymentWeight{
 			Deployment: d.Deployment, Weight: d.Weight, Share: d.Share, Configured: d.Configured, Instances: uint32(d.Instances),

@@ -142,6 +142,7 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	go srv.Sweep(ctx)
+	go srv.RunRamps(ctx)
 	go func() { d.done <- d.grpc.Serve(d.lis) }()
 	if d.httpLis != nil {
 		d.serveHTTP()

@@ -16,11 +16,13 @@ import (
 // place where they meet.
 func codeOf(err error) codes.Code {
 	switch {
-	case errors.Is(err, state.ErrPoolNotFound):
+	case errors.Is(err, state.ErrPoolNotFound), errors.Is(err, store.ErrNoRamp):
 		return codes.NotFound
+	case errors.Is(err, store.ErrRampActive), errors.Is(err, store.ErrRampNotActive):
+		return codes.FailedPrecondition
 	case errors.Is(err, state.ErrInvalidPick), errors.Is(err, state.ErrInvalidReport), errors.Is(err, state.ErrInvalidName),
 		errors.Is(err, store.ErrInvalidWeights), errors.Is(err, store.ErrInvalidName),
-		errors.Is(err, scheduler.ErrInvalidPolicy):
+		errors.Is(err, scheduler.ErrInvalidPolicy), errors.Is(err, store.ErrInvalidRamp):
 		return codes.InvalidArgument
 	case errors.Is(err, state.ErrTooManyPools), errors.Is(err, state.ErrTooManyInstances):
 		return codes.ResourceExhausted

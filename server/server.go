@@ -31,6 +31,9 @@ type Options struct {
 	// SweepInterval is how often disconnected instances are checked against
 	// forget_after. Default 1s.
 	SweepInterval time.Duration
+	// RampTick is how often running ramps are checked for a due step: a
+	// step is applied at most RampTick after its time. Default 250ms.
+	RampTick time.Duration
 }
 
 // Server implements PickService, LoadService and AdminService over one
@@ -65,6 +68,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.SweepInterval <= 0 {
 		opts.SweepInterval = time.Second
+	}
+	if opts.RampTick <= 0 {
+		opts.RampTick = 250 * time.Millisecond
 	}
 	st, err := store.Open(opts.DataDir, store.Options{Now: opts.Now})
 	if err != nil {

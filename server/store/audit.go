@@ -6,12 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/prefixroute/prefixroute/server/rollout"
 )
 
 // Kinds of audit records.
 const (
 	kindWeights = "weights"
 	kindPolicy  = "policy"
+	kindRamp    = "ramp"
 )
 
 // auditRecord is one line of the audit log.
@@ -24,6 +27,18 @@ type auditRecord struct {
 	New     any    `json:"new"`
 	Version uint64 `json:"version"` // the new weights or policy version
 	Drain   bool   `json:"drain"`   // every new weight is 0
+	// Ramp is set on a weights change made by a ramp step, and on every
+	// ramp record: which ramp, and what happened to it.
+	Ramp *auditRamp `json:"ramp,omitempty"`
+}
+
+// auditRamp ties an audit record to a ramp.
+type auditRamp struct {
+	ID    uint64 `json:"id"`
+	Event string `json:"event"` // start, step, pause, resume, abort, done
+	Step  int    `json:"step"`  // steps applied after the change
+	Steps int    `json:"steps"`
+	State string `json:"state"`
 }
 
 // newAuditRecord returns the record of a change of pool from old to next.
@@ -42,6 +57,16 @@ func newAuditRecord(now time.Time, caller, pool, kind string, old, next PoolConf
 		r.New = next.Weights
 		r.Version = next.WeightsVersion
 		r.Drain = allZero(next.Weights)
+		if next.Ramp != nil && (old.Ramp == nil || old.Ramp.Applied != next.Ramp.Applied || old.Ramp.ID != next.Ramp.ID) {
+			r.Ramp = newAuditRamp(old.Ramp, next.Ramp)
+		}
+	case kindRamp:
+		if old.Ramp != nil && old.Ramp.ID == next.Ramp.ID {
+			r.Old = encodeRamp(old.Ramp)
+		}
+		r.New = encodeRamp(next.Ramp)
+		r.Version = next.Ramp.ID
+		r.Ramp = newAuditRamp(old.Ramp, next.Ramp)
 	case kindPolicy:
 		if old.Policy != nil {
 			p, err := encodePolicy(*old.Policy)
@@ -58,6 +83,10 @@ func newAuditRecord(now time.Time, caller, pool, kind string, old, next PoolConf
 		r.Version = next.PolicyVersion
 	}
 	return r, nil
+}
+
+func newAuditRamp(old, next *rollout.Ramp) *auditRamp {
+	return &auditRamp{ID: next.ID, Event: rampEvent(old, next), Step: next.Applied, Steps: len(next.Steps), State: next.State.String()}
 }
 
 // appendAudit appends r as one JSON line to the audit log at path and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/prefixroute/prefixroute/scheduler"
+	"github.com/prefixroute/prefixroute/server/rollout"
 )
 
 // The sentinel errors of the store. Every error a method returns wraps one of
@@ -31,6 +32,18 @@ var (
 	// fails. The change was not made: memory and the state file keep the old
 	// configuration.
 	ErrPersist = errors.New("cannot persist configuration")
+	// ErrRampActive is returned by SetWeights and StartRamp while the pool
+	// has a running or paused ramp.
+	ErrRampActive = errors.New("ramp active")
+	// ErrNoRamp is returned by the ramp changes of a pool that never had a
+	// ramp.
+	ErrNoRamp = errors.New("no ramp")
+	// ErrInvalidRamp is rollout.ErrInvalidRamp: steps out of the limits.
+	ErrInvalidRamp = rollout.ErrInvalidRamp
+	// ErrRampNotActive is rollout.ErrNotActive: a ramp change the ramp's
+	// state does not allow (pause of a paused ramp, abort of a done one), or
+	// a step applied by someone else first.
+	ErrRampNotActive = rollout.ErrNotActive
 	// ErrClosed is returned by a change after Close.
 	ErrClosed = errors.New("store closed")
 )

@@ -36,6 +36,9 @@ type poolJSON struct {
 	Policy         *policyJSON        `json:"policy,omitempty"`
 	PolicyVersion  uint64             `json:"policy_version"`
 	UpdatedAt      time.Time          `json:"updated_at"`
+	// Ramp is the pool's last ramp, active or ended; absent when it never
+	// had one.
+	Ramp *rampJSON `json:"ramp,omitempty"`
 }
 
 // encodeState returns the state file for pools: indented JSON, pools in
@@ -55,6 +58,9 @@ func encodeState(pools map[string]PoolConfig) ([]byte, error) {
 				return nil, fmt.Errorf("pool %q: %w", name, err)
 			}
 			pj.Policy = p
+		}
+		if c.Ramp != nil {
+			pj.Ramp = encodeRamp(c.Ramp)
 		}
 		st.Pools[name] = pj
 	}
@@ -143,6 +149,13 @@ func decodeState(data []byte) (map[string]PoolConfig, error) {
 				return nil, fmt.Errorf("pool %q: policy: %v", name, err)
 			}
 			c.Policy = &p
+		}
+		if pj.Ramp != nil {
+			r, err := pj.Ramp.decode()
+			if err != nil {
+				return nil, fmt.Errorf("pool %q: ramp: %v", name, err)
+			}
+			c.Ramp = &r
 		}
 		pools[name] = c
 	}

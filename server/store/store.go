@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prefixroute/prefixroute/scheduler"
+	"github.com/prefixroute/prefixroute/server/rollout"
 )
 
 // PoolConfig is the durable configuration of one pool. It is a value: the
@@ -29,7 +30,11 @@ type PoolConfig struct {
 	// PolicyVersion is 0 until the first SetPolicy and grows by 1 with every
 	// successful one.
 	PolicyVersion uint64
-	// UpdatedAt is the time of the last change of either, in UTC.
+	// Ramp is the pool's last weight ramp, active or ended; nil when it
+	// never had one. While it is active (running or paused) it owns the
+	// weights: SetWeights fails with ErrRampActive.
+	Ramp *rollout.Ramp
+	// UpdatedAt is the time of the last change of any of these, in UTC.
 	UpdatedAt time.Time
 }
 
@@ -39,6 +44,10 @@ func (c PoolConfig) clone() PoolConfig {
 	if c.Policy != nil {
 		p := *c.Policy
 		c.Policy = &p
+	}
+	if c.Ramp != nil {
+		r := c.Ramp.Clone()
+		c.Ramp = &r
 	}
 	return c
 }
@@ -164,14 +173,27 @@ func (s *Store) SetWeights(pool string, weights map[string]float64, expectedVers
 		return PoolConfig{}, fmt.Errorf("pool %q: %w", pool, err)
 	}
 	weights = maps.Clone(weights)
-	return s.change(pool, kindWeights, caller, func(c *PoolConfig) error {
-		if expectedVersion != 0 && expectedVersion != c.WeightsVersion {
-			return &VersionMismatchError{Pool: pool, Expected: expectedVersion, Current: c.WeightsVersion}
+	return s.change(pool, kindWeights, caller, func(c *PoolConfig, _ time.Time) error {
+		if err := checkVersion(pool, c, expectedVersion); err != nil {
+			return err
+		}
+		if r := c.Ramp; r != nil && r.State.Active() {
+			return fmt.Errorf("%w: pool %q: ramp %d is %v at step %d of %d and owns the weights; abort it first",
+				ErrRampActive, pool, r.ID, r.State, r.Applied, len(r.Steps))
 		}
 		c.Weights = weights
 		c.WeightsVersion++
 		return nil
 	})
+}
+
+// checkVersion is the compare-and-set check of a weights change: nil when
+// expectedVersion is 0 or the pool's weights version.
+func checkVersion(pool string, c *PoolConfig, expectedVersion uint64) error {
+	if expectedVersion != 0 && expectedVersion != c.WeightsVersion {
+		return &VersionMismatchError{Pool: pool, Expected: expectedVersion, Current: c.WeightsVersion}
+	}
+	return nil
 }
 
 // SetPolicy replaces the policy of pool and returns its new configuration.
@@ -188,7 +210,7 @@ func (s *Store) SetPolicy(pool string, p scheduler.Policy, caller string) (PoolC
 	if _, err := encodePolicy(p); err != nil {
 		return PoolConfig{}, fmt.Errorf("pool %q: %w", pool, err)
 	}
-	return s.change(pool, kindPolicy, caller, func(c *PoolConfig) error {
+	return s.change(pool, kindPolicy, caller, func(c *PoolConfig, _ time.Time) error {
 		c.Policy = &p
 		c.PolicyVersion++
 		return nil
@@ -197,7 +219,7 @@ func (s *Store) SetPolicy(pool string, p scheduler.Policy, caller string) (PoolC
 
 // change applies edit to a copy of pool's configuration, makes the result
 // durable and audited, then publishes it.
-func (s *Store) change(pool, kind, caller string, edit func(*PoolConfig) error) (PoolConfig, error) {
+func (s *Store) change(pool, kind, caller string, edit func(c *PoolConfig, now time.Time) error) (PoolConfig, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lock == nil {
@@ -205,11 +227,11 @@ func (s *Store) change(pool, kind, caller string, edit func(*PoolConfig) error) 
 	}
 	cur := *s.pools.Load()
 	old := cur[pool]
-	next := old
-	if err := edit(&next); err != nil {
+	next := old.clone()
+	now := s.now().UTC()
+	if err := edit(&next, now); err != nil {
 		return PoolConfig{}, err
 	}
-	now := s.now().UTC()
 	next.UpdatedAt = now
 	rec, err := newAuditRecord(now, caller, pool, kind, old, next)
 	if err != nil {

@@ -251,7 +251,9 @@ type GetWeightsResponse struct {
 	WeightsSet bool `protobuf:"varint,3,opt,name=weights_set,json=weightsSet,proto3" json:"weights_set,omitempty"`
 	// deployments lists every deployment known (from weights or reports) with
 	// the weight in force and its share of the total.
-	Deployments   []*DeploymentWeight `protobuf:"bytes,4,rep,name=deployments,proto3" json:"deployments,omitempty"`
+	Deployments []*DeploymentWeight `protobuf:"bytes,4,rep,name=deployments,proto3" json:"deployments,omitempty"`
+	// ramp: the pool's last ramp and its progress; unset if it never had one.
+	Ramp          *Ramp `protobuf:"bytes,5,opt,name=ramp,proto3" json:"ramp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -310,6 +312,13 @@ func (x *GetWeightsResponse) GetWeightsSet() bool {
 func (x *GetWeightsResponse) GetDeployments() []*DeploymentWeight {
 	if x != nil {
 		return x.Deployments
+	}
+	return nil
+}
+
+func (x *GetWeightsResponse) GetRamp() *Ramp {
+	if x != nil {
+		return x.Ramp
 	}
 	return nil
 }
@@ -1014,7 +1023,7 @@ var File_prefixroute_v1_admin_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1aprefixroute/v1/admin.proto\x12\x0eprefixroute.v1\x1a\x1bprefixroute/v1/policy.proto\"\xd8\x01\n" +
+	"\x1aprefixroute/v1/admin.proto\x12\x0eprefixroute.v1\x1a\x1eprefixroute/v1/migration.proto\x1a\x1bprefixroute/v1/policy.proto\x1a\x1cprefixroute/v1/rollout.proto\"\xd8\x01\n" +
 	"\x11SetWeightsRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12H\n" +
 	"\aweights\x18\x02 \x03(\v2..prefixroute.v1.SetWeightsRequest.WeightsEntryR\aweights\x12)\n" +
@@ -1029,13 +1038,14 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"'\n" +
 	"\x11GetWeightsRequest\x12\x12\n" +
-	"\x04pool\x18\x01 \x01(\tR\x04pool\"\x9a\x02\n" +
+	"\x04pool\x18\x01 \x01(\tR\x04pool\"\xc4\x02\n" +
 	"\x12GetWeightsResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12I\n" +
 	"\aweights\x18\x02 \x03(\v2/.prefixroute.v1.GetWeightsResponse.WeightsEntryR\aweights\x12\x1f\n" +
 	"\vweights_set\x18\x03 \x01(\bR\n" +
 	"weightsSet\x12B\n" +
-	"\vdeployments\x18\x04 \x03(\v2 .prefixroute.v1.DeploymentWeightR\vdeployments\x1a:\n" +
+	"\vdeployments\x18\x04 \x03(\v2 .prefixroute.v1.DeploymentWeightR\vdeployments\x12(\n" +
+	"\x04ramp\x18\x05 \x01(\v2\x14.prefixroute.v1.RampR\x04ramp\x1a:\n" +
 	"\fWeightsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x9e\x01\n" +
@@ -1100,7 +1110,7 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\x11INSTANCE_STATE_OK\x10\x01\x12\x18\n" +
 	"\x14INSTANCE_STATE_STALE\x10\x02\x12\x1b\n" +
 	"\x17INSTANCE_STATE_DRAINING\x10\x03\x12\x1f\n" +
-	"\x1bINSTANCE_STATE_DISCONNECTED\x10\x042\x8c\x04\n" +
+	"\x1bINSTANCE_STATE_DISCONNECTED\x10\x042\x90\b\n" +
 	"\fAdminService\x12S\n" +
 	"\n" +
 	"SetWeights\x12!.prefixroute.v1.SetWeightsRequest\x1a\".prefixroute.v1.SetWeightsResponse\x12S\n" +
@@ -1109,7 +1119,14 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\tSetPolicy\x12 .prefixroute.v1.SetPolicyRequest\x1a!.prefixroute.v1.SetPolicyResponse\x12P\n" +
 	"\tGetPolicy\x12 .prefixroute.v1.GetPolicyRequest\x1a!.prefixroute.v1.GetPolicyResponse\x12\\\n" +
 	"\rListInstances\x12$.prefixroute.v1.ListInstancesRequest\x1a%.prefixroute.v1.ListInstancesResponse\x12P\n" +
-	"\tListPools\x12 .prefixroute.v1.ListPoolsRequest\x1a!.prefixroute.v1.ListPoolsResponseB\xbe\x01\n" +
+	"\tListPools\x12 .prefixroute.v1.ListPoolsRequest\x1a!.prefixroute.v1.ListPoolsResponse\x12P\n" +
+	"\tStartRamp\x12 .prefixroute.v1.StartRampRequest\x1a!.prefixroute.v1.StartRampResponse\x12J\n" +
+	"\aGetRamp\x12\x1e.prefixroute.v1.GetRampRequest\x1a\x1f.prefixroute.v1.GetRampResponse\x12P\n" +
+	"\tPauseRamp\x12 .prefixroute.v1.PauseRampRequest\x1a!.prefixroute.v1.PauseRampResponse\x12S\n" +
+	"\n" +
+	"ResumeRamp\x12!.prefixroute.v1.ResumeRampRequest\x1a\".prefixroute.v1.ResumeRampResponse\x12P\n" +
+	"\tAbortRamp\x12 .prefixroute.v1.AbortRampRequest\x1a!.prefixroute.v1.AbortRampResponse\x12k\n" +
+	"\x12GetMigrationStatus\x12).prefixroute.v1.GetMigrationStatusRequest\x1a*.prefixroute.v1.GetMigrationStatusResponseB\xbe\x01\n" +
 	"\x12com.prefixroute.v1B\n" +
 	"AdminProtoP\x01ZCgithub.com/prefixroute/prefixroute/api/prefixroute/v1;prefixroutev1\xa2\x02\x03PXX\xaa\x02\x0ePrefixroute.V1\xca\x02\x0ePrefixroute\\V1\xe2\x02\x1aPrefixroute\\V1\\GPBMetadata\xea\x02\x0fPrefixroute::V1b\x06proto3"
 
@@ -1128,55 +1145,81 @@ func file_prefixroute_v1_admin_proto_rawDescGZIP() []byte {
 var file_prefixroute_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_prefixroute_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_prefixroute_v1_admin_proto_goTypes = []any{
-	(InstanceState)(0),            // 0: prefixroute.v1.InstanceState
-	(*SetWeightsRequest)(nil),     // 1: prefixroute.v1.SetWeightsRequest
-	(*SetWeightsResponse)(nil),    // 2: prefixroute.v1.SetWeightsResponse
-	(*GetWeightsRequest)(nil),     // 3: prefixroute.v1.GetWeightsRequest
-	(*GetWeightsResponse)(nil),    // 4: prefixroute.v1.GetWeightsResponse
-	(*DeploymentWeight)(nil),      // 5: prefixroute.v1.DeploymentWeight
-	(*SetPolicyRequest)(nil),      // 6: prefixroute.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),     // 7: prefixroute.v1.SetPolicyResponse
-	(*GetPolicyRequest)(nil),      // 8: prefixroute.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),     // 9: prefixroute.v1.GetPolicyResponse
-	(*ListInstancesRequest)(nil),  // 10: prefixroute.v1.ListInstancesRequest
-	(*ListInstancesResponse)(nil), // 11: prefixroute.v1.ListInstancesResponse
-	(*InstanceStatus)(nil),        // 12: prefixroute.v1.InstanceStatus
-	(*ListPoolsRequest)(nil),      // 13: prefixroute.v1.ListPoolsRequest
-	(*ListPoolsResponse)(nil),     // 14: prefixroute.v1.ListPoolsResponse
-	(*PoolSummary)(nil),           // 15: prefixroute.v1.PoolSummary
-	nil,                           // 16: prefixroute.v1.SetWeightsRequest.WeightsEntry
-	nil,                           // 17: prefixroute.v1.SetWeightsResponse.WeightsEntry
-	nil,                           // 18: prefixroute.v1.GetWeightsResponse.WeightsEntry
-	(*Policy)(nil),                // 19: prefixroute.v1.Policy
+	(InstanceState)(0),                 // 0: prefixroute.v1.InstanceState
+	(*SetWeightsRequest)(nil),          // 1: prefixroute.v1.SetWeightsRequest
+	(*SetWeightsResponse)(nil),         // 2: prefixroute.v1.SetWeightsResponse
+	(*GetWeightsRequest)(nil),          // 3: prefixroute.v1.GetWeightsRequest
+	(*GetWeightsResponse)(nil),         // 4: prefixroute.v1.GetWeightsResponse
+	(*DeploymentWeight)(nil),           // 5: prefixroute.v1.DeploymentWeight
+	(*SetPolicyRequest)(nil),           // 6: prefixroute.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),          // 7: prefixroute.v1.SetPolicyResponse
+	(*GetPolicyRequest)(nil),           // 8: prefixroute.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),          // 9: prefixroute.v1.GetPolicyResponse
+	(*ListInstancesRequest)(nil),       // 10: prefixroute.v1.ListInstancesRequest
+	(*ListInstancesResponse)(nil),      // 11: prefixroute.v1.ListInstancesResponse
+	(*InstanceStatus)(nil),             // 12: prefixroute.v1.InstanceStatus
+	(*ListPoolsRequest)(nil),           // 13: prefixroute.v1.ListPoolsRequest
+	(*ListPoolsResponse)(nil),          // 14: prefixroute.v1.ListPoolsResponse
+	(*PoolSummary)(nil),                // 15: prefixroute.v1.PoolSummary
+	nil,                                // 16: prefixroute.v1.SetWeightsRequest.WeightsEntry
+	nil,                                // 17: prefixroute.v1.SetWeightsResponse.WeightsEntry
+	nil,                                // 18: prefixroute.v1.GetWeightsResponse.WeightsEntry
+	(*Ramp)(nil),                       // 19: prefixroute.v1.Ramp
+	(*Policy)(nil),                     // 20: prefixroute.v1.Policy
+	(*StartRampRequest)(nil),           // 21: prefixroute.v1.StartRampRequest
+	(*GetRampRequest)(nil),             // 22: prefixroute.v1.GetRampRequest
+	(*PauseRampRequest)(nil),           // 23: prefixroute.v1.PauseRampRequest
+	(*ResumeRampRequest)(nil),          // 24: prefixroute.v1.ResumeRampRequest
+	(*AbortRampRequest)(nil),           // 25: prefixroute.v1.AbortRampRequest
+	(*GetMigrationStatusRequest)(nil),  // 26: prefixroute.v1.GetMigrationStatusRequest
+	(*StartRampResponse)(nil),          // 27: prefixroute.v1.StartRampResponse
+	(*GetRampResponse)(nil),            // 28: prefixroute.v1.GetRampResponse
+	(*PauseRampResponse)(nil),          // 29: prefixroute.v1.PauseRampResponse
+	(*ResumeRampResponse)(nil),         // 30: prefixroute.v1.ResumeRampResponse
+	(*AbortRampResponse)(nil),          // 31: prefixroute.v1.AbortRampResponse
+	(*GetMigrationStatusResponse)(nil), // 32: prefixroute.v1.GetMigrationStatusResponse
 }
 var file_prefixroute_v1_admin_proto_depIdxs = []int32{
 	16, // 0: prefixroute.v1.SetWeightsRequest.weights:type_name -> prefixroute.v1.SetWeightsRequest.WeightsEntry
 	17, // 1: prefixroute.v1.SetWeightsResponse.weights:type_name -> prefixroute.v1.SetWeightsResponse.WeightsEntry
 	18, // 2: prefixroute.v1.GetWeightsResponse.weights:type_name -> prefixroute.v1.GetWeightsResponse.WeightsEntry
 	5,  // 3: prefixroute.v1.GetWeightsResponse.deployments:type_name -> prefixroute.v1.DeploymentWeight
-	19, // 4: prefixroute.v1.SetPolicyRequest.policy:type_name -> prefixroute.v1.Policy
-	19, // 5: prefixroute.v1.SetPolicyResponse.policy:type_name -> prefixroute.v1.Policy
-	19, // 6: prefixroute.v1.GetPolicyResponse.policy:type_name -> prefixroute.v1.Policy
-	12, // 7: prefixroute.v1.ListInstancesResponse.instances:type_name -> prefixroute.v1.InstanceStatus
-	0,  // 8: prefixroute.v1.InstanceStatus.state:type_name -> prefixroute.v1.InstanceState
-	15, // 9: prefixroute.v1.ListPoolsResponse.pools:type_name -> prefixroute.v1.PoolSummary
-	1,  // 10: prefixroute.v1.AdminService.SetWeights:input_type -> prefixroute.v1.SetWeightsRequest
-	3,  // 11: prefixroute.v1.AdminService.GetWeights:input_type -> prefixroute.v1.GetWeightsRequest
-	6,  // 12: prefixroute.v1.AdminService.SetPolicy:input_type -> prefixroute.v1.SetPolicyRequest
-	8,  // 13: prefixroute.v1.AdminService.GetPolicy:input_type -> prefixroute.v1.GetPolicyRequest
-	10, // 14: prefixroute.v1.AdminService.ListInstances:input_type -> prefixroute.v1.ListInstancesRequest
-	13, // 15: prefixroute.v1.AdminService.ListPools:input_type -> prefixroute.v1.ListPoolsRequest
-	2,  // 16: prefixroute.v1.AdminService.SetWeights:output_type -> prefixroute.v1.SetWeightsResponse
-	4,  // 17: prefixroute.v1.AdminService.GetWeights:output_type -> prefixroute.v1.GetWeightsResponse
-	7,  // 18: prefixroute.v1.AdminService.SetPolicy:output_type -> prefixroute.v1.SetPolicyResponse
-	9,  // 19: prefixroute.v1.AdminService.GetPolicy:output_type -> prefixroute.v1.GetPolicyResponse
-	11, // 20: prefixroute.v1.AdminService.ListInstances:output_type -> prefixroute.v1.ListInstancesResponse
-	14, // 21: prefixroute.v1.AdminService.ListPools:output_type -> prefixroute.v1.ListPoolsResponse
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	19, // 4: prefixroute.v1.GetWeightsResponse.ramp:type_name -> prefixroute.v1.Ramp
+	20, // 5: prefixroute.v1.SetPolicyRequest.policy:type_name -> prefixroute.v1.Policy
+	20, // 6: prefixroute.v1.SetPolicyResponse.policy:type_name -> prefixroute.v1.Policy
+	20, // 7: prefixroute.v1.GetPolicyResponse.policy:type_name -> prefixroute.v1.Policy
+	12, // 8: prefixroute.v1.ListInstancesResponse.instances:type_name -> prefixroute.v1.InstanceStatus
+	0,  // 9: prefixroute.v1.InstanceStatus.state:type_name -> prefixroute.v1.InstanceState
+	15, // 10: prefixroute.v1.ListPoolsResponse.pools:type_name -> prefixroute.v1.PoolSummary
+	1,  // 11: prefixroute.v1.AdminService.SetWeights:input_type -> prefixroute.v1.SetWeightsRequest
+	3,  // 12: prefixroute.v1.AdminService.GetWeights:input_type -> prefixroute.v1.GetWeightsRequest
+	6,  // 13: prefixroute.v1.AdminService.SetPolicy:input_type -> prefixroute.v1.SetPolicyRequest
+	8,  // 14: prefixroute.v1.AdminService.GetPolicy:input_type -> prefixroute.v1.GetPolicyRequest
+	10, // 15: prefixroute.v1.AdminService.ListInstances:input_type -> prefixroute.v1.ListInstancesRequest
+	13, // 16: prefixroute.v1.AdminService.ListPools:input_type -> prefixroute.v1.ListPoolsRequest
+	21, // 17: prefixroute.v1.AdminService.StartRamp:input_type -> prefixroute.v1.StartRampRequest
+	22, // 18: prefixroute.v1.AdminService.GetRamp:input_type -> prefixroute.v1.GetRampRequest
+	23, // 19: prefixroute.v1.AdminService.PauseRamp:input_type -> prefixroute.v1.PauseRampRequest
+	24, // 20: prefixroute.v1.AdminService.ResumeRamp:input_type -> prefixroute.v1.ResumeRampRequest
+	25, // 21: prefixroute.v1.AdminService.AbortRamp:input_type -> prefixroute.v1.AbortRampRequest
+	26, // 22: prefixroute.v1.AdminService.GetMigrationStatus:input_type -> prefixroute.v1.GetMigrationStatusRequest
+	2,  // 23: prefixroute.v1.AdminService.SetWeights:output_type -> prefixroute.v1.SetWeightsResponse
+	4,  // 24: prefixroute.v1.AdminService.GetWeights:output_type -> prefixroute.v1.GetWeightsResponse
+	7,  // 25: prefixroute.v1.AdminService.SetPolicy:output_type -> prefixroute.v1.SetPolicyResponse
+	9,  // 26: prefixroute.v1.AdminService.GetPolicy:output_type -> prefixroute.v1.GetPolicyResponse
+	11, // 27: prefixroute.v1.AdminService.ListInstances:output_type -> prefixroute.v1.ListInstancesResponse
+	14, // 28: prefixroute.v1.AdminService.ListPools:output_type -> prefixroute.v1.ListPoolsResponse
+	27, // 29: prefixroute.v1.AdminService.StartRamp:output_type -> prefixroute.v1.StartRampResponse
+	28, // 30: prefixroute.v1.AdminService.GetRamp:output_type -> prefixroute.v1.GetRampResponse
+	29, // 31: prefixroute.v1.AdminService.PauseRamp:output_type -> prefixroute.v1.PauseRampResponse
+	30, // 32: prefixroute.v1.AdminService.ResumeRamp:output_type -> prefixroute.v1.ResumeRampResponse
+	31, // 33: prefixroute.v1.AdminService.AbortRamp:output_type -> prefixroute.v1.AbortRampResponse
+	32, // 34: prefixroute.v1.AdminService.GetMigrationStatus:output_type -> prefixroute.v1.GetMigrationStatusResponse
+	23, // [23:35] is the sub-list for method output_type
+	11, // [11:23] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_admin_proto_init() }
@@ -1184,7 +1227,9 @@ func file_prefixroute_v1_admin_proto_init() {
 	if File_prefixroute_v1_admin_proto != nil {
 		return
 	}
+	file_prefixroute_v1_migration_proto_init()
 	file_prefixroute_v1_policy_proto_init()
+	file_prefixroute_v1_rollout_proto_init()
 	file_prefixroute_v1_admin_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

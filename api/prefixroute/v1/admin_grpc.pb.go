@@ -19,12 +19,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_SetWeights_FullMethodName    = "/prefixroute.v1.AdminService/SetWeights"
-	AdminService_GetWeights_FullMethodName    = "/prefixroute.v1.AdminService/GetWeights"
-	AdminService_SetPolicy_FullMethodName     = "/prefixroute.v1.AdminService/SetPolicy"
-	AdminService_GetPolicy_FullMethodName     = "/prefixroute.v1.AdminService/GetPolicy"
-	AdminService_ListInstances_FullMethodName = "/prefixroute.v1.AdminService/ListInstances"
-	AdminService_ListPools_FullMethodName     = "/prefixroute.v1.AdminService/ListPools"
+	AdminService_SetWeights_FullMethodName         = "/prefixroute.v1.AdminService/SetWeights"
+	AdminService_GetWeights_FullMethodName         = "/prefixroute.v1.AdminService/GetWeights"
+	AdminService_SetPolicy_FullMethodName          = "/prefixroute.v1.AdminService/SetPolicy"
+	AdminService_GetPolicy_FullMethodName          = "/prefixroute.v1.AdminService/GetPolicy"
+	AdminService_ListInstances_FullMethodName      = "/prefixroute.v1.AdminService/ListInstances"
+	AdminService_ListPools_FullMethodName          = "/prefixroute.v1.AdminService/ListPools"
+	AdminService_StartRamp_FullMethodName          = "/prefixroute.v1.AdminService/StartRamp"
+	AdminService_GetRamp_FullMethodName            = "/prefixroute.v1.AdminService/GetRamp"
+	AdminService_PauseRamp_FullMethodName          = "/prefixroute.v1.AdminService/PauseRamp"
+	AdminService_ResumeRamp_FullMethodName         = "/prefixroute.v1.AdminService/ResumeRamp"
+	AdminService_AbortRamp_FullMethodName          = "/prefixroute.v1.AdminService/AbortRamp"
+	AdminService_GetMigrationStatus_FullMethodName = "/prefixroute.v1.AdminService/GetMigrationStatus"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -49,6 +55,24 @@ type AdminServiceClient interface {
 	ListInstances(ctx context.Context, in *ListInstancesRequest, opts ...grpc.CallOption) (*ListInstancesResponse, error)
 	// ListPools returns every pool the router knows.
 	ListPools(ctx context.Context, in *ListPoolsRequest, opts ...grpc.CallOption) (*ListPoolsResponse, error)
+	// StartRamp starts moving the pool's weights to a target in steps the
+	// router applies itself, durably (a restart resumes it). Fails with
+	// FailedPrecondition while another ramp is running or paused.
+	StartRamp(ctx context.Context, in *StartRampRequest, opts ...grpc.CallOption) (*StartRampResponse, error)
+	// GetRamp returns the pool's last ramp (NotFound if it never had one).
+	GetRamp(ctx context.Context, in *GetRampRequest, opts ...grpc.CallOption) (*GetRampResponse, error)
+	// PauseRamp stops applying steps, keeping the wait left to the next one.
+	PauseRamp(ctx context.Context, in *PauseRampRequest, opts ...grpc.CallOption) (*PauseRampResponse, error)
+	// ResumeRamp restarts a paused ramp.
+	ResumeRamp(ctx context.Context, in *ResumeRampRequest, opts ...grpc.CallOption) (*ResumeRampResponse, error)
+	// AbortRamp ends the ramp; the weights stay those of the last applied
+	// step.
+	AbortRamp(ctx context.Context, in *AbortRampRequest, opts ...grpc.CallOption) (*AbortRampResponse, error)
+	// GetMigrationStatus says whether one deployment can take another's
+	// traffic now: traffic and hit ratio per deployment over a sliding
+	// window, the prefill `to` would absorb, its headroom, and the hot
+	// prefixes cached only on `from`.
+	GetMigrationStatus(ctx context.Context, in *GetMigrationStatusRequest, opts ...grpc.CallOption) (*GetMigrationStatusResponse, error)
 }
 
 type adminServiceClient struct {
@@ -119,6 +143,66 @@ func (c *adminServiceClient) ListPools(ctx context.Context, in *ListPoolsRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) StartRamp(ctx context.Context, in *StartRampRequest, opts ...grpc.CallOption) (*StartRampResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartRampResponse)
+	err := c.cc.Invoke(ctx, AdminService_StartRamp_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetRamp(ctx context.Context, in *GetRampRequest, opts ...grpc.CallOption) (*GetRampResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRampResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetRamp_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) PauseRamp(ctx context.Context, in *PauseRampRequest, opts ...grpc.CallOption) (*PauseRampResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseRampResponse)
+	err := c.cc.Invoke(ctx, AdminService_PauseRamp_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ResumeRamp(ctx context.Context, in *ResumeRampRequest, opts ...grpc.CallOption) (*ResumeRampResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeRampResponse)
+	err := c.cc.Invoke(ctx, AdminService_ResumeRamp_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) AbortRamp(ctx context.Context, in *AbortRampRequest, opts ...grpc.CallOption) (*AbortRampResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AbortRampResponse)
+	err := c.cc.Invoke(ctx, AdminService_AbortRamp_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetMigrationStatus(ctx context.Context, in *GetMigrationStatusRequest, opts ...grpc.CallOption) (*GetMigrationStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetMigrationStatusResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetMigrationStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -141,6 +225,24 @@ type AdminServiceServer interface {
 	ListInstances(context.Context, *ListInstancesRequest) (*ListInstancesResponse, error)
 	// ListPools returns every pool the router knows.
 	ListPools(context.Context, *ListPoolsRequest) (*ListPoolsResponse, error)
+	// StartRamp starts moving the pool's weights to a target in steps the
+	// router applies itself, durably (a restart resumes it). Fails with
+	// FailedPrecondition while another ramp is running or paused.
+	StartRamp(context.Context, *StartRampRequest) (*StartRampResponse, error)
+	// GetRamp returns the pool's last ramp (NotFound if it never had one).
+	GetRamp(context.Context, *GetRampRequest) (*GetRampResponse, error)
+	// PauseRamp stops applying steps, keeping the wait left to the next one.
+	PauseRamp(context.Context, *PauseRampRequest) (*PauseRampResponse, error)
+	// ResumeRamp restarts a paused ramp.
+	ResumeRamp(context.Context, *ResumeRampRequest) (*ResumeRampResponse, error)
+	// AbortRamp ends the ramp; the weights stay those of the last applied
+	// step.
+	AbortRamp(context.Context, *AbortRampRequest) (*AbortRampResponse, error)
+	// GetMigrationStatus says whether one deployment can take another's
+	// traffic now: traffic and hit ratio per deployment over a sliding
+	// window, the prefill `to` would absorb, its headroom, and the hot
+	// prefixes cached only on `from`.
+	GetMigrationStatus(context.Context, *GetMigrationStatusRequest) (*GetMigrationStatusResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -168,6 +270,24 @@ func (UnimplementedAdminServiceServer) ListInstances(context.Context, *ListInsta
 }
 func (UnimplementedAdminServiceServer) ListPools(context.Context, *ListPoolsRequest) (*ListPoolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPools not implemented")
+}
+func (UnimplementedAdminServiceServer) StartRamp(context.Context, *StartRampRequest) (*StartRampResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartRamp not implemented")
+}
+func (UnimplementedAdminServiceServer) GetRamp(context.Context, *GetRampRequest) (*GetRampResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRamp not implemented")
+}
+func (UnimplementedAdminServiceServer) PauseRamp(context.Context, *PauseRampRequest) (*PauseRampResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseRamp not implemented")
+}
+func (UnimplementedAdminServiceServer) ResumeRamp(context.Context, *ResumeRampRequest) (*ResumeRampResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeRamp not implemented")
+}
+func (UnimplementedAdminServiceServer) AbortRamp(context.Context, *AbortRampRequest) (*AbortRampResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AbortRamp not implemented")
+}
+func (UnimplementedAdminServiceServer) GetMigrationStatus(context.Context, *GetMigrationStatusRequest) (*GetMigrationStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMigrationStatus not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -298,6 +418,114 @@ func _AdminService_ListPools_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_StartRamp_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartRampRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).StartRamp(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_StartRamp_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).StartRamp(ctx, req.(*StartRampRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetRamp_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRampRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetRamp(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetRamp_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetRamp(ctx, req.(*GetRampRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_PauseRamp_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseRampRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).PauseRamp(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_PauseRamp_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).PauseRamp(ctx, req.(*PauseRampRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ResumeRamp_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeRampRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ResumeRamp(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ResumeRamp_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ResumeRamp(ctx, req.(*ResumeRampRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_AbortRamp_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AbortRampRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).AbortRamp(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_AbortRamp_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).AbortRamp(ctx, req.(*AbortRampRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetMigrationStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMigrationStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetMigrationStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetMigrationStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetMigrationStatus(ctx, req.(*GetMigrationStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -328,6 +556,30 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPools",
 			Handler:    _AdminService_ListPools_Handler,
+		},
+		{
+			MethodName: "StartRamp",
+			Handler:    _AdminService_StartRamp_Handler,
+		},
+		{
+			MethodName: "GetRamp",
+			Handler:    _AdminService_GetRamp_Handler,
+		},
+		{
+			MethodName: "PauseRamp",
+			Handler:    _AdminService_PauseRamp_Handler,
+		},
+		{
+			MethodName: "ResumeRamp",
+			Handler:    _AdminService_ResumeRamp_Handler,
+		},
+		{
+			MethodName: "AbortRamp",
+			Handler:    _AdminService_AbortRamp_Handler,
+		},
+		{
+			MethodName: "GetMigrationStatus",
+			Handler:    _AdminService_GetMigrationStatus_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

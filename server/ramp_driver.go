@@ -1,0 +1,93 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/prefixroute/prefixroute/server/rollout"
+	"github.com/prefixroute/prefixroute/server/store"
+)
+
+// RunRamps applies the due steps of running ramps every RampTick until ctx
+// ends.
+func (s *Server) RunRamps(ctx context.Context) {
+	t := time.NewTicker(s.opts.RampTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.AdvanceRamps()
+		}
+	}
+}
+
+// AdvanceRamps applies, for every pool whose running ramp has a step due
+// now, that one step (a ramp late by several steps catches up one step per
+// call, so a restart never jumps straight to a later step), and returns how
+// many it applied. A ramp with auto-hold is paused instead when the step
+// would leave its target deployment less headroom than asked. A step that
+// cannot be persisted is logged and retried on the next call.
+func (s *Server) AdvanceRamps() int {
+	now := s.opts.Now()
+	pools := s.store.Pools()
+	applied := 0
+	for _, name := range slices.Sorted(maps.Keys(pools)) {
+		r := pools[name].Ramp
+		if r == nil || !r.Due(now) {
+			continue
+		}
+		if s.stepRamp(name, r) {
+			applied++
+		}
+	}
+	return applied
+}
+
+// stepRamp applies the next step of pool's ramp r, or pauses r when
+// auto-hold says so. It reports whether a step was applied.
+func (s *Server) stepRamp(pool string, r *rollout.Ramp) bool {
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	by := fmt.Sprintf("ramp %d step %d/%d (started by %s)", r.ID, r.Applied+1, len(r.Steps), r.StartedBy)
+	if reason := s.holdReason(pool, r); reason != "" {
+		pc, err := s.store.UpdateRamp(pool, r.ID, store.RampPause, reason, by)
+		if err != nil {
+			s.log.Error("ramp auto-hold: cannot pause; retrying on the next tick", "pool", pool, "ramp", r.ID, "error", err)
+			return false
+		}
+		s.log.Warn("ramp paused by auto-hold; resume it once the target has headroom", "pool", pool, "ramp", r.ID,
+			"reason", reason)
+		_ = s.publish(pool, pc)
+		return false
+	}
+	pc, err := s.store.StepRamp(pool, r.ID, r.Applied, by)
+	switch {
+	case errors.Is(err, store.ErrRampNotActive) || errors.Is(err, store.ErrNoRamp):
+		return false // changed since it was read: paused, aborted, or stepped already
+	case err != nil:
+		s.log.Error("ramp step not applied; retrying on the next tick", "pool", pool, "ramp", r.ID,
+			"step", r.Applied+1, "error", err)
+		return false
+	}
+	if err := s.publish(pool, pc); err != nil {
+		s.log.Error("ramp step stored but not in force", "pool", pool, "ramp", r.ID, "error", err)
+	}
+	s.log.Info("ramp step applied", "pool", pool, "ramp", r.ID, "step", pc.Ramp.Applied, "steps", len(pc.Ramp.Steps),
+		"weights", pc.Weights, "weights_version", pc.WeightsVersion, "state", pc.Ramp.State.String())
+	return true
+}
+
+// holdReason returns why auto-hold should pause r before its next step, or
+// "" to go on.
+func (s *Server) holdReason(pool string, r *rollout.Ramp) string {
+	if r.AutoHold.MinHeadroomPct <= 0 {
+		return ""
+	}
+	return ""
+}
