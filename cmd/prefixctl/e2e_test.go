@@ -181,3 +181,27 @@ func TestInstanceRun(t *testing.T) {
 		t.Errorf("instance run output: %s", out.String())
 	}
 }
+
+func TestRampCommands(t *testing.T) {
+	d := startDaemon(t, true)
+	addr := d.Addr()
+	expect(t, ctl(addr, "weights", "set", "chat", "a=1"), 0)
+	expect(t, ctl(addr, "ramp", "status", "chat"), 1, "never had a ramp")
+	expect(t, ctl(addr, "ramp", "start", "chat", "b=1"), 2, "needs --over D and --every D")
+	expect(t, ctl(addr, "ramp", "start", "chat", "--steps", "10m:a=1;x"), 2, `step 2 "x"`)
+	expect(t, ctl(addr, "ramp", "start", "chat", "b=1", "--over", "4m", "--every", "1m"), 0,
+		"ramp 1 running: step 0 of 4 applied, next in 1m0s, done in 4m0s", "    1   1m0s   75%   25%  next")
+	expect(t, ctl(addr, "weights", "set", "chat", "a=2"), 1, "ramp 1 is running", "abort it first")
+	expect(t, ctl(addr, "weights", "get", "chat"), 0, "ramp 1 running: step 0 of 4 applied")
+	expect(t, ctl(addr, "ramp", "pause", "chat"), 0, "ramp 1 paused", "paused by 127.0.0.1:")
+	expect(t, ctl(addr, "ramp", "resume", "chat", "--id", "2"), 1, "ramp 2 is not the current ramp (1)")
+	expect(t, ctl(addr, "ramp", "resume", "chat", "--id", "1"), 0, "ramp 1 running")
+	r := ctl(addr, "-o", "json", "ramp", "abort", "chat")
+	var ab pb.AbortRampResponse
+	fromJSON(t, r, &ab)
+	if ab.GetRamp().GetState() != pb.RampState_RAMP_STATE_ABORTED || ab.GetRamp().GetStepsApplied() != 0 {
+		t.Fatalf("abort -o json: %v", ab.GetRamp())
+	}
+	expect(t, ctl(addr, "ramp", "abort", "chat"), 1, "already aborted")
+	expect(t, ctl(addr, "weights", "set", "chat", "a=2"), 0)
+}

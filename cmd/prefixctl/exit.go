@@ -148,7 +148,9 @@ func hintFor(cmd string, code codes.Code) string {
 // tokens file.
 var commandRoles = map[string]string{
 	"pools": "operator-read", "instances": "operator-read", "weights get": "operator-read", "policy get": "operator-read",
-	"weights set": "operator", "policy set": "operator", "pick": "gateway", "instance run": "instance",
+	"weights set": "operator", "policy set": "operator",
+	"ramp status": "operator-read", "migration": "operator-read", "ramp start": "operator", "ramp pause": "operator",
+	"ramp resume": "operator", "ramp abort": "operator", "pick": "gateway", "instance run": "instance",
 }
 
 // authHint says what to do after Unauthenticated or PermissionDenied, or "".

@@ -79,6 +79,13 @@ func init() {
 		{"weights set", "POOL DEPLOYMENT=WEIGHT... [--expect-version N]",
 			"Replace the pool's weights (deployments left out get 0; all 0 drains the pool). --expect-version N makes it a compare-and-set: exit 4 when the version is not N.",
 			(*cli).weightsSet},
+		{"ramp start", "POOL DEPLOYMENT=WEIGHT... --over D --every D | POOL --steps SPEC [--expect-version N] [--auto-hold PCT [--from A] [--to B]]",
+			"Move the pool's weights to the target in steps the sidecar applies itself (durably: a restart resumes the ramp). Each step moves every deployment's share of traffic by the same amount; deployments left out go to 0. --steps gives explicit steps instead, e.g. '0s:a=9,b=1;10m:a=1,b=1;10m:a=0,b=1' (each wait counts from the step before). While a ramp runs or is paused, 'weights set' is refused. --auto-hold PCT pauses the ramp before a step that would leave the gaining deployment less than PCT % prefill headroom (see 'migration').",
+			(*cli).rampStart},
+		{"ramp status", "POOL", "Show the pool's last ramp: state, steps applied, when the next step is due, each step's shares.", (*cli).rampStatus},
+		{"ramp pause", "POOL [--id N]", "Stop applying steps; the wait left to the next step is kept for 'ramp resume'.", (*cli).rampChange},
+		{"ramp resume", "POOL [--id N]", "Restart a paused ramp: its next step is due after the wait it had left.", (*cli).rampChange},
+		{"ramp abort", "POOL [--id N]", "End the ramp. The weights stay those of the last applied step; 'weights set' works again.", (*cli).rampChange},
 		{"policy get", "POOL", "Show the pool's scheduling policy.", (*cli).policyGet},
 		{"policy set", "POOL KEY=VALUE...",
 			"Change policy fields; the others keep their value. Keys: " + strings.Join(policyKeyNames(), ", ") +

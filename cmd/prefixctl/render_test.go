@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 )
@@ -102,6 +104,19 @@ func busyPick() *pb.PickResponse {
 	}}
 }
 
+// longRamp is a 20-step ramp from A to B, one step a minute, with applied
+// steps done.
+func longRamp(st pb.RampState, applied uint32) *pb.Ramp {
+	r := &pb.Ramp{Id: 2, State: st, Start: map[string]float64{"A": 1}, StepsApplied: applied,
+		StartedAt: timestamppb.New(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)), StartedBy: "alice via token from 10.0.0.9:40112",
+		UntilNext: durationpb.New(42 * time.Second), UntilDone: durationpb.New(42*time.Second + time.Duration(19-applied)*time.Minute)}
+	for k := 1; k <= 20; k++ {
+		f := float64(k) / 20
+		r.Steps = append(r.Steps, &pb.RampStep{Weights: map[string]float64{"A": 1 - f, "B": f}, After: durationpb.New(time.Minute)})
+	}
+	return r
+}
+
 func TestRenderGolden(t *testing.T) {
 	instances := &pb.ListInstancesResponse{Instances: []*pb.InstanceStatus{
 		{InstanceId: "vllm-a-0", Deployment: "A", Address: "10.0.0.1:8000", State: pb.InstanceState_INSTANCE_STATE_OK,
@@ -151,6 +166,13 @@ func TestRenderGolden(t *testing.T) {
 		{"pick", func(b *bytes.Buffer) { renderPick(b, seedPick(), false) }},
 		{"pick_explain", func(b *bytes.Buffer) { renderPick(b, seedPick(), true) }},
 		{"pick_explain_busy", func(b *bytes.Buffer) { renderPick(b, busyPick(), true) }},
+		{"ramp_running", func(b *bytes.Buffer) { renderRamp(b, "m", longRamp(pb.RampState_RAMP_STATE_RUNNING, 5)) }},
+		{"ramp_paused", func(b *bytes.Buffer) {
+			r := longRamp(pb.RampState_RAMP_STATE_PAUSED, 2)
+			r.Reason = "auto-hold: step 3 would leave B 12.5% prefill headroom (< 20%)"
+			r.AutoHold = &pb.AutoHold{MinHeadroomPct: 20, From: "A", To: "B"}
+			renderRamp(b, "m", r)
+		}},
 		{"help", func(b *bytes.Buffer) { (&cli{}).printHelp(b, "") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

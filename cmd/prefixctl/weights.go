@@ -81,6 +81,9 @@ func renderWeights(w io.Writer, pool string, r *pb.GetWeightsResponse) {
 	} else {
 		fmt.Fprintf(w, "pool %s: weights never set, every deployment weighs 1 (version 0)\n", pool)
 	}
+	if rp := r.GetRamp(); rp != nil && (rp.GetState() == pb.RampState_RAMP_STATE_RUNNING || rp.GetState() == pb.RampState_RAMP_STATE_PAUSED) {
+		fmt.Fprintf(w, "%s (prefixctl ramp status %s)\n", rampLine(rp), shellWord(pool))
+	}
 	if len(r.GetDeployments()) == 0 {
 		fmt.Fprintln(w, "no deployments yet: none configured, none reporting")
 		return
