@@ -191,6 +191,14 @@ var authCalls = map[string]func(context.Context, *grpc.ClientConn) error{
 		_, err := pb.NewAdminServiceClient(cc).GetWeights(ctx, &pb.GetWeightsRequest{Pool: "chat"})
 		return err
 	},
+	"AbortRamp": func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := pb.NewAdminServiceClient(cc).AbortRamp(ctx, &pb.AbortRampRequest{Pool: "nope"})
+		return err
+	},
+	"GetRamp": func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := pb.NewAdminServiceClient(cc).GetRamp(ctx, &pb.GetRampRequest{Pool: "nope"})
+		return err
+	},
 	"ListPools": func(ctx context.Context, cc *grpc.ClientConn) error {
 		_, err := pb.NewAdminServiceClient(cc).ListPools(ctx, &pb.ListPoolsRequest{})
 		return err

@@ -54,6 +54,9 @@ func TestAuthPaths(t *testing.T) {
 		{"reader", "", "ListPools", OK, ""},
 		{"reader", "", "SetWeights", Denied, "needs role operator"},
 		{"reader", "", "SetPolicy", Denied, "needs role operator"},
+		{"reader", "", "AbortRamp", Denied, "needs role operator"},
+		{"reader", "", "GetRamp", codes.NotFound, "never had a ramp"}, // past auth
+		{"ops", "", "AbortRamp", codes.NotFound, "never had a ramp"},
 		{"ops", "", "SetWeights", OK, ""},
 		{"ops", "", "SetPolicy", OK, ""},
 		{"ops", "", "GetWeights", OK, ""}, // operator implies operator-read

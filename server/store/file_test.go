@@ -44,6 +44,16 @@ func TestOpenCorruptState(t *testing.T) {
 			`pool "chat": policy: scheduler: invalid policy: delta_ms`},
 		{"bad duration", `{"format": 1, "pools": {"chat": {"policy": {"stale_after": "2 seconds"}}}}`,
 			`stale_after: "2 seconds" is not a duration`},
+		{"unknown ramp state", `{"format": 1, "pools": {"chat": {"ramp": {"id": 1, "state": "stopped", "steps": [{"weights": {"b": 1}, "after": "1m"}]}}}}`,
+			`pool "chat": ramp: unknown ramp state "stopped"`},
+		{"ramp without steps", `{"format": 1, "pools": {"chat": {"ramp": {"id": 1, "state": "done", "steps": []}}}}`,
+			`pool "chat": ramp: invalid ramp: no steps`},
+		{"ramp applied past its steps", `{"format": 1, "pools": {"chat": {"ramp": {"id": 1, "state": "done", "applied": 2, "steps": [{"weights": {"b": 1}, "after": "1m"}]}}}}`,
+			`applied 2 is outside 0..1 steps`},
+		{"running ramp without next_at", `{"format": 1, "pools": {"chat": {"ramp": {"id": 1, "state": "running", "steps": [{"weights": {"b": 1}, "after": "1m"}]}}}}`,
+			`a running ramp needs next_at`},
+		{"ramp step bad wait", `{"format": 1, "pools": {"chat": {"ramp": {"id": 1, "state": "done", "steps": [{"weights": {"b": 1}, "after": "soon"}]}}}}`,
+			`steps[0].after "soon" is not a duration`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
