@@ -72,6 +72,9 @@ func New(opts Options) (*Server, error) {
 	if opts.RampTick <= 0 {
 		opts.RampTick = 250 * time.Millisecond
 	}
+	if err := opts.Limits.Migration.Validate(); err != nil {
+		return nil, fmt.Errorf("server: migration tracker (--migration-window): %w", err)
+	}
 	st, err := store.Open(opts.DataDir, store.Options{Now: opts.Now})
 	if err != nil {
 		return nil, err

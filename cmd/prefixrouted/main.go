@@ -39,6 +39,7 @@ func run() int {
 	flag.IntVar(&cfg.Server.Limits.MaxPools, "max-pools", 1024, "most pools the router may hold")
 	flag.IntVar(&cfg.Server.Limits.MaxBlocksPerInstance, "max-blocks-per-instance", 1<<20, "most prefix-index blocks held for one instance, whatever kv_capacity_blocks it reports")
 	flag.IntVar(&cfg.Server.Limits.MaxIndexPairs, "max-index-pairs", 1<<26, "most prefix-index (block, instance) pairs over all pools (36-82 bytes each)")
+	flag.DurationVar(&cfg.Server.Limits.Migration.Window, "migration-window", 5*time.Minute, "window of picks GetMigrationStatus reads (prefixctl migration), in 60 buckets")
 	flag.StringVar(&cfg.DecisionLog, "decision-log", "", "append sampled Picks with their full decision to this file as JSON lines (off when empty)")
 	flag.Float64Var(&cfg.DecisionLogRate, "decision-log-rate", 0.01, "fraction of Picks the decision log samples, 0..1")
 	flag.IntVar(&cfg.DecisionLogBuffer, "decision-log-buffer", server.DefaultDecisionLogBuffer, "sampled Picks held waiting for the disk before new ones are dropped")

@@ -46,21 +46,9 @@ type poolJSON struct {
 func encodeState(pools map[string]PoolConfig) ([]byte, error) {
 	st := stateJSON{Format: stateFormat, Pools: make(map[string]poolJSON, len(pools))}
 	for name, c := range pools {
-		pj := poolJSON{
-			Weights:        c.Weights,
-			WeightsVersion: c.WeightsVersion,
-			PolicyVersion:  c.PolicyVersion,
-			UpdatedAt:      c.UpdatedAt,
-		}
-		if c.Policy != nil {
-			p, err := encodePolicy(*c.Policy)
-			if err != nil {
-				return nil, fmt.Errorf("pool %q: %w", name, err)
-			}
-			pj.Policy = p
-		}
-		if c.Ramp != nil {
-			pj.Ramp = encodeRamp(c.Ramp)
+		pj, err := encodePool(c)
+		if err != nil {
+			return nil, fmt.Errorf("pool %q: %w", name, err)
 		}
 		st.Pools[name] = pj
 	}
@@ -132,32 +120,62 @@ func decodeState(data []byte) (map[string]PoolConfig, error) {
 		if err := ValidatePoolName(name); err != nil {
 			return nil, err
 		}
-		c := PoolConfig{
-			WeightsVersion: pj.WeightsVersion,
-			PolicyVersion:  pj.PolicyVersion,
-			UpdatedAt:      pj.UpdatedAt,
-		}
-		if pj.Weights != nil {
-			if err := ValidateWeights(pj.Weights); err != nil {
-				return nil, fmt.Errorf("pool %q: %v", name, err)
-			}
-			c.Weights = pj.Weights
-		}
-		if pj.Policy != nil {
-			p, err := pj.Policy.decode()
-			if err != nil {
-				return nil, fmt.Errorf("pool %q: policy: %v", name, err)
-			}
-			c.Policy = &p
-		}
-		if pj.Ramp != nil {
-			r, err := pj.Ramp.decode()
-			if err != nil {
-				return nil, fmt.Errorf("pool %q: ramp: %v", name, err)
-			}
-			c.Ramp = &r
+		c, err := pj.decode()
+		if err != nil {
+			return nil, fmt.Errorf("pool %q: %v", name, err)
 		}
 		pools[name] = c
 	}
 	return pools, nil
+}
+
+// encodePool returns c as the state file holds it.
+func encodePool(c PoolConfig) (poolJSON, error) {
+	pj := poolJSON{
+		Weights:        c.Weights,
+		WeightsVersion: c.WeightsVersion,
+		PolicyVersion:  c.PolicyVersion,
+		UpdatedAt:      c.UpdatedAt,
+	}
+	if c.Policy != nil {
+		p, err := encodePolicy(*c.Policy)
+		if err != nil {
+			return pj, err
+		}
+		pj.Policy = p
+	}
+	if c.Ramp != nil {
+		pj.Ramp = encodeRamp(c.Ramp)
+	}
+	return pj, nil
+}
+
+// decode checks and converts one pool of the state file.
+func (pj *poolJSON) decode() (PoolConfig, error) {
+	c := PoolConfig{
+		WeightsVersion: pj.WeightsVersion,
+		PolicyVersion:  pj.PolicyVersion,
+		UpdatedAt:      pj.UpdatedAt,
+	}
+	if pj.Weights != nil {
+		if err := ValidateWeights(pj.Weights); err != nil {
+			return c, err
+		}
+		c.Weights = pj.Weights
+	}
+	if pj.Policy != nil {
+		p, err := pj.Policy.decode()
+		if err != nil {
+			return c, fmt.Errorf("policy: %v", err)
+		}
+		c.Policy = &p
+	}
+	if pj.Ramp != nil {
+		r, err := pj.Ramp.decode()
+		if err != nil {
+			return c, fmt.Errorf("ramp: %v", err)
+		}
+		c.Ramp = &r
+	}
+	return c, nil
 }

@@ -158,68 +158,12 @@ func (s *Store) Pool(name string) (PoolConfig, bool) {
 	return c.clone(), ok
 }
 
-// SetWeights replaces the weights of pool and returns its new
-// configuration. With expectedVersion other than 0, it fails with a
-// *VersionMismatchError (ErrVersionMismatch) unless the pool's weights
-// version is expectedVersion; 0 sets unconditionally. The weights must pass
-// ValidateWeights; all 0 is a full drain, marked as such in the audit log.
-// The change is durable and audited before SetWeights returns; if a write
-// fails, the error wraps ErrPersist and nothing changed.
-func (s *Store) SetWeights(pool string, weights map[string]float64, expectedVersion uint64, caller string) (PoolConfig, error) {
-	if err := ValidatePoolName(pool); err != nil {
-		return PoolConfig{}, err
-	}
-	if err := ValidateWeights(weights); err != nil {
-		return PoolConfig{}, fmt.Errorf("pool %q: %w", pool, err)
-	}
-	weights = maps.Clone(weights)
-	return s.change(pool, kindWeights, caller, func(c *PoolConfig, _ time.Time) error {
-		if err := checkVersion(pool, c, expectedVersion); err != nil {
-			return err
-		}
-		if r := c.Ramp; r != nil && r.State.Active() {
-			return fmt.Errorf("%w: pool %q: ramp %d is %v at step %d of %d and owns the weights; abort it first",
-				ErrRampActive, pool, r.ID, r.State, r.Applied, len(r.Steps))
-		}
-		c.Weights = weights
-		c.WeightsVersion++
-		return nil
-	})
-}
-
-// checkVersion is the compare-and-set check of a weights change: nil when
-// expectedVersion is 0 or the pool's weights version.
-func checkVersion(pool string, c *PoolConfig, expectedVersion uint64) error {
-	if expectedVersion != 0 && expectedVersion != c.WeightsVersion {
-		return &VersionMismatchError{Pool: pool, Expected: expectedVersion, Current: c.WeightsVersion}
-	}
-	return nil
-}
-
-// SetPolicy replaces the policy of pool and returns its new configuration.
-// The policy must pass p.Validate() (the caller normally checked already;
-// the store checks again so that it never writes a state file Open would
-// refuse). Durability is that of SetWeights.
-func (s *Store) SetPolicy(pool string, p scheduler.Policy, caller string) (PoolConfig, error) {
-	if err := ValidatePoolName(pool); err != nil {
-		return PoolConfig{}, err
-	}
-	if err := p.Validate(); err != nil {
-		return PoolConfig{}, fmt.Errorf("pool %q: %w", pool, err)
-	}
-	if _, err := encodePolicy(p); err != nil {
-		return PoolConfig{}, fmt.Errorf("pool %q: %w", pool, err)
-	}
-	return s.change(pool, kindPolicy, caller, func(c *PoolConfig, _ time.Time) error {
-		c.Policy = &p
-		c.PolicyVersion++
-		return nil
-	})
-}
-
-// change applies edit to a copy of pool's configuration, makes the result
-// durable and audited, then publishes it.
-func (s *Store) change(pool, kind, caller string, edit func(c *PoolConfig, now time.Time) error) (PoolConfig, error) {
+// Change applies e to a copy of pool's configuration, makes the result
+// durable and audited, then publishes it and returns it. The edit's checks
+// (a compare-and-set, a ramp's state) run under the store's lock, so
+// concurrent changes are serialized. If a write fails, the error wraps
+// ErrPersist and nothing changed.
+func (s *Store) Change(pool string, e Edit, caller string) (PoolConfig, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lock == nil {
@@ -227,12 +171,18 @@ func (s *Store) change(pool, kind, caller string, edit func(c *PoolConfig, now t
 	}
 	cur := *s.pools.Load()
 	old := cur[pool]
-	next := old.clone()
 	now := s.now().UTC()
-	if err := edit(&next, now); err != nil {
+	next, err := e.Apply(old, now)
+	if err != nil {
 		return PoolConfig{}, err
 	}
-	next.UpdatedAt = now
+	return s.commit(cur, pool, e.kind, caller, old, next)
+}
+
+// commit makes next pool's configuration in place of old: durable, audited
+// as kind, then published. Called with s.mu held; cur is the published map.
+func (s *Store) commit(cur map[string]PoolConfig, pool, kind, caller string, old, next PoolConfig) (PoolConfig, error) {
+	now := next.UpdatedAt
 	rec, err := newAuditRecord(now, caller, pool, kind, old, next)
 	if err != nil {
 		return PoolConfig{}, fmt.Errorf("pool %q: %w", pool, err)
