@@ -82,12 +82,3 @@ func (s *Server) stepRamp(pool string, r *rollout.Ramp) bool {
 		"weights", pc.Weights, "weights_version", pc.WeightsVersion, "state", pc.Ramp.State.String())
 	return true
 }
-
-// holdReason returns why auto-hold should pause r before its next step, or
-// "" to go on.
-func (s *Server) holdReason(pool string, r *rollout.Ramp) string {
-	if r.AutoHold.MinHeadroomPct <= 0 {
-		return ""
-	}
-	return ""
-}

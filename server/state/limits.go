@@ -1,5 +1,7 @@
 package state
 
+import "github.com/prefixroute/prefixroute/server/readiness"
+
 // Limits bounds what clients can make the state layer hold. The zero value of
 // a field means its default. Limits is a plain value, safe to copy.
 type Limits struct {
@@ -27,6 +29,11 @@ type Limits struct {
 	// MaxNameBytes bounds pool, deployment, instance id and address. Default
 	// 128 bytes.
 	MaxNameBytes int
+	// Migration configures each pool's migration-readiness tracker (the
+	// window of picks GetMigrationStatus reads); the zero value takes the
+	// defaults of readiness.Config (a 5 min window in 60 buckets, 256 hot
+	// prefixes, 8 deployments).
+	Migration readiness.Config
 }
 
 // Default limits.

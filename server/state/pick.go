@@ -101,6 +101,7 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 		}
 	}
 	p.mu.Unlock()
+	p.tracker.Record(now, in.Hashes, in.PromptTokens, &out.Snapshot, &out.Decision)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prefixroute/prefixroute/scheduler"
+	"github.com/prefixroute/prefixroute/server/readiness"
 )
 
 // Pool is the live state of one pool: its configuration, its instances with
@@ -30,7 +31,8 @@ type Pool struct {
 	index    prefixIndex
 	sessions uint64 // last session number handed out
 	budget   *pairBudget
-	counted  int // index pairs already added to budget
+	counted  int                // index pairs already added to budget
+	tracker  *readiness.Tracker // the window of picks for Migration; its own lock
 
 	// The snapshot template, kept up to date under the write lock so that a
 	// pick copies it whole: by order index, each instance's scheduler view
@@ -149,7 +151,8 @@ type deployment struct {
 }
 
 func newPool(name string, limits Limits, budget *pairBudget) *Pool {
-	p := &Pool{name: name, limits: limits, byID: make(map[string]*instance), index: newPrefixIndex(), budget: budget}
+	p := &Pool{name: name, limits: limits, byID: make(map[string]*instance), index: newPrefixIndex(), budget: budget,
+		tracker: readiness.New(limits.Migration)}
 	p.live = make([]uint64, p.index.words)
 	p.cfg.Store(DefaultConfig())
 	return p
@@ -168,6 +171,7 @@ func (p *Pool) SetConfig(c *Config) {
 	defer p.mu.Unlock()
 	defer p.settle()
 	p.cfg.Store(c)
+	p.tracker.SetDefaultBlockSize(c.Policy.BlockSizeTokens)
 	p.rebuildDeployments()
 	for _, in := range p.slots {
 		if in != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prefixroute/prefixroute/scheduler"
+	"github.com/prefixroute/prefixroute/server/readiness"
 )
 
 func isClosed(c <-chan struct{}) bool {
@@ -690,7 +691,7 @@ func TestValidatePick(t *testing.T) {
 // TestLimitsDefaults: zero and negative fields take their defaults.
 func TestLimitsDefaults(t *testing.T) {
 	want := Limits{DefaultMaxPools, DefaultMaxInstancesPerPool, DefaultMaxPrefixBlocks, DefaultMaxBlockEvents,
-		DefaultMaxExcludes, DefaultMaxBlocksPerInstance, DefaultMaxIndexPairs, DefaultMaxNameBytes}
+		DefaultMaxExcludes, DefaultMaxBlocksPerInstance, DefaultMaxIndexPairs, DefaultMaxNameBytes, readiness.Config{}}
 	if got := (Limits{}).withDefaults(); got != want {
 		t.Fatalf("zero: %+v", got)
 	}

@@ -1,0 +1,118 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/server/readiness"
+	"github.com/prefixroute/prefixroute/server/rollout"
+)
+
+// GetMigrationStatus implements AdminService.GetMigrationStatus.
+func (as *adminService) GetMigrationStatus(ctx context.Context, req *pb.GetMigrationStatusRequest) (*pb.GetMigrationStatusResponse, error) {
+	pool, err := as.pool(req.GetPool())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetFrom() == "" || req.GetTo() == "" {
+		return nil, invalid("from and to are required: name the deployment to retire and the one to take its traffic")
+	}
+	if req.GetTopK() > readiness.MaxTopK {
+		return nil, invalid("top_k is %d; the limit is %d", req.GetTopK(), readiness.MaxTopK)
+	}
+	st, err := pool.Migration(as.s.opts.Now(), readiness.Query{From: req.GetFrom(), To: req.GetTo(), TopK: int(req.GetTopK())})
+	if err != nil {
+		return nil, migrationError(req.GetPool(), err)
+	}
+	return migrationProto(req.GetPool(), &st), nil
+}
+
+// migrationError maps the tracker's errors: a deployment the pool does not
+// know is NotFound, a bad query InvalidArgument.
+func migrationError(pool string, err error) error {
+	switch {
+	case errors.Is(err, readiness.ErrUnknownDeployment):
+		return status.Errorf(codes.NotFound, "pool %q: %v; list them with 'prefixctl weights get %s'", pool, err, pool)
+	case errors.Is(err, readiness.ErrSameDeployment), errors.Is(err, readiness.ErrInvalidQuery):
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return statusOf(err)
+}
+
+func migrationProto(pool string, st *readiness.Status) *pb.GetMigrationStatusResponse {
+	m := &st.Migration
+	out := &pb.GetMigrationStatusResponse{
+		Pool: pool, From: m.From, To: m.To, Window: durationpb.New(st.Window), Covered: durationpb.New(st.Covered),
+		Picks: st.Picks, UntrackedPicks: st.UntrackedPicks,
+		FromOnlyRequestShare: m.CachedRequestShare, FromOnlyTokenShare: m.CachedPromptShare,
+		Absorption: &pb.Absorption{
+			ToFraction: m.ToFraction, MovedPrefillTokensPerSecond: m.MovedPrefillTokensPerSec,
+			RecomputeTokens: m.RecomputeTokens, RecomputeTokensPerSecond: m.RecomputeTokensPerSec,
+			ExtraTokensPerSecond: m.ExtraTokensPerSec, ExtraPrefillMsPerSecond: m.ExtraPrefillMsPerSec,
+			ThroughputKnown: m.ExtraPrefillMsKnown, ToPrefillMsPerSecond: m.ToPrefillMsPerSec,
+			ToCapacityMsPerSecond: m.ToCapacityMsPerSec, HeadroomPct: m.HeadroomPct, CanAbsorb: m.CanAbsorb,
+		},
+	}
+	for _, d := range st.Deployments {
+		out.Deployments = append(out.Deployments, &pb.DeploymentTraffic{
+			Deployment: d.Name, Weight: d.Weight, WeightShare: d.WeightShare, Picks: d.Picks, TrafficShare: d.TrafficShare,
+			HitRatio: d.HitRatio, PrefillTokensPerSecond: d.PrefillTokensPerSec, PrefillMsPerSecond: d.PrefillMsPerSec,
+			ThroughputTokensPerSecond: d.ThroughputTokensPerSec, Instances: uint32(d.Instances),
+		})
+	}
+	for _, h := range st.HotPrefixes {
+		out.HotPrefixes = append(out.HotPrefixes, &pb.HotPrefix{
+			FirstBlockHash: h.FirstBlockHash, DepthFromBlocks: uint32(h.DepthFrom), DepthToBlocks: uint32(h.DepthTo),
+			Requests: h.Requests, ExtraTokens: h.ExtraTokens,
+		})
+	}
+	return out
+}
+
+// holdReason returns why auto-hold should pause r before its next step, or
+// "" to go on. The step moves a part of From's traffic to the other
+// deployments: the share From loses in the step over the share it has now.
+// To's headroom after the step is estimated as its current prefill load plus
+// that part of the extra prefill it would absorb if From went to 0
+// (GetMigrationStatus), over its capacity. An estimate that cannot be made
+// (To has no eligible instance or no throughput) holds the ramp too: the
+// operator asked not to move traffic blind.
+func (s *Server) holdReason(pool string, r *rollout.Ramp) string {
+	h := r.AutoHold
+	if h.MinHeadroomPct <= 0 {
+		return ""
+	}
+	next, ok := r.Next()
+	if !ok {
+		return ""
+	}
+	p, err := s.reg.Pool(pool)
+	if err != nil {
+		return ""
+	}
+	st, err := p.Migration(s.opts.Now(), readiness.Query{From: h.From, To: h.To, TopK: 1})
+	if err != nil {
+		return fmt.Sprintf("auto-hold: cannot estimate %s's headroom: %v", h.To, err)
+	}
+	m := &st.Migration
+	if !m.ExtraPrefillMsKnown || m.ToCapacityMsPerSec <= 0 {
+		return fmt.Sprintf("auto-hold: %s has no eligible instance reporting its prefill throughput", h.To)
+	}
+	now, after := shares(r.Current())[h.From], shares(next.Weights)[h.From]
+	moved := 0.0
+	if now > 0 {
+		moved = max(0, (now-after)/now)
+	}
+	headroom := 100 * (1 - (m.ToPrefillMsPerSec+moved*m.ExtraPrefillMsPerSec)/m.ToCapacityMsPerSec)
+	if headroom >= h.MinHeadroomPct {
+		return ""
+	}
+	return fmt.Sprintf("auto-hold: step %d would leave %s %.1f%% prefill headroom (< %.4g%%)",
+		r.Applied+1, h.To, headroom, h.MinHeadroomPct)
+}

@@ -1,0 +1,230 @@
+package readiness
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prefixroute/prefixroute/scheduler"
+)
+
+// Tracker accumulates one pool's picks over a sliding window and answers
+// Status. It is safe for concurrent use: every method takes its own short
+// mutex. Record allocates nothing in steady state (see Record).
+type Tracker struct {
+	mu    sync.Mutex
+	cfg   Config // defaults applied
+	width int64  // bucket width, ns
+	nb    int    // buckets
+	maxD  int
+	p     uint8 // sketch precision
+	m     int   // 2^p registers
+
+	started bool
+	head    int64  // newest epoch recorded
+	first   int64  // Unix ns of the earliest accepted Record
+	late    uint64 // Records dropped as older than the ring
+
+	// Tracked deployments, by slot: name, the newest epoch whose Record
+	// named it, the block size last seen on its chosen instance (0: none).
+	names     []string
+	lastSeen  []int64
+	blockSize []uint32
+
+	pool  []poolCounts // [slot]
+	deps  []depCounts  // [slot*maxD + dep]
+	pairs []pairCounts // [(slot*maxD + a)*maxD + b]
+	regs  [][]uint8    // [a*maxD + b]: nil, or Buckets × 2^p registers
+	dirty []bool       // [slot*maxD*maxD + pair]: regs of that bucket non-zero
+	hot   hotTable
+
+	ix []int // scratch of Record: snapshot deployment → tracked slot or -1
+
+	defaultBS atomic.Uint32 // Config.BlockSizeTokens, or SetDefaultBlockSize's
+}
+
+// SetDefaultBlockSize replaces Config.BlockSizeTokens, the block size of
+// instances that report none, for later Records (the pool's policy
+// changed). 0 is ignored. Safe for concurrent use.
+func (t *Tracker) SetDefaultBlockSize(tokens uint32) {
+	if tokens > 0 {
+		t.defaultBS.Store(tokens)
+	}
+}
+
+// New returns an empty Tracker for cfg, zero fields taking their defaults.
+// It panics with Validate's error if cfg is invalid: validate configuration
+// from users with Config.Validate first. It allocates the bucket ring and
+// the hot-prefix table up front; the distinct-block sketches of an ordered
+// pair are allocated when the pair first has a block to count.
+func New(cfg Config) *Tracker {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	cfg = cfg.withDefaults()
+	nb, maxD := cfg.Buckets, cfg.MaxDeployments
+	t := &Tracker{
+		cfg:       cfg,
+		width:     int64(cfg.Window) / int64(nb),
+		nb:        nb,
+		maxD:      maxD,
+		p:         cfg.SketchPrecision,
+		m:         1 << cfg.SketchPrecision,
+		names:     make([]string, 0, maxD),
+		lastSeen:  make([]int64, maxD),
+		blockSize: make([]uint32, maxD),
+		pool:      make([]poolCounts, nb),
+		deps:      make([]depCounts, nb*maxD),
+		pairs:     make([]pairCounts, nb*maxD*maxD),
+		regs:      make([][]uint8, maxD*maxD),
+		dirty:     make([]bool, nb*maxD*maxD),
+		hot:       newHotTable(cfg.HotPrefixes, nb, cfg.MaxHotBlocks),
+	}
+	t.defaultBS.Store(cfg.BlockSizeTokens)
+	return t
+}
+
+// Config returns the tracker's configuration with the defaults applied. It
+// is safe for concurrent use (the configuration never changes).
+func (t *Tracker) Config() Config { return t.cfg }
+
+// Record accounts for one successful pick at now: hashes are the request's
+// chained block hashes, promptTokens its length, snap and d the snapshot
+// and decision of scheduler.Decide. Figures are clamped rather than
+// trusted: matched blocks to [0, len(hashes)], UncachedTokens to the
+// prompt, a PrefillMs that is NaN, infinite or negative counts 0. A nil
+// snap or d, or a decision whose Deployment or Instance is out of range (a
+// failed Decide), records nothing. A Record older than the window's ring is
+// dropped (Status.LateRecords). hashes, snap and d are only read, and not
+// kept (the hot-prefix table copies the hashes it keeps).
+//
+// Work: O(D·MaxDeployments) name comparisons for the D deployments of the
+// snapshot, O(Σ_b (m_a − m_b)⁺) register updates for the distinct-block
+// sketches, O(len(hashes)) to keep a longer hot chain, O(HotPrefixes) when a
+// new prefix evicts one, and once per bucket width the clearing of the
+// buckets the window leaves. It allocates only while growing: a new ordered
+// pair's sketches, a hot chain longer than its entry held, a snapshot with
+// more deployments than any before.
+func (t *Tracker) Record(now time.Time, hashes []uint64, promptTokens uint32, snap *scheduler.Snapshot, d *scheduler.Decision) {
+	if snap == nil || d == nil {
+		return
+	}
+	a, i := d.Deployment, d.Instance
+	if a < 0 || a >= len(snap.Deployments) || a >= len(d.Deployments) ||
+		i < 0 || i >= len(snap.Instances) || i >= len(d.Instances) {
+		return
+	}
+	inst, res := &snap.Instances[i], &d.Instances[i]
+	bs := inst.BlockSizeTokens
+	if bs == 0 {
+		bs = t.defaultBS.Load()
+	}
+	blocks := len(hashes)
+	prompt := uint64(promptTokens)
+	e := t.epochOf(now)
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	started := t.started
+	if !t.accept(e) {
+		t.late++
+		return
+	}
+	if ns := now.UnixNano(); !started || ns < t.first {
+		t.first = ns
+	}
+	s := t.slotOf(e)
+	pc := &t.pool[s]
+	pc.picks++
+	pc.promptTokens += prompt
+	if blocks > 0 {
+		t.hot.record(s, e, hashes, promptTokens, bs)
+	}
+
+	nd := len(snap.Deployments)
+	if cap(t.ix) < nd {
+		t.ix = make([]int, nd, nd+nd/4)
+	}
+	ix := t.ix[:nd]
+	for k := range snap.Deployments {
+		ix[k] = t.track(snap.Deployments[k].Name, e)
+	}
+	ta := ix[a]
+	if ta < 0 {
+		pc.untracked++
+		return
+	}
+	t.blockSize[ta] = bs
+	dc := &t.deps[s*t.maxD+ta]
+	dc.picks++
+	dc.promptTokens += prompt
+	dc.hitTokens += min(prompt, uint64(clampBlocks(inst.MatchedBlocks, blocks))*uint64(bs))
+	dc.prefillTokens += min(prompt, uint64(res.UncachedTokens))
+	if ms := res.PrefillMs; ms > 0 && ms <= math.MaxFloat64 {
+		dc.prefillMs += ms
+	}
+
+	ma := clampBlocks(d.Deployments[a].MatchedBlocks, blocks)
+	seen := uint64(1) << ta // tracked slots already paired with a
+	np := t.maxD * t.maxD
+	for k := range nd {
+		tb := ix[k]
+		if tb < 0 || seen&(1<<tb) != 0 {
+			continue // untracked, a itself, or a duplicate name
+		}
+		seen |= 1 << tb
+		mb := 0
+		if k < len(d.Deployments) {
+			mb = clampBlocks(d.Deployments[k].MatchedBlocks, blocks)
+		}
+		pair := ta*t.maxD + tb
+		pp := &t.pairs[s*np+pair]
+		pp.movedTokens += prompt - min(prompt, uint64(max(ma, mb))*uint64(bs))
+		if ma <= mb {
+			continue
+		}
+		pp.requests++
+		pp.promptTokens += prompt
+		if t.regs[pair] == nil {
+			t.regs[pair] = make([]uint8, t.nb*t.m)
+		}
+		insertRegs(t.regs[pair][s*t.m:(s+1)*t.m], t.p, hashes[mb:ma])
+		t.dirty[s*np+pair] = true
+	}
+}
+
+// clampBlocks returns m clamped to [0, blocks].
+func clampBlocks(m, blocks int) int {
+	return max(0, min(m, blocks))
+}
+
+// track returns the tracked slot of deployment name, named by a Record of
+// epoch e, taking a free slot or one no Record has named inside the ring;
+// -1 when every slot is in use. Called with t.mu held.
+func (t *Tracker) track(name string, e int64) int {
+	for j, n := range t.names {
+		if n == name {
+			t.lastSeen[j] = max(t.lastSeen[j], e)
+			return j
+		}
+	}
+	j := -1
+	if len(t.names) < t.maxD {
+		j = len(t.names)
+		t.names = t.names[:j+1]
+	} else {
+		// Every bucket a recycled slot has data in has been cleared: its
+		// last Record is older than the ring.
+		for k, seen := range t.lastSeen {
+			if t.head-seen >= int64(t.nb) && (j < 0 || seen < t.lastSeen[j]) {
+				j = k
+			}
+		}
+		if j < 0 {
+			return -1
+		}
+	}
+	t.names[j], t.lastSeen[j], t.blockSize[j] = name, e, 0
+	return j
+}
