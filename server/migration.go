@@ -56,7 +56,7 @@ func migrationProto(pool string, st *readiness.Status) *pb.GetMigrationStatusRes
 			RecomputeTokens: m.RecomputeTokens, RecomputeTokensPerSecond: m.RecomputeTokensPerSec,
 			ExtraTokensPerSecond: m.ExtraTokensPerSec, ExtraPrefillMsPerSecond: m.ExtraPrefillMsPerSec,
 			ThroughputKnown: m.ExtraPrefillMsKnown, ToPrefillMsPerSecond: m.ToPrefillMsPerSec,
-			ToCapacityMsPerSecond: m.ToCapacityMsPerSec, HeadroomPct: m.HeadroomPct, CanAbsorb: m.CanAbsorb,
+			ToCapacityMsPerSecond: m.ToCapacityMsPerSec, HeadroomPct: m.HeadroomPct, CanAbsorb: m.CanAbsorb && st.Picks > 0,
 		},
 	}
 	for _, d := range st.Deployments {

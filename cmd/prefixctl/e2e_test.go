@@ -205,3 +205,24 @@ func TestRampCommands(t *testing.T) {
 	expect(t, ctl(addr, "ramp", "abort", "chat"), 1, "already aborted")
 	expect(t, ctl(addr, "weights", "set", "chat", "a=2"), 0)
 }
+
+func TestMigrationCommand(t *testing.T) {
+	d := startDaemon(t, true)
+	addr := d.Addr()
+	report(t, addr, client.ReporterOptions{Pool: "chat", Deployment: "a", InstanceID: "a-0", Address: "a:1"},
+		client.Load{PrefillTokensPerSecond: 16000})
+	report(t, addr, client.ReporterOptions{Pool: "chat", Deployment: "b", InstanceID: "b-0", Address: "b:1"},
+		client.Load{PrefillTokensPerSecond: 16000})
+	expect(t, ctl(addr, "instances", "chat", "--wait", "2"), 0)
+	expect(t, ctl(addr, "migration", "chat", "--from", "a"), 2, "--from A --to B")
+	expect(t, ctl(addr, "migration", "chat", "--from", "a", "--to", "zz"), 1, "NotFound", `"zz"`)
+	// No picks yet: the clock is frozen, nothing is covered.
+	expect(t, ctl(addr, "migration", "chat", "--from", "a", "--to", "b"), 0, "verdict: unknown: no picks in the window yet")
+	expect(t, ctl(addr, "migration", "chat", "--from", "a", "--to", "b", "--check"), 5, "unknown: no picks")
+	r := ctl(addr, "-o", "json", "migration", "chat", "--from", "a", "--to", "b")
+	var st pb.GetMigrationStatusResponse
+	fromJSON(t, r, &st)
+	if st.GetFrom() != "a" || st.GetTo() != "b" || len(st.GetDeployments()) != 2 {
+		t.Fatalf("migration -o json: %v", &st)
+	}
+}

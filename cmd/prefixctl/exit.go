@@ -20,6 +20,7 @@ const (
 	exitUsage       = 2 // bad command line; nothing was sent
 	exitUnreachable = 3 // the sidecar could not be reached or did not answer in time
 	exitConflict    = 4 // compare-and-set conflict (Aborted): re-read and retry
+	exitNotReady    = 5 // migration --check: the target cannot absorb the traffic yet
 )
 
 // exitCodesHelp is the exit-code table of the help text.
@@ -30,6 +31,7 @@ const exitCodesHelp = `Exit codes:
   3  sidecar unreachable: connection failed, or no answer within --timeout
   4  version conflict (Aborted): weights changed since you read them;
      re-read with 'prefixctl weights get POOL' and retry
+  5  migration --check: the target cannot absorb the traffic yet
 `
 
 // usageError is a bad command line.
@@ -133,6 +135,9 @@ func transportCause(msg string) string {
 func hintFor(cmd string, code codes.Code) string {
 	switch code {
 	case codes.NotFound:
+		if cmd == "migration" || strings.HasPrefix(cmd, "ramp ") {
+			return "" // the sidecar's message says what is missing
+		}
 		return "list pools with 'prefixctl pools'; a pool appears when an instance reports into it or weights or a policy are set"
 	case codes.InvalidArgument:
 		if cmd != "" {

@@ -86,6 +86,9 @@ func init() {
 		{"ramp pause", "POOL [--id N]", "Stop applying steps; the wait left to the next step is kept for 'ramp resume'.", (*cli).rampChange},
 		{"ramp resume", "POOL [--id N]", "Restart a paused ramp: its next step is due after the wait it had left.", (*cli).rampChange},
 		{"ramp abort", "POOL [--id N]", "End the ramp. The weights stay those of the last applied step; 'weights set' works again.", (*cli).rampChange},
+		{"migration", "POOL --from A --to B [--top N] [--check]",
+			"Can B take A's traffic now? From the picks of the last --migration-window (default 5 min): each deployment's weight, traffic and hit ratio; the prefill B would absorb if A's weight went to 0 now (A's uncached work plus the one-off recompute of what only A has cached), next to B's capacity; a verdict line; and the hottest prefixes cached only on A (their first block hash: replay those prompts to B to warm it). --check exits 5 unless B can absorb it.",
+			(*cli).migration},
 		{"policy get", "POOL", "Show the pool's scheduling policy.", (*cli).policyGet},
 		{"policy set", "POOL KEY=VALUE...",
 			"Change policy fields; the others keep their value. Keys: " + strings.Join(policyKeyNames(), ", ") +

@@ -117,6 +117,34 @@ func longRamp(st pb.RampState, applied uint32) *pb.Ramp {
 	return r
 }
 
+// migrationStatus is a cutover from A to B half-way through a ramp: B
+// ready (ok) or short of capacity.
+func migrationStatus(ok bool) *pb.GetMigrationStatusResponse {
+	r := &pb.GetMigrationStatusResponse{Pool: "m", From: "A", To: "B", Window: durationpb.New(5 * time.Minute),
+		Covered: durationpb.New(299 * time.Second), Picks: 123456, FromOnlyRequestShare: 0.31, FromOnlyTokenShare: 0.442,
+		Deployments: []*pb.DeploymentTraffic{
+			{Deployment: "A", Weight: 1, WeightShare: 0.5, Picks: 76543, TrafficShare: 0.62, HitRatio: 0.832,
+				PrefillTokensPerSecond: 12345, PrefillMsPerSecond: 617, ThroughputTokensPerSecond: 80000, Instances: 4},
+			{Deployment: "B", Weight: 1, WeightShare: 0.5, Picks: 46913, TrafficShare: 0.38, HitRatio: 0.41,
+				PrefillTokensPerSecond: 23456, PrefillMsPerSecond: 1172.8, ThroughputTokensPerSecond: 80000, Instances: 4},
+		},
+		Absorption: &pb.Absorption{ToFraction: 1, MovedPrefillTokensPerSecond: 12345, RecomputeTokens: 3.8e6,
+			RecomputeTokensPerSecond: 12709, ExtraTokensPerSecond: 25054, ExtraPrefillMsPerSecond: 1252.7, ThroughputKnown: true,
+			ToPrefillMsPerSecond: 1172.8, ToCapacityMsPerSecond: 4000, HeadroomPct: 39.4, CanAbsorb: true},
+		HotPrefixes: []*pb.HotPrefix{
+			{FirstBlockHash: 0x8c3f0a6e51d2b7c4, DepthFromBlocks: 187, DepthToBlocks: 0, Requests: 4211, ExtraTokens: 2992},
+			{FirstBlockHash: 0x01f2e3d4c5b6a798, DepthFromBlocks: 64, DepthToBlocks: 12, Requests: 977, ExtraTokens: 832},
+		},
+	}
+	if !ok {
+		a := r.Absorption
+		a.ToCapacityMsPerSecond, a.HeadroomPct, a.CanAbsorb = 2000, -21.3, false
+		r.Deployments[1].Instances = 2
+		r.HotPrefixes = nil
+	}
+	return r
+}
+
 func TestRenderGolden(t *testing.T) {
 	instances := &pb.ListInstancesResponse{Instances: []*pb.InstanceStatus{
 		{InstanceId: "vllm-a-0", Deployment: "A", Address: "10.0.0.1:8000", State: pb.InstanceState_INSTANCE_STATE_OK,
@@ -173,6 +201,8 @@ func TestRenderGolden(t *testing.T) {
 			r.AutoHold = &pb.AutoHold{MinHeadroomPct: 20, From: "A", To: "B"}
 			renderRamp(b, "m", r)
 		}},
+		{"migration_ready", func(b *bytes.Buffer) { renderMigration(b, migrationStatus(true)) }},
+		{"migration_not_yet", func(b *bytes.Buffer) { renderMigration(b, migrationStatus(false)) }},
 		{"help", func(b *bytes.Buffer) { (&cli{}).printHelp(b, "") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

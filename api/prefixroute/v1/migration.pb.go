@@ -391,8 +391,8 @@ type Absorption struct {
 	// headroom_pct = 100 * (1 - (to_prefill + extra_prefill) / capacity);
 	// negative when `to` would be over capacity.
 	HeadroomPct float64 `protobuf:"fixed64,10,opt,name=headroom_pct,json=headroomPct,proto3" json:"headroom_pct,omitempty"`
-	// can_absorb: headroom_pct >= 0 and `to` has an eligible instance with a
-	// known throughput.
+	// can_absorb: headroom_pct >= 0, `to` has an eligible instance with a
+	// known throughput, and the window holds picks (no data: false).
 	CanAbsorb     bool `protobuf:"varint,11,opt,name=can_absorb,json=canAbsorb,proto3" json:"can_absorb,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
