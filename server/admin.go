@@ -42,7 +42,11 @@ func (as *adminService) SetWeights(ctx context.Context, req *pb.SetWeightsReques
 	if err := s.reg.CanHold(req.GetPool()); err != nil {
 		return nil, statusOf(err)
 	}
-	pc, err := s.store.SetWeights(req.GetPool(), req.GetWeights(), req.GetExpectedVersion(), caller(ctx))
+	e, err := store.WeightsEdit(req.GetPool(), req.GetWeights(), req.GetExpectedVersion())
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	pc, err := s.applyEdit(req.GetPool(), e, caller(ctx))
 	if err != nil {
 		return nil, statusOf(err)
 	}
@@ -101,7 +105,11 @@ func (as *adminService) SetPolicy(ctx context.Context, req *pb.SetPolicyRequest)
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	pc, err := s.store.SetPolicy(req.GetPool(), p, caller(ctx))
+	e, err := store.PolicyEdit(req.GetPool(), p)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	pc, err := s.applyEdit(req.GetPool(), e, caller(ctx))
 	if err != nil {
 		return nil, statusOf(err)
 	}

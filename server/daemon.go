@@ -141,6 +141,7 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
+	srv.StartCluster()
 	go srv.Sweep(ctx)
 	go srv.RunRamps(ctx)
 	go func() { d.done <- d.grpc.Serve(d.lis) }()
@@ -172,6 +173,11 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 	}
 	if err := obs.registerGauges(meter); err != nil {
 		return fmt.Errorf("metrics: %w", err)
+	}
+	if d.srv.repl != nil {
+		if err := d.srv.repl.registerClusterMetrics(meter); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 	}
 	if cfg.DecisionLog != "" {
 		if d.dlog, err = openDecisionLog(cfg.DecisionLog, cfg.DecisionLogRate, cfg.DecisionLogBuffer, meter); err != nil {

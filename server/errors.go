@@ -30,7 +30,7 @@ func codeOf(err error) codes.Code {
 		return codes.Aborted
 	case errors.Is(err, store.ErrVersionMismatch):
 		return codes.Aborted
-	case errors.Is(err, store.ErrPersist):
+	case errors.Is(err, store.ErrPersist), errors.Is(err, ErrClusterUnavailable):
 		return codes.Unavailable
 	case errors.Is(err, scheduler.ErrNoInstances), errors.Is(err, scheduler.ErrNoEligibleInstance):
 		return codes.Unavailable

@@ -45,6 +45,10 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 		return statusOf(err)
 	}
 	defer func() { sess.Close(s.opts.Now()) }()
+	if s.repl != nil {
+		s.repl.streamOpened(id.Pool, id.Instance)
+		defer s.repl.streamClosed(id.Pool, id.Instance)
+	}
 	s.log.Debug("report stream opened", "pool", id.Pool, "deployment", id.Deployment, "instance", id.Instance, "address", id.Address)
 
 	msgs := make(chan *pb.ReportLoadRequest)
@@ -77,6 +81,9 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 			return replacedError(id)
 		}
 		s.obs.reported(stream.Context(), id.Pool, id.Deployment) // observability hook (metrics.go)
+		if s.repl != nil {
+			s.repl.reported(id, m)
+		}
 		ack := &pb.ReportLoadResponse{Seq: m.GetSeq(), ReportIntervalMs: uint32(s.opts.ReportInterval.Milliseconds())}
 		if err := stream.Send(ack); err != nil {
 			return err
@@ -97,6 +104,14 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 
 // convert fills rep from m and validates it.
 func (ls *loadService) convert(m *pb.ReportLoadRequest, rep *state.Report) error {
+	if err := reportOf(ls.s.reg, m, rep); err != nil {
+		return status.Errorf(codes.InvalidArgument, "report seq %d: %v", m.GetSeq(), err)
+	}
+	return nil
+}
+
+// reportOf fills rep from m and validates it against reg's limits.
+func reportOf(reg *state.Registry, m *pb.ReportLoadRequest, rep *state.Report) error {
 	*rep = state.Report{
 		Seq: m.GetSeq(), RunningRequests: m.GetRunningRequests(), WaitingRequests: m.GetWaitingRequests(),
 		QueuedPrefillTokens: m.GetQueuedPrefillTokens(), QueueMs: m.GetQueueMs(), HasQueueMs: m.QueueMs != nil,
@@ -105,10 +120,24 @@ func (ls *loadService) convert(m *pb.ReportLoadRequest, rep *state.Report) error
 		Draining: m.GetDraining(), ReportsCacheEvents: m.GetReportsCacheEvents(), CacheCleared: m.GetCacheCleared(),
 		Stored: m.GetStoredBlockHashes(), Removed: m.GetRemovedBlockHashes(),
 	}
-	if err := ls.s.reg.ValidateReport(rep); err != nil {
-		return status.Errorf(codes.InvalidArgument, "report seq %d: %v", m.GetSeq(), err)
+	return reg.ValidateReport(rep)
+}
+
+// reportProto is the inverse of reportOf, for snapshots: id and rep as one
+// report message.
+func reportProto(id state.Identity, rep *state.Report) *pb.ReportLoadRequest {
+	m := &pb.ReportLoadRequest{
+		Pool: id.Pool, Deployment: id.Deployment, InstanceId: id.Instance, Address: id.Address,
+		Seq: rep.Seq, RunningRequests: rep.RunningRequests, WaitingRequests: rep.WaitingRequests,
+		QueuedPrefillTokens: rep.QueuedPrefillTokens, KvCacheUsage: rep.KVCacheUsage, KvCapacityBlocks: rep.KVCapacityBlocks,
+		PrefillTokensPerSecond: rep.PrefillTokensPerSecond, BlockSizeTokens: rep.BlockSizeTokens, Draining: rep.Draining,
+		ReportsCacheEvents: rep.ReportsCacheEvents, CacheCleared: rep.CacheCleared,
+		StoredBlockHashes: rep.Stored, RemovedBlockHashes: rep.Removed,
 	}
-	return nil
+	if rep.HasQueueMs {
+		m.QueueMs = &rep.QueueMs
+	}
+	return m
 }
 
 // sameIdentity checks that a later report does not rename the stream's

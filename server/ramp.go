@@ -41,7 +41,11 @@ func (as *adminService) StartRamp(ctx context.Context, req *pb.StartRampRequest)
 	if req.GetExpectedVersion() != 0 {
 		version = req.GetExpectedVersion()
 	}
-	pc, err := s.store.StartRamp(req.GetPool(), start, steps, hold, version, caller(ctx))
+	e, err := store.StartRampEdit(req.GetPool(), start, steps, hold, version, caller(ctx))
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	pc, err := s.applyEdit(req.GetPool(), e, caller(ctx))
 	if err != nil {
 		return nil, statusOf(err)
 	}
@@ -218,7 +222,11 @@ func (s *Server) updateRamp(ctx context.Context, pool string, id uint64, op, rea
 	}
 	s.adminMu.Lock()
 	defer s.adminMu.Unlock()
-	pc, err := s.store.UpdateRamp(pool, id, op, reason, caller(ctx))
+	e, err := store.UpdateRampEdit(pool, id, op, reason)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	pc, err := s.applyEdit(pool, e, caller(ctx))
 	if err != nil {
 		return nil, statusOf(err)
 	}

@@ -56,7 +56,11 @@ func (s *Server) stepRamp(pool string, r *rollout.Ramp) bool {
 	defer s.adminMu.Unlock()
 	by := fmt.Sprintf("ramp %d step %d/%d (started by %s)", r.ID, r.Applied+1, len(r.Steps), r.StartedBy)
 	if reason := s.holdReason(pool, r); reason != "" {
-		pc, err := s.store.UpdateRamp(pool, r.ID, store.RampPause, reason, by)
+		e, err := store.UpdateRampEdit(pool, r.ID, store.RampPause, reason)
+		if err != nil {
+			return false
+		}
+		pc, err := s.applyEdit(pool, e, by)
 		if err != nil {
 			s.log.Error("ramp auto-hold: cannot pause; retrying on the next tick", "pool", pool, "ramp", r.ID, "error", err)
 			return false
@@ -66,7 +70,7 @@ func (s *Server) stepRamp(pool string, r *rollout.Ramp) bool {
 		_ = s.publish(pool, pc)
 		return false
 	}
-	pc, err := s.store.StepRamp(pool, r.ID, r.Applied, by)
+	pc, err := s.applyEdit(pool, store.StepRampEdit(pool, r.ID, r.Applied), by)
 	switch {
 	case errors.Is(err, store.ErrRampNotActive) || errors.Is(err, store.ErrNoRamp):
 		return false // changed since it was read: paused, aborted, or stepped already

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/server/cluster"
 	"github.com/prefixroute/prefixroute/server/state"
 	"github.com/prefixroute/prefixroute/server/store"
 )
@@ -34,6 +35,10 @@ type Options struct {
 	// RampTick is how often running ramps are checked for a due step: a
 	// step is applied at most RampTick after its time. Default 250ms.
 	RampTick time.Duration
+	// Cluster, when set, joins the other replicas through NATS (--nats):
+	// configuration in its bucket, reports and picks fanned out. nil is a
+	// single process on its data dir.
+	Cluster *cluster.Config
 }
 
 // Server implements PickService, LoadService and AdminService over one
@@ -49,6 +54,7 @@ type Server struct {
 	stopOnce sync.Once
 	picks    sync.Pool // of *pickScratch
 	obs      *observer // observability hooks (metrics.go); nil records nothing
+	repl     *replica  // the cluster (replica.go); nil when single
 }
 
 // New opens the data dir, restores every configured pool and returns a
@@ -89,7 +95,23 @@ func New(opts Options) (*Server, error) {
 		}
 		p.SetConfig(configOf(pc))
 	}
+	if opts.Cluster != nil {
+		if err := opts.Cluster.Validate(); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.repl = newReplica(s, opts.Cluster.WithDefaults())
+	}
 	return s, nil
+}
+
+// StartCluster joins the cluster when Options.Cluster is set: it waits up
+// to the link's ApplyTimeout for NATS, then goes on in the background
+// (fail-static). A no-op for a single process.
+func (s *Server) StartCluster() {
+	if s.repl != nil {
+		s.repl.start()
+	}
 }
 
 // Register adds the three services to gs.
@@ -124,8 +146,13 @@ func (s *Server) Sweep(ctx context.Context) {
 // calls keep working.
 func (s *Server) Drain() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
-// Close releases the data dir.
-func (s *Server) Close() error { return s.store.Close() }
+// Close leaves the cluster and releases the data dir.
+func (s *Server) Close() error {
+	if s.repl != nil {
+		s.repl.close()
+	}
+	return s.store.Close()
+}
 
 // configOf turns a stored pool configuration into the state's.
 func configOf(pc store.PoolConfig) *state.Config {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prefixroute/prefixroute/server"
+	"github.com/prefixroute/prefixroute/server/cluster"
 )
 
 func main() {
@@ -44,6 +45,7 @@ func run() int {
 	flag.Float64Var(&cfg.DecisionLogRate, "decision-log-rate", 0.01, "fraction of Picks the decision log samples, 0..1")
 	flag.IntVar(&cfg.DecisionLogBuffer, "decision-log-buffer", server.DefaultDecisionLogBuffer, "sampled Picks held waiting for the disk before new ones are dropped")
 	securityFlags(&cfg)
+	nats := clusterFlags()
 	shutdown := flag.Duration("shutdown-timeout", 10*time.Second, "how long SIGTERM waits for in-flight calls and the telemetry flush")
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	logFormat := flag.String("log-format", "text", "text or json")
@@ -55,6 +57,7 @@ func run() int {
 		return 2
 	}
 	cfg.Server.Logger = log
+	cfg.Server.Cluster = nats.config()
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 
@@ -100,6 +103,38 @@ func securityFlags(cfg *server.DaemonConfig) {
 	flag.Float64Var(&cfg.Transport.ReportsPerSecond, "max-reports-per-second", server.DefaultReportsPerSecond, "reports per second per stream (token bucket)")
 	flag.IntVar(&cfg.Transport.ReportBurst, "report-burst", server.DefaultReportBurst, "burst of the per-stream report token bucket")
 	flag.DurationVar(&cfg.Transport.FirstReportTimeout, "first-report-timeout", server.DefaultFirstReportTimeout, "how long a new ReportLoad stream may wait before its first report")
+}
+
+// natsFlags are the flags of "Running several replicas" (README).
+type natsFlags struct {
+	urls, name, creds, nkey, user, tlsCA, tlsCert, tlsKey, bucket, prefix string
+	replicas                                                             int
+}
+
+func clusterFlags() *natsFlags {
+	f := &natsFlags{}
+	flag.StringVar(&f.urls, "nats", "", "NATS server URL(s), comma-separated: share weights, policies, ramps, reports and picks with the other replicas (off when empty)")
+	flag.StringVar(&f.name, "nats-name", "", "this replica's unique name in the cluster (default host-pid-random)")
+	flag.StringVar(&f.creds, "nats-creds", "", "NATS credentials file (JWT + NKey)")
+	flag.StringVar(&f.nkey, "nats-nkey", "", "NATS NKey seed file")
+	flag.StringVar(&f.user, "nats-user", "", "NATS user; the password is read from $PREFIXROUTED_NATS_PASSWORD")
+	flag.StringVar(&f.tlsCA, "nats-tls-ca", "", "PEM CA bundle verifying the NATS server")
+	flag.StringVar(&f.tlsCert, "nats-tls-cert", "", "PEM client certificate for NATS")
+	flag.StringVar(&f.tlsKey, "nats-tls-key", "", "PEM private key of --nats-tls-cert")
+	flag.StringVar(&f.bucket, "nats-bucket", "prefixroute", "JetStream key-value bucket holding the pools' configuration")
+	flag.StringVar(&f.prefix, "nats-subject-prefix", "prefixroute", "subject prefix of the replicas' events and snapshots")
+	flag.IntVar(&f.replicas, "nats-replicas", 1, "JetStream replicas of the bucket when this replica creates it")
+	return f
+}
+
+// config returns the cluster configuration, nil when --nats is empty.
+func (f *natsFlags) config() *cluster.Config {
+	if f.urls == "" {
+		return nil
+	}
+	return &cluster.Config{URLs: strings.Split(f.urls, ","), Name: f.name, CredentialsFile: f.creds, NKeySeedFile: f.nkey,
+		User: f.user, Password: os.Getenv("PREFIXROUTED_NATS_PASSWORD"), TLSCAFile: f.tlsCA, TLSCertFile: f.tlsCert,
+		TLSKeyFile: f.tlsKey, Bucket: f.bucket, SubjectPrefix: f.prefix, Replicas: f.replicas}
 }
 
 // hashToken is "prefixrouted hash-token": it prints the SHA-256 the tokens

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prefixroute/prefixroute/internal/natstest"
 )
 
 // BenchmarkPublish measures one Publish call (200 B payload, default
@@ -12,7 +14,7 @@ import (
 // subscriber. The outbox may drop if the sender falls behind; the drop
 // rate is reported.
 func BenchmarkPublish(b *testing.B) {
-	ns := startNATS(b)
+	ns := natstest.Start(b)
 	l := dial(b, Config{URLs: []string{ns.URL()}, Name: "bench"}, Handlers{})
 	payload := make([]byte, 200)
 	b.ReportAllocs()
@@ -35,7 +37,7 @@ func BenchmarkPublish(b *testing.B) {
 // receivers have them. Reports events/s delivered to each receiver and
 // the receivers' mean batch lag.
 func BenchmarkFanOut(b *testing.B) {
-	ns := startNATS(b)
+	ns := natstest.Start(b)
 	src := dial(b, Config{URLs: []string{ns.URL()}, Name: "src"}, Handlers{})
 	var got [2]atomic.Int64
 	var sinks [2]*Link
@@ -86,7 +88,7 @@ func BenchmarkFanOut(b *testing.B) {
 // until the OnEvents handler of both other links has run. With default
 // batching the FlushInterval (2 ms) is part of every op.
 func BenchmarkEventLatency(b *testing.B) {
-	ns := startNATS(b)
+	ns := natstest.Start(b)
 	src := dial(b, Config{URLs: []string{ns.URL()}, Name: "src"}, Handlers{})
 	done := make(chan struct{}, 2)
 	for _, name := range []string{"x", "y"} {

@@ -234,3 +234,7 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// WithDefaults returns c with every zero field set to its default, as Dial
+// uses it.
+func (c Config) WithDefaults() Config { return c.withDefaults() }

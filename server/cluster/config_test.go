@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prefixroute/prefixroute/internal/natstest"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -85,7 +87,7 @@ func TestDialErrors(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || time.Since(start) > 5*time.Second {
 		t.Fatalf("no server: %v after %v, want ErrUnavailable", err, time.Since(start))
 	}
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	if _, err := Dial(ctx, Config{URLs: []string{ns.URL()}, NKeySeedFile: "/nonexistent"}, Handlers{}); err == nil ||
 		!strings.Contains(err.Error(), "NKeySeedFile") {
 		t.Fatalf("missing seed file: %v", err)

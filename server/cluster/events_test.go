@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prefixroute/prefixroute/internal/natstest"
 )
 
 // eventLog records OnEvents calls: payload copies per (origin, pool).
@@ -63,7 +65,7 @@ func seqPayload100(i int) []byte {
 }
 
 func TestEventsFanOutExactlyOnce(t *testing.T) {
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	links, logs := eventLinks(t, ns.URL(), "a", "b", "c")
 	const n = 500
 	for i := range n {
@@ -96,7 +98,7 @@ func TestEventsFanOutExactlyOnce(t *testing.T) {
 }
 
 func TestEventsBatchingOrderPerOrigin(t *testing.T) {
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	links, logs := eventLinks(t, ns.URL(), "a", "b", "c")
 	const n = 10000 // 100 B each: 1 MB per origin, several size-bound batches
 	var wg sync.WaitGroup
@@ -136,7 +138,7 @@ func TestEventsBatchingOrderPerOrigin(t *testing.T) {
 }
 
 func TestEventsPoolNamesRoundTrip(t *testing.T) {
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	links, logs := eventLinks(t, ns.URL(), "a", "b")
 	pools := []string{"plain-Pool_1", "llama.3.70b", "with space", "ünïcödé/名前", "", "*", ">", "=x", "tab\tnl\n", "a.b.*.>"}
 	for i, p := range pools {
@@ -154,7 +156,7 @@ func TestEventsPoolNamesRoundTrip(t *testing.T) {
 }
 
 func TestEventsLargeAndOversized(t *testing.T) {
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	a := dial(t, Config{URLs: []string{ns.URL()}, Name: "a", MaxBatchBytes: 4 << 10}, Handlers{})
 	lg := &eventLog{}
 	dial(t, testConfig(ns.URL(), "b"), Handlers{OnEvents: lg.handler})

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prefixroute/prefixroute/internal/natstest"
 )
 
 // configLog records OnConfig calls.
@@ -63,7 +65,7 @@ func threeLinks(t *testing.T, url string) ([]*Link, []*configLog) {
 }
 
 func TestConfigUpdateSeenByOthers(t *testing.T) {
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	links, logs := threeLinks(t, ns.URL())
 	ctx := context.Background()
 
@@ -103,7 +105,7 @@ func TestConfigUpdateSeenByOthers(t *testing.T) {
 }
 
 func TestConcurrentConflictingUpdate(t *testing.T) {
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	links, _ := threeLinks(t, ns.URL())
 	ctx := context.Background()
 	for round := 0; round < 10; round++ {
@@ -146,7 +148,7 @@ func TestConcurrentConflictingUpdate(t *testing.T) {
 }
 
 func TestKVBasicsAndHistory(t *testing.T) {
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	l := dial(t, testConfig(ns.URL(), "a"), Handlers{})
 	ctx := context.Background()
 
@@ -211,7 +213,7 @@ func TestKVBasicsAndHistory(t *testing.T) {
 }
 
 func TestHistoryKeepsConfiguredRevisions(t *testing.T) {
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	cfg := testConfig(ns.URL(), "a")
 	cfg.Bucket, cfg.History = "short", 4
 	l := dial(t, cfg, Handlers{})

@@ -2,97 +2,11 @@ package cluster
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
 )
-
-// testNATS is an in-process nats-server with JetStream whose store dir
-// and port survive Stop/Restart, so a test can take NATS away and bring
-// the same server (same streams) back.
-type testNATS struct {
-	t    testing.TB
-	dir  string
-	port int
-
-	mu  sync.Mutex
-	srv *server.Server
-}
-
-// startNATS starts a server on a random loopback port with its store in
-// t.TempDir(); it is shut down at cleanup.
-func startNATS(t testing.TB) *testNATS {
-	t.Helper()
-	n := &testNATS{t: t, dir: t.TempDir(), port: -1}
-	n.start()
-	t.Cleanup(n.Stop)
-	return n
-}
-
-func (n *testNATS) start() {
-	n.t.Helper()
-	opts := &server.Options{
-		ServerName:         "prefixroute-test",
-		Host:               "127.0.0.1",
-		Port:               n.port,
-		JetStream:          true,
-		StoreDir:           n.dir,
-		JetStreamMaxMemory: 64 << 20,
-		JetStreamMaxStore:  256 << 20,
-		NoLog:              true,
-		NoSigs:             true,
-	}
-	var lastErr error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		srv, err := server.NewServer(opts)
-		if err != nil {
-			n.t.Fatalf("nats-server options: %v", err)
-		}
-		go srv.Start()
-		if !srv.ReadyForConnections(5 * time.Second) {
-			srv.Shutdown()
-			lastErr = errors.New("not ready (port busy?)")
-			continue
-		}
-		if !srv.JetStreamEnabled() {
-			srv.Shutdown()
-			n.t.Fatalf("nats-server: JetStream not enabled")
-		}
-		n.mu.Lock()
-		n.srv = srv
-		n.port = srv.Addr().(*net.TCPAddr).Port
-		n.mu.Unlock()
-		return
-	}
-	n.t.Fatalf("nats-server on port %d: %v", n.port, lastErr)
-}
-
-// URL is the client URL; it does not change across restarts.
-func (n *testNATS) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
-
-// Stop shuts the server down (idempotent); clients see the connection drop.
-func (n *testNATS) Stop() {
-	n.mu.Lock()
-	srv := n.srv
-	n.srv = nil
-	n.mu.Unlock()
-	if srv != nil {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	}
-}
-
-// Restart starts the server again on the same port and store dir.
-func (n *testNATS) Restart() {
-	n.t.Helper()
-	n.Stop()
-	n.start()
-}
 
 // cutProxy is a TCP proxy in front of the server for one client, so a
 // test can take NATS away from that client only.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prefixroute/prefixroute/internal/natstest"
 )
 
 // stateLog records OnState calls.
@@ -24,7 +26,7 @@ func (s *stateLog) get() []State {
 }
 
 func TestNATSOutageAndRestart(t *testing.T) {
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	var (
 		links  []*Link
 		cfgs   []*configLog
@@ -141,8 +143,8 @@ func TestNATSOutageAndRestart(t *testing.T) {
 }
 
 func TestWatchDeliversChangesMadeWhileAway(t *testing.T) {
-	ns := startNATS(t)
-	proxy := startProxy(t, ns.srv.Addr().String())
+	ns := natstest.Start(t)
+	proxy := startProxy(t, ns.Addr())
 	a := dial(t, testConfig(ns.URL(), "a"), Handlers{})
 	cl, el := &configLog{}, &eventLog{}
 	c := dial(t, testConfig(proxy.URL(), "c"), Handlers{OnConfig: cl.handler, OnEvents: el.handler})
@@ -202,8 +204,8 @@ func TestWatchDeliversChangesMadeWhileAway(t *testing.T) {
 }
 
 func TestUnresponsiveServerBoundedByApplyTimeout(t *testing.T) {
-	ns := startNATS(t)
-	proxy := startProxy(t, ns.srv.Addr().String())
+	ns := natstest.Start(t)
+	proxy := startProxy(t, ns.Addr())
 	a := dial(t, testConfig(ns.URL(), "a"), Handlers{})
 	cfg := testConfig(proxy.URL(), "c")
 	cfg.ApplyTimeout = 500 * time.Millisecond

@@ -8,10 +8,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prefixroute/prefixroute/internal/natstest"
 )
 
 func TestSnapshotAnsweredByPeer(t *testing.T) {
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	a := dial(t, testConfig(ns.URL(), "a"), Handlers{})
 	b := dial(t, testConfig(ns.URL(), "b"), Handlers{})
 	if err := a.ServeSnapshots(func(pool string) ([]byte, error) { return []byte("from a " + pool), nil }); err != nil {
@@ -35,7 +37,7 @@ func TestSnapshotAnsweredByPeer(t *testing.T) {
 }
 
 func TestSnapshot5MiBReassembled(t *testing.T) {
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	a := dial(t, testConfig(ns.URL(), "a"), Handlers{})
 	var want [2][]byte
 	var calls atomic.Int32
@@ -76,7 +78,7 @@ func TestSnapshot5MiBReassembled(t *testing.T) {
 }
 
 func TestSnapshotNoPeers(t *testing.T) {
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	a := dial(t, testConfig(ns.URL(), "a"), Handlers{})
 	dial(t, testConfig(ns.URL(), "b"), Handlers{}) // connected, not serving
 
@@ -102,7 +104,7 @@ func TestSnapshotNoPeers(t *testing.T) {
 }
 
 func TestSnapshotHandlerError(t *testing.T) {
-	ns := startNATS(t)
+	ns := natstest.Start(t)
 	cfg := testConfig(ns.URL(), "a")
 	cfg.ApplyTimeout = 300 * time.Millisecond
 	a := dial(t, cfg, Handlers{})

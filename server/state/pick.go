@@ -43,6 +43,9 @@ type Pick struct {
 	Addresses []string
 	// Config is the configuration the decision used.
 	Config *Config
+	// Approximate is true when the chosen instance reports no cache events:
+	// Pick recorded the request's blocks as cached there.
+	Approximate bool
 
 	recs                 []*instance
 	nodes                []uint32 // scratch of record
@@ -92,17 +95,40 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 	rec := out.recs[out.Decision.Instance]
 	tokens := uint64(out.Decision.Instances[out.Decision.Instance].UncachedTokens)
 	p.mu.Lock()
-	if p.slots[rec.slot] == rec {
-		rec.assigned += tokens
-		p.tmpl[rec.ord].AssignedTokens = rec.assigned
-		if !rec.last.ReportsCacheEvents {
-			p.record(rec, in.Hashes, out)
-			p.settle()
-		}
-	}
+	out.Approximate, out.nodes = p.assign(rec, tokens, in.Hashes, out.nodes)
 	p.mu.Unlock()
 	p.tracker.Record(now, in.Hashes, in.PromptTokens, &out.Snapshot, &out.Decision)
 	return nil
+}
+
+// assign accounts for tokens of prefill work picked onto rec and, when rec
+// reports no cache events, records hashes as cached there. It reports
+// whether it recorded them; nodes is scratch. Called with p.mu held; a rec
+// forgotten since the snapshot is left alone.
+func (p *Pool) assign(rec *instance, tokens uint64, hashes []uint64, nodes []uint32) (bool, []uint32) {
+	if p.slots[rec.slot] != rec {
+		return false, nodes
+	}
+	rec.assigned += tokens
+	p.tmpl[rec.ord].AssignedTokens = rec.assigned
+	if rec.last.ReportsCacheEvents {
+		return false, nodes
+	}
+	nodes = p.record(rec, hashes, nodes)
+	p.settle()
+	return true, nodes
+}
+
+// Assign applies a pick another replica made: tokens of prefill work on
+// instance (its id), and, when the instance reports no cache events, hashes
+// recorded as cached there. An unknown instance is ignored (not reported
+// here yet, or forgotten). Safe for concurrent use.
+func (p *Pool) Assign(instance string, tokens uint64, hashes []uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rec := p.byID[instance]; rec != nil {
+		p.assign(rec, tokens, hashes, nil)
+	}
 }
 
 // record notes hashes as cached on rec, an instance without cache events,
@@ -110,15 +136,16 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 // ends most recent, so eviction takes a prefix's tail before its head. When
 // no block would be evicted that is one pass (blockLRU.TouchAll); else block
 // by block. Called with p.mu held.
-func (p *Pool) record(rec *instance, hashes []uint64, out *Pick) {
+func (p *Pool) record(rec *instance, hashes []uint64, nodes []uint32) []uint32 {
 	ok := false
-	ok, out.nodes = rec.cache.TouchAll(hashes, out.nodes, &p.index, rec.slot)
+	ok, nodes = rec.cache.TouchAll(hashes, nodes, &p.index, rec.slot)
 	if ok {
-		return
+		return nodes
 	}
 	for k := len(hashes) - 1; k >= 0; k-- {
 		p.store(rec, hashes[k])
 	}
+	return nodes
 }
 
 // snapshot fills out.Snapshot from the pool under the read lock: the

@@ -1,0 +1,112 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/server"
+	"github.com/prefixroute/prefixroute/server/cluster"
+)
+
+// startReplicas runs n daemons joined through the NATS server at url,
+// each with its own data dir and fake clock.
+func startReplicas(t *testing.T, url string, n int) []*env {
+	t.Helper()
+	out := make([]*env, n)
+	for i := range out {
+		out[i] = startReplica(t, url, fmt.Sprintf("r%d", i+1), "")
+	}
+	return out
+}
+
+func startReplica(t *testing.T, url, name, dir string) *env {
+	return startWith(t, dir, func(c *server.DaemonConfig) {
+		c.Server.RampTick = time.Hour
+		c.Server.Cluster = &cluster.Config{URLs: []string{url}, Name: name, FlushInterval: time.Millisecond,
+			ApplyTimeout: 2 * time.Second, ReconnectWait: 50 * time.Millisecond}
+	})
+}
+
+// eventually polls cond every 5 ms until it holds, failing after 10 s
+// (a bound for a stuck test, not a performance limit).
+func eventually(t *testing.T, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < 10*time.Second {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s: not after 10 s", what)
+	return 0
+}
+
+func TestReplicasShareReportsAndWeights(t *testing.T) {
+	ns := natstest.Start(t)
+	rs := startReplicas(t, ns.URL(), 3)
+	c := context.Background()
+
+	// A report sent to replica 1 makes replicas 2 and 3 route to it.
+	in := rs[0].report(rep("chat", "a", "a-0"))
+	for _, r := range rs[1:] {
+		took := eventually(t, "report seen on another replica", func() bool {
+			p, err := r.pick.Pick(c, &pb.PickRequest{Pool: "chat", PromptTokens: 16})
+			return err == nil && p.GetInstanceId() == "a-0"
+		})
+		t.Logf("report on r1 routable on another replica after %v", took)
+	}
+
+	// Weights set on one replica are on all.
+	if _, err := rs[1].admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 3, "b": 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		eventually(t, "weights on every replica", func() bool {
+			w, err := r.admin.GetWeights(c, &pb.GetWeightsRequest{Pool: "chat"})
+			return err == nil && w.GetVersion() == 1 && maps.Equal(w.GetWeights(), map[string]float64{"a": 3, "b": 1})
+		})
+	}
+
+	// Two conflicting compare-and-sets on two replicas: exactly one wins.
+	errs := make(chan error, 2)
+	for i, r := range rs[:2] {
+		go func() {
+			_, err := r.admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", ExpectedVersion: 1,
+				Weights: map[string]float64{"a": float64(i + 1)}})
+			errs <- err
+		}()
+	}
+	won, lost := 0, 0
+	for range 2 {
+		switch err := <-errs; status.Code(err) {
+		case codes.OK:
+			won++
+		case codes.Aborted:
+			lost++
+		default:
+			t.Fatalf("conflicting SetWeights: %v", err)
+		}
+	}
+	if won != 1 || lost != 1 {
+		t.Fatalf("conflicting SetWeights: %d won, %d lost; want exactly one winner", won, lost)
+	}
+
+	// The instance's stream ends on replica 1: the others see it disconnected.
+	in.close()
+	for _, r := range rs[1:] {
+		eventually(t, "disconnect seen on another replica", func() bool {
+			l, err := r.admin.ListInstances(c, &pb.ListInstancesRequest{Pool: "chat"})
+			return err == nil && len(l.GetInstances()) == 1 &&
+				l.GetInstances()[0].GetState() == pb.InstanceState_INSTANCE_STATE_DISCONNECTED
+		})
+	}
+}
