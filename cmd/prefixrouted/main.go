@@ -108,7 +108,7 @@ func securityFlags(cfg *server.DaemonConfig) {
 // natsFlags are the flags of "Running several replicas" (README).
 type natsFlags struct {
 	urls, name, creds, nkey, user, tlsCA, tlsCert, tlsKey, bucket, prefix string
-	replicas                                                             int
+	replicas                                                              int
 }
 
 func clusterFlags() *natsFlags {
