@@ -51,6 +51,10 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 	}
 	s.log.Debug("report stream opened", "pool", id.Pool, "deployment", id.Deployment, "instance", id.Instance, "address", id.Address)
 
+	var resendSeen uint64 // the cluster's resend requests already passed on
+	if s.repl != nil {
+		resendSeen = s.repl.resendEpoch.Load()
+	}
 	msgs := make(chan *pb.ReportLoadRequest)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -85,6 +89,11 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 			s.repl.reported(id, m)
 		}
 		ack := &pb.ReportLoadResponse{Seq: m.GetSeq(), ReportIntervalMs: uint32(s.opts.ReportInterval.Milliseconds())}
+		if s.repl != nil {
+			if e := s.repl.resendEpoch.Load(); e != resendSeen {
+				ack.ResendCache, resendSeen = true, e
+			}
+		}
 		if err := stream.Send(ack); err != nil {
 			return err
 		}

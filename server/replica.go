@@ -40,7 +40,22 @@ type replica struct {
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 	applied  atomic.Uint64 // events applied from other replicas
+
+	// resendEpoch counts the resend requests of joining replicas; each
+	// report stream here passes a new one on in its next ack.
+	resendEpoch atomic.Uint64
+	catchUp     string // CatchUpSnapshot or CatchUpResend
 }
+
+// How a replica that joins, or comes back after losing NATS, catches up on
+// the instances reporting to the others (Options.ClusterCatchUp).
+const (
+	// CatchUpSnapshot asks one peer for its whole view (default).
+	CatchUpSnapshot = "snapshot"
+	// CatchUpResend asks every peer to have its instances resend their
+	// caches through the LoadAck (resend_cache), fanned out as reports.
+	CatchUpResend = "resend"
+)
 
 type instKey struct{ pool, instance string }
 
@@ -54,9 +69,12 @@ func configKey(pool string) string { return configKeyPrefix + cluster.EncodeToke
 // empty).
 const allPools = ""
 
-func newReplica(s *Server, cfg cluster.Config) *replica {
+func newReplica(s *Server, cfg cluster.Config, catchUp string) *replica {
+	if catchUp == "" {
+		catchUp = CatchUpSnapshot
+	}
 	return &replica{s: s, cfg: cfg, remote: make(map[instKey]*state.Session), local: make(map[instKey]int),
-		resync: make(chan struct{}, 1), stop: make(chan struct{})}
+		resync: make(chan struct{}, 1), stop: make(chan struct{}), catchUp: catchUp}
 }
 
 // start dials NATS, waiting up to the link's ApplyTimeout. If NATS cannot
@@ -111,7 +129,11 @@ func (r *replica) loop(dialing bool) {
 				cancel()
 			}
 		case <-r.resync:
-			r.pullSnapshot()
+			if r.catchUp == CatchUpResend {
+				r.publish(allPools, &pb.ClusterEvent{Event: &pb.ClusterEvent_Resend{Resend: &pb.ResendRequest{}}})
+			} else {
+				r.pullSnapshot()
+			}
 		}
 	}
 }

@@ -16,6 +16,11 @@ import (
 
 // onEvents applies a batch another replica published for pool.
 func (r *replica) onEvents(pool, origin string, sentAt time.Time, payloads [][]byte) {
+	if pool == allPools { // requests for every pool: only resend is sent so
+		r.resendEpoch.Add(1)
+		r.applied.Add(uint64(len(payloads)))
+		return
+	}
 	p, err := r.s.reg.Ensure(pool)
 	if err != nil {
 		r.s.log.Warn("cluster events dropped", "pool", pool, "origin", origin, "error", err)

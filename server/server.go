@@ -39,6 +39,11 @@ type Options struct {
 	// configuration in its bucket, reports and picks fanned out. nil is a
 	// single process on its data dir.
 	Cluster *cluster.Config
+	// ClusterCatchUp is how a replica catches up on the instances reporting
+	// to the others when it joins or reconnects: CatchUpSnapshot (default:
+	// one peer sends its whole view) or CatchUpResend (every instance
+	// resends its cache through its LoadAck). See BENCHMARKS.md.
+	ClusterCatchUp string
 }
 
 // Server implements PickService, LoadService and AdminService over one
@@ -100,7 +105,11 @@ func New(opts Options) (*Server, error) {
 			st.Close()
 			return nil, fmt.Errorf("server: %w", err)
 		}
-		s.repl = newReplica(s, opts.Cluster.WithDefaults())
+		if c := opts.ClusterCatchUp; c != "" && c != CatchUpSnapshot && c != CatchUpResend {
+			st.Close()
+			return nil, fmt.Errorf("server: cluster catch-up %q: want %q or %q", c, CatchUpSnapshot, CatchUpResend)
+		}
+		s.repl = newReplica(s, opts.Cluster.WithDefaults(), opts.ClusterCatchUp)
 	}
 	return s, nil
 }

@@ -57,7 +57,7 @@ func run() int {
 		return 2
 	}
 	cfg.Server.Logger = log
-	cfg.Server.Cluster = nats.config()
+	cfg.Server.Cluster, cfg.Server.ClusterCatchUp = nats.config(), nats.catchUp
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 
@@ -107,8 +107,8 @@ func securityFlags(cfg *server.DaemonConfig) {
 
 // natsFlags are the flags of "Running several replicas" (README).
 type natsFlags struct {
-	urls, name, creds, nkey, user, tlsCA, tlsCert, tlsKey, bucket, prefix string
-	replicas                                                              int
+	urls, name, creds, nkey, user, tlsCA, tlsCert, tlsKey, bucket, prefix, catchUp string
+	replicas                                                                       int
 }
 
 func clusterFlags() *natsFlags {
@@ -124,6 +124,7 @@ func clusterFlags() *natsFlags {
 	flag.StringVar(&f.bucket, "nats-bucket", "prefixroute", "JetStream key-value bucket holding the pools' configuration")
 	flag.StringVar(&f.prefix, "nats-subject-prefix", "prefixroute", "subject prefix of the replicas' events and snapshots")
 	flag.IntVar(&f.replicas, "nats-replicas", 1, "JetStream replicas of the bucket when this replica creates it")
+	flag.StringVar(&f.catchUp, "nats-catch-up", "snapshot", "how a joining replica learns the others' instances: snapshot (from one peer) or resend (instances resend their caches)")
 	return f
 }
 

@@ -104,6 +104,9 @@ type ReporterStats struct {
 	Reports, Acks uint64
 	// Events counts the block events sent, snapshots included.
 	Events uint64
+	// Resends counts whole-cache reports sent because the sidecar asked
+	// (resend_cache: a router replica joined).
+	Resends uint64
 	// Interval is the report interval in force.
 	Interval time.Duration
 	// LastError is the error that ended the latest failed stream, or nil.
@@ -127,6 +130,7 @@ type Reporter struct {
 
 	seq      atomic.Uint64
 	interval atomic.Int64 // time.Duration
+	resend   atomic.Bool  // the sidecar asked for the whole cache (resend_cache)
 
 	closing   chan struct{}
 	closeOnce sync.Once

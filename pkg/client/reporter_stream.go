@@ -170,7 +170,17 @@ func (r *Reporter) stream() (acked bool, err error) {
 			return ended(err)
 		case <-timer.C:
 			r.mu.Lock()
-			b := r.book.take()
+			var b batch
+			if r.resend.Swap(false) && r.opts.CacheEvents {
+				// The sidecar asked for the whole cache (a replica joined).
+				b = batch{cleared: true, stored: r.book.begin()}
+				if r.opts.Snapshot != nil {
+					b.stored = r.opts.Snapshot()
+				}
+				r.stats.Resends++
+			} else {
+				b = r.book.take()
+			}
 			r.mu.Unlock()
 			if err := sendOrEnd(false, b); err != nil {
 				return gotAck.Load(), err
@@ -224,6 +234,9 @@ func (r *Reporter) ack(a *pb.ReportLoadResponse) {
 		if d := time.Duration(ms) * time.Millisecond; r.interval.Swap(int64(d)) != int64(d) {
 			r.log.Debug("prefixroute: report interval set by the sidecar", "interval", d.String())
 		}
+	}
+	if a.GetResendCache() {
+		r.resend.Store(true)
 	}
 	r.mu.Lock()
 	r.stats.Acks++

@@ -29,6 +29,7 @@ type ClusterEvent struct {
 	//	*ClusterEvent_Report
 	//	*ClusterEvent_Closed
 	//	*ClusterEvent_Assigned
+	//	*ClusterEvent_Resend
 	Event         isClusterEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -98,6 +99,15 @@ func (x *ClusterEvent) GetAssigned() *PickAssigned {
 	return nil
 }
 
+func (x *ClusterEvent) GetResend() *ResendRequest {
+	if x != nil {
+		if x, ok := x.Event.(*ClusterEvent_Resend); ok {
+			return x.Resend
+		}
+	}
+	return nil
+}
+
 type isClusterEvent_Event interface {
 	isClusterEvent_Event()
 }
@@ -118,11 +128,57 @@ type ClusterEvent_Assigned struct {
 	Assigned *PickAssigned `protobuf:"bytes,3,opt,name=assigned,proto3,oneof"`
 }
 
+type ClusterEvent_Resend struct {
+	// resend: a replica that joined asks every replica to have its
+	// instances resend their caches (LoadService resend_cache); published
+	// on the subject of the empty pool name, meaning every pool.
+	Resend *ResendRequest `protobuf:"bytes,4,opt,name=resend,proto3,oneof"`
+}
+
 func (*ClusterEvent_Report) isClusterEvent_Event() {}
 
 func (*ClusterEvent_Closed) isClusterEvent_Event() {}
 
 func (*ClusterEvent_Assigned) isClusterEvent_Event() {}
+
+func (*ClusterEvent_Resend) isClusterEvent_Event() {}
+
+// ResendRequest asks for every instance's whole cache again.
+type ResendRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResendRequest) Reset() {
+	*x = ResendRequest{}
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResendRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResendRequest) ProtoMessage() {}
+
+func (x *ResendRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResendRequest.ProtoReflect.Descriptor instead.
+func (*ResendRequest) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
 
 // InstanceClosed says an instance's ReportLoad stream ended.
 type InstanceClosed struct {
@@ -134,7 +190,7 @@ type InstanceClosed struct {
 
 func (x *InstanceClosed) Reset() {
 	*x = InstanceClosed{}
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[1]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -146,7 +202,7 @@ func (x *InstanceClosed) String() string {
 func (*InstanceClosed) ProtoMessage() {}
 
 func (x *InstanceClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[1]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -159,7 +215,7 @@ func (x *InstanceClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceClosed.ProtoReflect.Descriptor instead.
 func (*InstanceClosed) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *InstanceClosed) GetInstanceId() string {
@@ -184,7 +240,7 @@ type PickAssigned struct {
 
 func (x *PickAssigned) Reset() {
 	*x = PickAssigned{}
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[2]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -196,7 +252,7 @@ func (x *PickAssigned) String() string {
 func (*PickAssigned) ProtoMessage() {}
 
 func (x *PickAssigned) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[2]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -209,7 +265,7 @@ func (x *PickAssigned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PickAssigned.ProtoReflect.Descriptor instead.
 func (*PickAssigned) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PickAssigned) GetInstanceId() string {
@@ -244,7 +300,7 @@ type PoolSnapshots struct {
 
 func (x *PoolSnapshots) Reset() {
 	*x = PoolSnapshots{}
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[3]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -256,7 +312,7 @@ func (x *PoolSnapshots) String() string {
 func (*PoolSnapshots) ProtoMessage() {}
 
 func (x *PoolSnapshots) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[3]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -269,7 +325,7 @@ func (x *PoolSnapshots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolSnapshots.ProtoReflect.Descriptor instead.
 func (*PoolSnapshots) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PoolSnapshots) GetPools() []*PoolSnapshot {
@@ -290,7 +346,7 @@ type PoolSnapshot struct {
 
 func (x *PoolSnapshot) Reset() {
 	*x = PoolSnapshot{}
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[4]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -302,7 +358,7 @@ func (x *PoolSnapshot) String() string {
 func (*PoolSnapshot) ProtoMessage() {}
 
 func (x *PoolSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[4]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -315,7 +371,7 @@ func (x *PoolSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolSnapshot.ProtoReflect.Descriptor instead.
 func (*PoolSnapshot) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PoolSnapshot) GetPool() string {
@@ -346,7 +402,7 @@ type InstanceSnapshot struct {
 
 func (x *InstanceSnapshot) Reset() {
 	*x = InstanceSnapshot{}
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[5]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +414,7 @@ func (x *InstanceSnapshot) String() string {
 func (*InstanceSnapshot) ProtoMessage() {}
 
 func (x *InstanceSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[5]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +427,7 @@ func (x *InstanceSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceSnapshot.ProtoReflect.Descriptor instead.
 func (*InstanceSnapshot) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InstanceSnapshot) GetLast() *ReportLoadRequest {
@@ -399,12 +455,14 @@ var File_prefixroute_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1cprefixroute/v1/cluster.proto\x12\x0eprefixroute.v1\x1a\x19prefixroute/v1/load.proto\"\xca\x01\n" +
+	"\x1cprefixroute/v1/cluster.proto\x12\x0eprefixroute.v1\x1a\x19prefixroute/v1/load.proto\"\x83\x02\n" +
 	"\fClusterEvent\x12;\n" +
 	"\x06report\x18\x01 \x01(\v2!.prefixroute.v1.ReportLoadRequestH\x00R\x06report\x128\n" +
 	"\x06closed\x18\x02 \x01(\v2\x1e.prefixroute.v1.InstanceClosedH\x00R\x06closed\x12:\n" +
-	"\bassigned\x18\x03 \x01(\v2\x1c.prefixroute.v1.PickAssignedH\x00R\bassignedB\a\n" +
-	"\x05event\"1\n" +
+	"\bassigned\x18\x03 \x01(\v2\x1c.prefixroute.v1.PickAssignedH\x00R\bassigned\x127\n" +
+	"\x06resend\x18\x04 \x01(\v2\x1d.prefixroute.v1.ResendRequestH\x00R\x06resendB\a\n" +
+	"\x05event\"\x0f\n" +
+	"\rResendRequest\"1\n" +
 	"\x0eInstanceClosed\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\"y\n" +
@@ -436,28 +494,30 @@ func file_prefixroute_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_prefixroute_v1_cluster_proto_rawDescData
 }
 
-var file_prefixroute_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_prefixroute_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_prefixroute_v1_cluster_proto_goTypes = []any{
 	(*ClusterEvent)(nil),      // 0: prefixroute.v1.ClusterEvent
-	(*InstanceClosed)(nil),    // 1: prefixroute.v1.InstanceClosed
-	(*PickAssigned)(nil),      // 2: prefixroute.v1.PickAssigned
-	(*PoolSnapshots)(nil),     // 3: prefixroute.v1.PoolSnapshots
-	(*PoolSnapshot)(nil),      // 4: prefixroute.v1.PoolSnapshot
-	(*InstanceSnapshot)(nil),  // 5: prefixroute.v1.InstanceSnapshot
-	(*ReportLoadRequest)(nil), // 6: prefixroute.v1.ReportLoadRequest
+	(*ResendRequest)(nil),     // 1: prefixroute.v1.ResendRequest
+	(*InstanceClosed)(nil),    // 2: prefixroute.v1.InstanceClosed
+	(*PickAssigned)(nil),      // 3: prefixroute.v1.PickAssigned
+	(*PoolSnapshots)(nil),     // 4: prefixroute.v1.PoolSnapshots
+	(*PoolSnapshot)(nil),      // 5: prefixroute.v1.PoolSnapshot
+	(*InstanceSnapshot)(nil),  // 6: prefixroute.v1.InstanceSnapshot
+	(*ReportLoadRequest)(nil), // 7: prefixroute.v1.ReportLoadRequest
 }
 var file_prefixroute_v1_cluster_proto_depIdxs = []int32{
-	6, // 0: prefixroute.v1.ClusterEvent.report:type_name -> prefixroute.v1.ReportLoadRequest
-	1, // 1: prefixroute.v1.ClusterEvent.closed:type_name -> prefixroute.v1.InstanceClosed
-	2, // 2: prefixroute.v1.ClusterEvent.assigned:type_name -> prefixroute.v1.PickAssigned
-	4, // 3: prefixroute.v1.PoolSnapshots.pools:type_name -> prefixroute.v1.PoolSnapshot
-	5, // 4: prefixroute.v1.PoolSnapshot.instances:type_name -> prefixroute.v1.InstanceSnapshot
-	6, // 5: prefixroute.v1.InstanceSnapshot.last:type_name -> prefixroute.v1.ReportLoadRequest
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	7, // 0: prefixroute.v1.ClusterEvent.report:type_name -> prefixroute.v1.ReportLoadRequest
+	2, // 1: prefixroute.v1.ClusterEvent.closed:type_name -> prefixroute.v1.InstanceClosed
+	3, // 2: prefixroute.v1.ClusterEvent.assigned:type_name -> prefixroute.v1.PickAssigned
+	1, // 3: prefixroute.v1.ClusterEvent.resend:type_name -> prefixroute.v1.ResendRequest
+	5, // 4: prefixroute.v1.PoolSnapshots.pools:type_name -> prefixroute.v1.PoolSnapshot
+	6, // 5: prefixroute.v1.PoolSnapshot.instances:type_name -> prefixroute.v1.InstanceSnapshot
+	7, // 6: prefixroute.v1.InstanceSnapshot.last:type_name -> prefixroute.v1.ReportLoadRequest
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_cluster_proto_init() }
@@ -470,6 +530,7 @@ func file_prefixroute_v1_cluster_proto_init() {
 		(*ClusterEvent_Report)(nil),
 		(*ClusterEvent_Closed)(nil),
 		(*ClusterEvent_Assigned)(nil),
+		(*ClusterEvent_Resend)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -477,7 +538,7 @@ func file_prefixroute_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_cluster_proto_rawDesc), len(file_prefixroute_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

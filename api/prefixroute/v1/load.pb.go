@@ -219,8 +219,13 @@ type ReportLoadResponse struct {
 	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	// report_interval_ms is the report interval the router wants.
 	ReportIntervalMs uint32 `protobuf:"varint,2,opt,name=report_interval_ms,json=reportIntervalMs,proto3" json:"report_interval_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// resend_cache asks the instance to send its whole KV cache again
+	// (cache_cleared plus every stored block) in its next report: a router
+	// replica joined or lost its view. Instances without cache events ignore
+	// it.
+	ResendCache   bool `protobuf:"varint,3,opt,name=resend_cache,json=resendCache,proto3" json:"resend_cache,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportLoadResponse) Reset() {
@@ -267,6 +272,13 @@ func (x *ReportLoadResponse) GetReportIntervalMs() uint32 {
 	return 0
 }
 
+func (x *ReportLoadResponse) GetResendCache() bool {
+	if x != nil {
+		return x.ResendCache
+	}
+	return false
+}
+
 var File_prefixroute_v1_load_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_load_proto_rawDesc = "" +
@@ -295,10 +307,11 @@ const file_prefixroute_v1_load_proto_rawDesc = "" +
 	"\x13stored_block_hashes\x18\x10 \x03(\x04R\x11storedBlockHashes\x120\n" +
 	"\x14removed_block_hashes\x18\x11 \x03(\x04R\x12removedBlockHashes\x12#\n" +
 	"\rcache_cleared\x18\x12 \x01(\bR\fcacheClearedB\v\n" +
-	"\t_queue_ms\"T\n" +
+	"\t_queue_ms\"w\n" +
 	"\x12ReportLoadResponse\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
-	"\x12report_interval_ms\x18\x02 \x01(\rR\x10reportIntervalMs2f\n" +
+	"\x12report_interval_ms\x18\x02 \x01(\rR\x10reportIntervalMs\x12!\n" +
+	"\fresend_cache\x18\x03 \x01(\bR\vresendCache2f\n" +
 	"\vLoadService\x12W\n" +
 	"\n" +
 	"ReportLoad\x12!.prefixroute.v1.ReportLoadRequest\x1a\".prefixroute.v1.ReportLoadResponse(\x010\x01B\xbd\x01\n" +
