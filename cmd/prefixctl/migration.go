@@ -57,7 +57,7 @@ func verdict(r *pb.GetMigrationStatusResponse) string {
 // estimate and the verdict, then the hot prefixes.
 func renderMigration(w io.Writer, r *pb.GetMigrationStatusResponse) {
 	fmt.Fprintf(w, "pool %s: %s -> %s, last %v (%v covered, %d picks)\n", r.GetPool(), r.GetFrom(), r.GetTo(),
-		r.GetWindow().AsDuration(), r.GetCovered().AsDuration().Round(1e9), r.GetPicks())
+		r.GetWindow().AsDuration(), roundWait(r.GetCovered().AsDuration()), r.GetPicks())
 	t := newTable(nameCol("DEPLOYMENT", 10), numCol("WEIGHT"), numCol("TRAFFIC"), numCol("HIT"), numCol("PREFILL"),
 		numCol("LOAD"), numCol("INST"))
 	for _, d := range r.GetDeployments() {

@@ -189,14 +189,14 @@ func renderRamp(w io.Writer, pool string, r *pb.Ramp) {
 	n := len(r.GetSteps())
 	lo, hi := max(0, applied-3), min(n, max(0, applied-3)+maxRampRows-1)
 	if lo > 0 {
-		t.section(fmt.Sprintf("  … %d steps …", lo))
+		t.section(hidden(lo))
 	}
 	for i, st := range r.GetSteps() {
 		if (i < lo || i >= hi) && i != n-1 {
 			continue
 		}
 		if i == n-1 && hi < n-1 {
-			t.section(fmt.Sprintf("  … %d steps …", n-1-hi))
+			t.section(hidden(n - 1 - hi))
 		}
 		note := ""
 		switch {
@@ -208,6 +208,14 @@ func renderRamp(w io.Writer, pool string, r *pb.Ramp) {
 		row(fmt.Sprint(i+1), st.GetAfter().AsDuration().String(), st.GetWeights(), note)
 	}
 	t.write(w)
+}
+
+// hidden is the section line standing for n steps left out.
+func hidden(n int) string {
+	if n == 1 {
+		return "  … 1 step …"
+	}
+	return fmt.Sprintf("  … %d steps …", n)
 }
 
 // share is d's share of the total weight, 0 when the total is 0.

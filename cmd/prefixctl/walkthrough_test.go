@@ -18,15 +18,11 @@ import (
 // walkthroughDocs are where the walk-through lives, first found first.
 var walkthroughDocs = []string{"../../README.md"}
 
-const (
-	walkBegin = "<!-- walkthrough:begin -->"
-	walkEnd   = "<!-- walkthrough:end -->"
-)
-
-// walkthrough returns the walk-through's shell script and the file it came
-// from: the one ```sh block between the markers.
-func walkthrough(t *testing.T) (script, from string) {
+// walkthrough returns a documented script and the file it came from: the
+// one ```sh block between <!-- NAME:begin --> and <!-- NAME:end -->.
+func walkthrough(t *testing.T, name string) (script, from string) {
 	t.Helper()
+	walkBegin, walkEnd := "<!-- "+name+":begin -->", "<!-- "+name+":end -->"
 	for _, path := range walkthroughDocs {
 		b, err := os.ReadFile(path)
 		if errors.Is(err, os.ErrNotExist) {
@@ -58,10 +54,58 @@ func walkthrough(t *testing.T) (script, from string) {
 	return "", ""
 }
 
-// TestWalkthrough runs the documented walk-through with bash against a real
-// sidecar: prefixctl is built into a temp dir put first on PATH, and the
-// script's 127.0.0.1:50051 is rewritten to the sidecar's address.
+// TestWalkthrough runs the README's walk-through with bash against a real
+// sidecar.
 func TestWalkthrough(t *testing.T) {
+	out, stderr, addr, from := runScript(t, "walkthrough")
+	for _, want := range []string{
+		"reporting to " + addr,
+		"pool m: 2 instances, 2 ok",
+		"pool m: weights set, version 1",
+		"picked a-1 (deployment A) at 10.0.0.1:8000", // the hot prefix stays on A
+		"deployment A, P(d) 99.1%",                   // the audit table
+		"* a-1",                                      // the chosen row
+		"P(i|d)",                                     // the instance table's header
+		"picked b-1 (deployment B) at 10.0.0.2:8000", // a cold prefix follows the weights
+		"pool m: weights set, version 2",             // the first compare-and-set wins
+		"exit code 4",                                // the second loses
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s walk-through output lacks %q\nstdout:\n%s\nstderr:\n%s", from, want, out, stderr)
+		}
+	}
+	if want := "version conflict: expected 1, current 2"; !strings.Contains(stderr, want) {
+		t.Errorf("%s walk-through stderr lacks %q:\n%s", from, want, stderr)
+	}
+}
+
+// TestRolloutWalkthrough runs the README's "Rolling out a new deployment"
+// with bash against a real sidecar on the real clock.
+func TestRolloutWalkthrough(t *testing.T) {
+	out, stderr, _, from := runScript(t, "rollout")
+	for _, want := range []string{
+		"pool chat: 4 instances, 4 ok",
+		"pool chat: A -> B",
+		"cached deeper on A than on B: 100% of requests",
+		"verdict: B can absorb A's traffic",
+		"hot prefixes cached only on A",
+		"ramp 1 running: step 0 of 4 applied",
+		"ramp 1 done: step 4 of 4 applied",
+		"B                1   100%", // weights get after the ramp
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s rollout output lacks %q\nstdout:\n%s\nstderr:\n%s", from, want, out, stderr)
+		}
+	}
+}
+
+// runScript runs the documented script NAME with bash against a real
+// sidecar: prefixctl is built into a temp dir put first on PATH, and the
+// script's 127.0.0.1:50051 is rewritten to the sidecar's address. It
+// returns the script's stdout and stderr, the sidecar's address and the
+// document the script came from.
+func runScript(t *testing.T, name string) (stdout, stderr, addr, from string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds prefixctl and runs a shell script")
 	}
@@ -73,7 +117,7 @@ func TestWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Skip("no bash on PATH")
 	}
-	script, from := walkthrough(t)
+	script, from := walkthrough(t, name)
 	if !strings.Contains(script, defaultAddr) {
 		t.Fatalf("%s: the walk-through never names %s, so it cannot be pointed at a test sidecar", from, defaultAddr)
 	}
@@ -99,34 +143,16 @@ func TestWalkthrough(t *testing.T) {
 	// whatever happens.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var outb, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &outb, &errb
 	err = cmd.Run()
 	if cmd.Process != nil {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
-	out := stdout.String()
-	t.Logf("%s walk-through output:\n%s\nstderr:\n%s", from, out, stderr.String())
+	stdout, stderr = outb.String(), errb.String()
+	t.Logf("%s %s output:\n%s\nstderr:\n%s", from, name, stdout, stderr)
 	if err != nil {
-		t.Fatalf("%s walk-through: %v\nstdout:\n%s\nstderr:\n%s", from, err, out, stderr.String())
+		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", from, name, err, stdout, stderr)
 	}
-	for _, want := range []string{
-		"reporting to " + d.Addr(),
-		"pool m: 2 instances, 2 ok",
-		"pool m: weights set, version 1",
-		"picked a-1 (deployment A) at 10.0.0.1:8000", // the hot prefix stays on A
-		"deployment A, P(d) 99.1%",                   // the audit table
-		"* a-1",                                      // the chosen row
-		"P(i|d)",                                     // the instance table's header
-		"picked b-1 (deployment B) at 10.0.0.2:8000", // a cold prefix follows the weights
-		"pool m: weights set, version 2",             // the first compare-and-set wins
-		"exit code 4",                                // the second loses
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("%s walk-through output lacks %q\nstdout:\n%s\nstderr:\n%s", from, want, out, stderr.String())
-		}
-	}
-	if want := "version conflict: expected 1, current 2"; !strings.Contains(stderr.String(), want) {
-		t.Errorf("%s walk-through stderr lacks %q:\n%s", from, want, stderr.String())
-	}
+	return stdout, stderr, d.Addr(), from
 }
