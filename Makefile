@@ -11,11 +11,13 @@ BUF_VERSION                := v1.75.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GRPCURL_VERSION            := v1.9.4
+NATS_SERVER_VERSION        := v2.15.2
 
 BUF                := $(BIN)/.stamp-buf-$(BUF_VERSION)
 PROTOC_GEN_GO      := $(BIN)/.stamp-protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
 PROTOC_GEN_GO_GRPC := $(BIN)/.stamp-protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
 GRPCURL            := $(BIN)/.stamp-grpcurl-$(GRPCURL_VERSION)
+NATS_SERVER        := $(BIN)/.stamp-nats-server-$(NATS_SERVER_VERSION)
 
 LISTEN      ?= 127.0.0.1:50051
 HTTP_LISTEN ?= 127.0.0.1:9090
@@ -23,7 +25,7 @@ DATA_DIR    ?= $(CURDIR)/data
 GOTEST_FLAGS ?= -race -count=1 -timeout 15m
 BENCH_COUNT  ?= 5
 
-.PHONY: all run build test generate check-generate lint breaking vet tools bench fuzz clean
+.PHONY: all run run-nats run-replica build test generate check-generate lint breaking vet tools bench fuzz clean
 
 all: build
 
@@ -40,11 +42,27 @@ $(GRPCURL):
 	$(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 	@touch $@
 
+$(NATS_SERVER):
+	$(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
+	@touch $@
+
 tools: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(GRPCURL)
 
 ## run: start the sidecar on its embedded default (loopback, state in ./data).
 run:
 	$(GO) run ./cmd/prefixrouted --listen $(LISTEN) --http-listen $(HTTP_LISTEN) --data-dir $(DATA_DIR)
+
+## run-nats: a local NATS server with JetStream for several replicas
+## (README "Running several replicas"), state in ./data-nats.
+NATS_DIR ?= $(CURDIR)/data-nats
+run-nats: $(NATS_SERVER)
+	nats-server -js -a 127.0.0.1 -p 4222 -sd $(NATS_DIR)
+
+## run-replica: one more sidecar joined through run-nats: make run-replica N=2
+N ?= 1
+run-replica:
+	$(GO) run ./cmd/prefixrouted --nats nats://127.0.0.1:4222 --nats-name r$(N) \
+		--listen 127.0.0.1:$$((50050 + $(N))) --http-listen 127.0.0.1:$$((9089 + $(N))) --data-dir $(CURDIR)/data-r$(N)
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...

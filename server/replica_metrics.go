@@ -12,7 +12,7 @@ import (
 // registerClusterMetrics exports the cluster link's state and counters,
 // read from cluster.Link.Stats at scrape time.
 func (r *replica) registerClusterMetrics(m metric.Meter) error {
-	up, err := m.Int64ObservableGauge("prefixroute_cluster_link_up", metric.WithUnit("1"),
+	up, err := m.Int64ObservableGauge("prefixroute_cluster_link_up",
 		metric.WithDescription("1 while this replica is connected to NATS; 0 while it routes fail-static on its last view."))
 	if err != nil {
 		return err
