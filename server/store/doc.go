@@ -51,6 +51,10 @@
 //	  }
 //	}
 //
+// A pool may also hold "ramp": its last weight ramp (id, state, start
+// weights, steps with their weights and "after" waits, steps applied,
+// next_at or remaining, auto_hold, who started it and when).
+//
 // "format" is 1; any other value is refused, so an older daemon never
 // misreads a newer file. An absent "weights" or "policy" means never set (the
 // pool splits equally / the default policy applies). Within "policy",
@@ -72,6 +76,9 @@
 // old and new are the weights (an object of numbers) or the policy (an
 // object as in the state file), old null for the first change; version is
 // the new weights or policy version; drain is true when every new weight is
-// 0. The log only grows; rotating it is left to the operator (it is reopened
+// 0. A ramp's records have kind "ramp" (old and new are the ramp as in the
+// state file, version its id) and a weights change made by a ramp step
+// carries "ramp": {"id", "event", "step", "steps", "state"}, event being
+// start, step, pause, resume, abort or done. The log only grows; rotating it is left to the operator (it is reopened
 // for every record, so moving it aside is safe).
 package store
