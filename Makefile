@@ -106,7 +106,7 @@ clean:
 ## sim / sim-smoke: the simulator (issue 6; SIMULATION.md).
 SIM_OUT       ?= out/sim
 SIM_DOCS      ?= docs/sim
-SIM_SCENARIOS ?= hotspot cutover canary
+SIM_SCENARIOS ?= hotspot cutover canary rampcutover
 SIM_FLAGS     ?=
 
 .PHONY: sim sim-smoke

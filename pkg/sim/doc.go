@@ -3,11 +3,16 @@
 // (FCFS prefill batches, an LRU prefix cache of the blocks they prefilled,
 // optional decode), a workload (Poisson arrivals of shared-prefix and
 // multi-turn requests, or a JSONL trace), deployments with a weight
-// schedule, and one or more routers. The routers are the production code:
+// schedule (explicit steps, or a linear ramp expanded with the daemon's own
+// rollout.Plan), and one or more routers. The routers are the production code:
 // a server/state Registry per router replica, a Session per instance fed
 // with load reports (and cache events), Pool.Pick with its prefix index and
 // optimistic accounting, and scheduler.Decide. Round-robin, random and
-// prefix-affinity pickers are the simulator's own baselines.
+// prefix-affinity pickers are the simulator's own baselines. A readiness
+// probe (Scenario.Readiness) asks router 0's pool for its Migration
+// estimate before a cutover and measures, from the emulated caches, what the
+// deployment taking over then actually recomputed and prefilled
+// (Result.Readiness).
 //
 // Run simulates one variant of a Scenario in virtual time with a discrete
 // event queue; it is deterministic for a seed and every variant of a

@@ -43,6 +43,8 @@ type engine struct {
 	route   func(r *Request) // live mode: hands an arrival to the gateway workers
 	// onWeights, when set (live mode), publishes a weight step elsewhere.
 	onWeights func(w map[string]float64, version uint64) error
+	// pr is the readiness probe (nil: none, a baseline, or live mode).
+	pr *probe
 }
 
 // newEngine builds the fleet (and, unless live, the routers) for rc.
@@ -84,6 +86,10 @@ func newEngine(rc *runConfig, opts RunOptions, live bool) (*engine, error) {
 			sr, err := newStateRouter(rc, e.insts, rseed)
 			if err != nil {
 				return nil, err
+			}
+			if k == 0 && rc.probe != nil {
+				e.pr = newProbe(rc, e.insts)
+				sr.onPick = e.pr.pick
 			}
 			r = sr
 		}
@@ -146,6 +152,9 @@ func (e *engine) start() error {
 		e.q.push(event{at: e.rc.weights[i].At.D(), kind: evWeights, inst: int32(i)})
 	}
 	e.m.weightChange(0, e.rc.weights[0].Weights)
+	if e.pr != nil && e.pr.cfg.at < e.end {
+		e.q.push(event{at: e.pr.cfg.at, kind: evProbe})
+	}
 	e.q.push(event{at: time.Second, kind: evTick})
 	return e.nextArrival()
 }
@@ -193,6 +202,13 @@ func (e *engine) handle(ev event) error {
 			}
 		}
 		e.m.weightChange(ev.at, st.Weights)
+		if e.pr != nil && e.pr.fired && int(ev.inst) == e.pr.cfg.cutStep {
+			e.pr.cutover(e.insts)
+		}
+	case evProbe:
+		if err := e.pr.fire(e.now, e.routers[0].(*stateRouter).pool); err != nil {
+			return err
+		}
 	case evTick:
 		e.m.sample(ev.at, e.insts)
 		if e.opts.Progress != nil {
@@ -232,6 +248,9 @@ func (e *engine) enqueue(k int, r *Request) {
 func (e *engine) startBatch(k int) {
 	if end, ok := e.insts[k].startBatch(e.now); ok {
 		e.q.push(event{at: end, kind: evBatchDone, inst: int32(k)})
+		if e.pr != nil {
+			e.pr.batch(e.now, e.insts[k])
+		}
 	}
 }
 

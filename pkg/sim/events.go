@@ -15,6 +15,7 @@ const (
 	evReport                      // an instance reports its load to the routers
 	evWeights                     // the weight schedule's next step
 	evTick                        // once per virtual second: sampling, progress
+	evProbe                       // the readiness probe asks router 0
 )
 
 // event is one entry of the queue. Events fire in (at, seq) order, so two

@@ -67,6 +67,10 @@ type Result struct {
 	Focus    string
 	Wall     time.Duration
 	Live     *LiveStats
+	// Readiness is the readiness probe's estimate and the measurement
+	// after the cutover; nil without a probe (or when the run ended
+	// before it).
+	Readiness *ReadinessResult
 }
 
 // collector gathers a run's metrics. Not safe for concurrent use.
@@ -136,6 +140,9 @@ func (e *engine) result(wall time.Duration) *Result {
 		st.Requests, st.Prefilled, st.Hit, st.Batches = in.Requests, in.Prefilled, in.Hit, in.Batches
 		st.CacheBlocks, st.CacheCapacity = in.cache.Len(), in.cache.Capacity()
 	}
+	if e.pr != nil {
+		res.Readiness = e.pr.result(res)
+	}
 	return res
 }
 
@@ -164,8 +171,10 @@ type Second struct {
 	Hit        uint64
 	Prefilled  uint64
 	Recomputed uint64 // prefilled although held by another instance
-	QueueMs    []float64
-	Weights    []float64 // weight share per deployment in force at T
+	// DepPrefilled is the prefilled tokens per deployment.
+	DepPrefilled []uint64
+	QueueMs      []float64
+	Weights      []float64 // weight share per deployment in force at T
 }
 
 // Series returns the run's per-second time series.
@@ -177,7 +186,8 @@ func (res *Result) Series() []Second {
 	depPrompt := make([][]uint64, n)
 	depHit := make([][]uint64, n)
 	for s := range out {
-		out[s] = Second{T: s, DepHit: make([]float64, nd), DepShare: make([]float64, nd), Weights: res.weightShares(time.Duration(s) * time.Second)}
+		out[s] = Second{T: s, DepHit: make([]float64, nd), DepShare: make([]float64, nd), DepPrefilled: make([]uint64, nd),
+			Weights: res.weightShares(time.Duration(s) * time.Second)}
 		depPrompt[s], depHit[s] = make([]uint64, nd), make([]uint64, nd)
 		if s < len(res.QueueMs) {
 			out[s].QueueMs = res.QueueMs[s]
@@ -192,6 +202,7 @@ func (res *Result) Series() []Second {
 		o.Hit += uint64(r.Hit)
 		o.Prefilled += uint64(r.Prompt - r.Hit)
 		o.Recomputed += uint64(r.Recomputed)
+		o.DepPrefilled[r.Deployment] += uint64(r.Prompt - r.Hit)
 		o.DepShare[r.Deployment]++
 		depPrompt[s][r.Deployment] += uint64(r.Prompt)
 		depHit[s][r.Deployment] += uint64(r.Hit)

@@ -11,7 +11,8 @@ import (
 
 // WriteCSV writes the run's per-second series: one row per virtual second
 // (by arrival), with the hit ratio, traffic share and weight share of each
-// deployment and the queue estimate of each instance.
+// deployment, the prefilled tokens in all and per deployment, and the
+// queue estimate of each instance.
 func WriteCSV(w io.Writer, res *Result) error {
 	cw := csv.NewWriter(w)
 	head := []string{"t_s", "requests", "rejected", "ttft_p50_ms", "ttft_p99_ms", "hit_ratio"}
@@ -25,6 +26,9 @@ func WriteCSV(w io.Writer, res *Result) error {
 		head = append(head, "weight_share_"+d)
 	}
 	head = append(head, "prompt_tokens", "hit_tokens", "prefilled_tokens", "recomputed_tokens")
+	for _, d := range res.Deployments {
+		head = append(head, "prefilled_tokens_"+d)
+	}
 	for _, in := range res.Instances {
 		head = append(head, "queue_ms_"+in.ID)
 	}
@@ -45,6 +49,9 @@ func WriteCSV(w io.Writer, res *Result) error {
 			row = append(row, f(v))
 		}
 		row = append(row, u(s.Prompt), u(s.Hit), u(s.Prefilled), u(s.Recomputed))
+		for _, v := range s.DepPrefilled {
+			row = append(row, u(v))
+		}
 		for i := range res.Instances {
 			v := 0.0
 			if i < len(s.QueueMs) {
@@ -133,6 +140,7 @@ func WriteMarkdown(w io.Writer, sc *Scenario, sums []Summary) error {
 			}
 		}
 	}
+	writeReadinessMarkdown(&b, sums)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -133,7 +133,9 @@ func linePlot(runs []*Result, title, ylabel string, logY bool, y func(w window) 
 // WritePlots draws the scenario's PNGs into dir and returns their paths:
 // TTFT p99, hit ratio and prefilled tokens over time for every variant;
 // the focus deployment's traffic share when there are several
-// deployments; the per-instance traffic share when there is one.
+// deployments; the per-instance traffic share when there is one; the
+// readiness probe's deployment's prefill rate around the cutover when a
+// run has a probe.
 func WritePlots(dir string, sc *Scenario, runs []*Result) ([]string, error) {
 	win := sc.Smooth.String()
 	type spec struct {
@@ -170,6 +172,13 @@ func WritePlots(dir string, sc *Scenario, runs []*Result) ([]string, error) {
 		}
 		path := filepath.Join(dir, sc.Name+"-"+s.name+".png")
 		if err := p.Save(9*vg.Inch, 3.8*vg.Inch, path); err != nil {
+			return paths, err
+		}
+		paths = append(paths, path)
+	}
+	if slices.ContainsFunc(runs, func(r *Result) bool { return r.Readiness != nil }) {
+		path := filepath.Join(dir, sc.Name+"-readiness.png")
+		if err := readinessPlot(path, sc, runs); err != nil {
 			return paths, err
 		}
 		paths = append(paths, path)

@@ -66,6 +66,7 @@ type runConfig struct {
 	routers        int
 	reportInterval time.Duration
 	weights        []WeightStep
+	probe          *probeConfig // nil: no readiness probe
 }
 
 // resolve merges the scenario's defaults with variant v.
@@ -106,6 +107,24 @@ func (sc *Scenario) resolve(v *Variant) (*runConfig, error) {
 	}
 	rc.weights = slices.Clone(rc.weights)
 	slices.SortStableFunc(rc.weights, func(a, b WeightStep) int { return int(a.At - b.At) })
+	ramp, rampWhere := sc.Ramp, ""
+	if v.Ramp != nil {
+		ramp, rampWhere = v.Ramp, fmt.Sprintf("variant %q: ", v.Name)
+	}
+	if ramp != nil {
+		if rc.weights, err = expandRamp(sc, rc.weights, ramp); err != nil {
+			return nil, fmt.Errorf("%s%w", rampWhere, err)
+		}
+	}
+	probe, probeWhere := sc.Readiness, ""
+	if v.Readiness != nil {
+		probe, probeWhere = v.Readiness, fmt.Sprintf("variant %q: ", v.Name)
+	}
+	if probe != nil {
+		if rc.probe, err = resolveProbe(sc, rc.weights, probe); err != nil {
+			return nil, fmt.Errorf("%s%w", probeWhere, err)
+		}
+	}
 	return rc, nil
 }
 

@@ -86,8 +86,8 @@ func fileName(s string) string { return unsafeName.ReplaceAllString(s, "_") }
 
 // WriteReport writes a scenario's results under dir/<scenario>/: one CSV
 // series per variant, summary.md (the tables), summary.json (the
-// summaries), and the PNG plots unless plots is false. It returns the
-// files written.
+// summaries), readiness.csv when a run has a readiness probe, and the PNG
+// plots unless plots is false. It returns the files written.
 func WriteReport(dir string, sc *Scenario, runs []*Result, plots bool) ([]string, error) {
 	out := filepath.Join(dir, sc.Name)
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -132,6 +132,21 @@ func WriteReport(dir string, sc *Scenario, runs []*Result, plots bool) ([]string
 		return files, err
 	}
 	files = append(files, filepath.Join(out, "summary.json"))
+	if slices.ContainsFunc(runs, func(r *Result) bool { return r.Readiness != nil }) {
+		path := filepath.Join(out, "readiness.csv")
+		f, err := os.Create(path)
+		if err != nil {
+			return files, err
+		}
+		err = WriteReadinessCSV(f, runs)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return files, err
+		}
+		files = append(files, path)
+	}
 	if plots {
 		pngs, err := WritePlots(out, sc, runs)
 		files = append(files, pngs...)

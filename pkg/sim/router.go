@@ -37,10 +37,16 @@ type stateRouter struct {
 	policy   scheduler.Policy
 	in       state.PickInput
 	out      state.Pick
+	// onPick, when set, sees every successful pick (the readiness probe).
+	onPick func(now time.Duration, r *Request, out *state.Pick)
 }
 
 func newStateRouter(rc *runConfig, insts []*Instance, seed uint64) (*stateRouter, error) {
-	sr := &stateRouter{reg: state.NewRegistry(state.Limits{}), index: make(map[string]int, len(insts)),
+	var limits state.Limits
+	if rc.probe != nil {
+		limits.Migration = rc.probe.trackerConfig()
+	}
+	sr := &stateRouter{reg: state.NewRegistry(limits), index: make(map[string]int, len(insts)),
 		rng: rand.New(rand.NewPCG(seed, 0x726f75746572)), policy: rc.policy}
 	pool, err := sr.reg.Ensure(rc.sc.Pool)
 	if err != nil {
@@ -71,6 +77,9 @@ func (sr *stateRouter) pick(now time.Duration, r *Request) (int, error) {
 	}
 	if err := sr.pool.Pick(epoch.Add(now), &sr.in, sr.rng, &sr.out); err != nil {
 		return -1, err
+	}
+	if sr.onPick != nil {
+		sr.onPick(now, r, &sr.out)
 	}
 	d := &sr.out.Decision
 	i := sr.index[sr.out.Snapshot.Instances[d.Instance].ID]

@@ -71,10 +71,15 @@ type Scenario struct {
 	Deployments []DeploymentSpec `yaml:"deployments"`
 	// Weights is the weight schedule; the first step must be at 0. Empty:
 	// every deployment weighs 1.
-	Weights  []WeightStep `yaml:"weights"`
-	Policy   PolicySpec   `yaml:"policy"`
-	Workload WorkloadSpec `yaml:"workload"`
-	Variants []Variant    `yaml:"variants"`
+	Weights []WeightStep `yaml:"weights"`
+	// Ramp, when set, adds a linear ramp (rollout.Plan) to the schedule.
+	Ramp *RampSpec `yaml:"ramp"`
+	// Readiness, when set, probes router 0's migration estimate before a
+	// cutover and measures what actually followed (Result.Readiness).
+	Readiness *ReadinessSpec `yaml:"readiness"`
+	Policy    PolicySpec     `yaml:"policy"`
+	Workload  WorkloadSpec   `yaml:"workload"`
+	Variants  []Variant      `yaml:"variants"`
 	// Focus is the deployment whose traffic share the plots show. Default
 	// the last deployment.
 	Focus string `yaml:"focus"`
@@ -120,6 +125,9 @@ type Variant struct {
 	Routers        int          `yaml:"routers"`
 	ReportInterval Duration     `yaml:"report_interval"`
 	Weights        []WeightStep `yaml:"weights"`
+	// Ramp and Readiness replace the scenario's when set.
+	Ramp      *RampSpec      `yaml:"ramp"`
+	Readiness *ReadinessSpec `yaml:"readiness"`
 }
 
 // Baseline reports whether v is one of the simulator's own pickers.

@@ -8,7 +8,7 @@ import (
 
 func TestBuiltinScenarios(t *testing.T) {
 	names := ScenarioNames()
-	for _, want := range []string{"hotspot", "cutover", "canary", "smoke"} {
+	for _, want := range []string{"hotspot", "cutover", "canary", "smoke", "rampcutover"} {
 		sc, err := LoadScenario(want)
 		if err != nil {
 			t.Fatalf("%s: %v (built in: %v)", want, err, names)

@@ -37,6 +37,9 @@ type Summary struct {
 	// mean over seconds and instances: a hotspot shows as a large ratio.
 	QueueMaxMs, QueueMeanMs float64
 	Dips                    []Dip
+	// Readiness is the run's readiness probe (Result.Readiness), nil
+	// without one.
+	Readiness *ReadinessResult
 }
 
 // Dip is the hit-ratio dip after one weight change: the smoothed hit ratio
@@ -61,7 +64,8 @@ type Dip struct {
 
 // Summarise computes the run's Summary.
 func (res *Result) Summarise() Summary {
-	s := Summary{Variant: res.Variant.Name, Baseline: res.Variant.Baseline(), DepShare: make([]float64, len(res.Deployments))}
+	s := Summary{Variant: res.Variant.Name, Baseline: res.Variant.Baseline(), DepShare: make([]float64, len(res.Deployments)),
+		Readiness: res.Readiness}
 	var ttft []float64
 	perInst := make([]int, len(res.Instances))
 	var prompt, hit, pred uint64

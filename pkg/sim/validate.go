@@ -74,6 +74,9 @@ func (sc *Scenario) Validate() error {
 		}
 	}
 	checkWeights("weights", sc.Weights)
+	if sc.Ramp != nil {
+		errs = append(errs, checkTarget("ramp", names, sc.Ramp.Target)...)
+	}
 	if sc.Focus != "" && !names[sc.Focus] {
 		bad("focus: unknown deployment %q", sc.Focus)
 	}
@@ -95,6 +98,9 @@ func (sc *Scenario) Validate() error {
 			bad("%s: routers must be in [0, 64]", where)
 		}
 		checkWeights(where+".weights", v.Weights)
+		if v.Ramp != nil {
+			errs = append(errs, checkTarget(where+".ramp", names, v.Ramp.Target)...)
+		}
 		if len(errs) == 0 {
 			if _, err := sc.resolve(v); err != nil {
 				bad("%v", err)
