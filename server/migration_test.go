@@ -22,10 +22,13 @@ import (
 //	a: 4 picks, prompt 3·64+40 = 232 tok, hit 3·64 = 192 tok (0.8276),
 //	   prefill 40 tok = 4 tok/s, 40/16 = 2.5 ms = 0.25 ms/s
 //	cached deeper on a than b: 3 requests (0.75), 192 of 232 prompt tokens
-//	to_fraction 1 (no weight outside a), moved prefill 40 tok = 4 tok/s,
-//	recompute: distinct blocks h3, h4 = 2 · 16 = 32 tok = 3.2 tok/s,
-//	extra 7.2 tok/s = 0.45 ms/s on b, b's load 0, capacity 1000 ms/s,
-//	headroom 100·(1 − 0.45/1000) = 99.955%
+//	to_fraction 1 (no weight outside a), moved prefill = a's prefill,
+//	40 tok = 4 tok/s,
+//	recompute (the picks' blocks b lacks, hashes[matched_b:], all four
+//	picks inside the default horizon of window/4 = 75 s): h3, h4 of the
+//	first three, h5, h6 of the fourth = 4 · 16 = 64 tok = 6.4 tok/s,
+//	extra 10.4 tok/s = 0.65 ms/s on b, b's load 0, capacity 1000 ms/s,
+//	headroom 100·(1 − 0.65/1000) = 99.935%
 //	hot prefixes cached deeper on a: h1 (3 requests, depth 4 vs 2, 32 tok).
 func TestMigrationStatusScripted(t *testing.T) {
 	e := start(t, "")
@@ -85,12 +88,12 @@ func TestMigrationStatusScripted(t *testing.T) {
 	ab := st.GetAbsorption()
 	near("to_fraction", ab.GetToFraction(), 1)
 	near("moved tok/s", ab.GetMovedPrefillTokensPerSecond(), 4)
-	near("recompute tok", ab.GetRecomputeTokens(), 32)
-	near("recompute tok/s", ab.GetRecomputeTokensPerSecond(), 3.2)
-	near("extra tok/s", ab.GetExtraTokensPerSecond(), 7.2)
-	near("extra ms/s", ab.GetExtraPrefillMsPerSecond(), 0.45)
+	near("recompute tok", ab.GetRecomputeTokens(), 64)
+	near("recompute tok/s", ab.GetRecomputeTokensPerSecond(), 6.4)
+	near("extra tok/s", ab.GetExtraTokensPerSecond(), 10.4)
+	near("extra ms/s", ab.GetExtraPrefillMsPerSecond(), 0.65)
 	near("to capacity", ab.GetToCapacityMsPerSecond(), 1000)
-	near("headroom", ab.GetHeadroomPct(), 100*(1-0.45/1000))
+	near("headroom", ab.GetHeadroomPct(), 100*(1-0.65/1000))
 	if !ab.GetCanAbsorb() || !ab.GetThroughputKnown() {
 		t.Errorf("can_absorb %v throughput_known %v", ab.GetCanAbsorb(), ab.GetThroughputKnown())
 	}
@@ -116,9 +119,9 @@ func TestMigrationStatusScripted(t *testing.T) {
 // leave the gaining deployment less headroom than asked, and says why.
 //
 // As in TestMigrationStatusScripted, but b reports 16 tok/s (0.016 tok/ms):
-// taking all of a's traffic would cost b 7.2 / 0.016 = 450 ms/s of prefill.
-// The step a:b 1:0 -> 1:1 moves half of a's traffic: 225 ms/s, leaving
-// 100·(1 − 225/1000) = 77.5% headroom: below 80%, the ramp holds.
+// taking all of a's traffic would cost b 10.4 / 0.016 = 650 ms/s of prefill.
+// The step a:b 1:0 -> 1:1 moves half of a's traffic: 325 ms/s, leaving
+// 100·(1 − 325/1000) = 67.5% headroom: below 80%, the ramp holds.
 func TestRampAutoHold(t *testing.T) {
 	e := startRamps(t, "")
 	c := ctx(t)
@@ -155,11 +158,11 @@ func TestRampAutoHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.GetRamp().GetState() != pb.RampState_RAMP_STATE_PAUSED ||
-		r.GetRamp().GetReason() != "auto-hold: step 1 would leave b 77.5% prefill headroom (< 80%)" ||
+		r.GetRamp().GetReason() != "auto-hold: step 1 would leave b 67.5% prefill headroom (< 80%)" ||
 		r.GetRamp().GetAutoHold().GetFrom() != "a" || r.GetRamp().GetAutoHold().GetTo() != "b" {
 		t.Fatalf("ramp = %v", r.GetRamp())
 	}
-	// Resumed with b faster (160 tok/s: 22.5 ms/s, 97.75% left), it steps.
+	// Resumed with b faster (160 tok/s: 32.5 ms/s, 96.75% left), it steps.
 	ib.send(report("b", 160, nil))
 	if _, err := e.admin.ResumeRamp(c, &pb.ResumeRampRequest{Pool: "m"}); err != nil {
 		t.Fatal(err)

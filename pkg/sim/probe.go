@@ -59,9 +59,10 @@ type ReadinessResult struct {
 }
 
 // ReadinessGap compares, block by block, the set E the estimate's
-// sketch counts (the blocks hashes[matched_To:matched_From] of router 0's
-// picks on From in the Before span, exactly: Status.Migration.
-// DistinctBlocks is its HyperLogLog estimate) with the set R actually
+// sketch counts (the blocks hashes[matched_To:] of router 0's picks on From
+// in the estimate's recompute horizon, [At − Status.Migration.
+// RecomputeHorizon, At), exactly: Status.Migration.DistinctBlocks is its
+// HyperLogLog estimate) with the set R actually
 // recomputed (ReadinessResult.RecomputedBlocks), and breaks To's prefill
 // down. A plain value.
 type ReadinessGap struct {
@@ -71,15 +72,15 @@ type ReadinessGap struct {
 	// after the pick that counted it), From no longer held it (evicted),
 	// or it was not requested from To within After.
 	ToHeld, FromEvicted, NotRequested uint64
-	// R \ E, by reason: the block was matched on From only between At and
-	// the cutover, or only before the Before span (within one more window),
-	// or never in a pick on From with To lacking it in that time (From
-	// wrote it with its own prefill or decode, e.g. a conversation's last
-	// turn and answer, and To's first request for it came after the
-	// cutover).
+	// R \ E, by reason: the block was in a pick on From with To lacking
+	// it (hashes[matched_To:]) only between At and the cutover, or only
+	// before the horizon (within two windows before At), or never in such
+	// a pick in that time (From wrote it with its decode, e.g. a
+	// conversation's last answer, or held it from longer ago, and To's
+	// first request for it came after the cutover).
 	GapMatched, OlderMatched, NeverMatched uint64
 	// ExactByClass and RecomputedByClass split |E| and |R| by workload
-	// class (Result.Classes): the class of the last pick that counted the
+	// class (Result.Classes): the class of the last pick that carried the
 	// block, and of the request To recomputed it for.
 	ExactByClass, RecomputedByClass []uint64
 	// RecomputedLater counts the blocks of the From-only set that To first
@@ -111,14 +112,17 @@ type PrefillMix struct {
 
 // WhatIf are alternative recompute estimators, in blocks, evaluated
 // exactly (no sketch) on router 0's picks in [At − Window, At), for the
-// lead to compare with R. E is the tracker's set (the blocks a pick on From
-// matched there and To did not: hashes[matched_To:matched_From]); W
-// ("written") adds the blocks that pick left on From by prefilling them,
-// hashes[matched_To:].
+// lead to compare with R. E is the tracker's former set (the blocks a pick
+// on From matched there and To did not: hashes[matched_To:matched_From]);
+// W ("written") adds the blocks that pick left on From by prefilling them,
+// hashes[matched_To:], the tracker's set now.
 type WhatIf struct {
 	// LastE[k] and LastW[k] are |E| and |W| over the last (k+1)/8 of the
 	// window only: a recompute horizon shorter than the window.
 	LastE, LastW [8]uint64
+	// RecurW2 is |W₁ ∩ W₂| for W₁, W₂ the W sets of the window's two
+	// halves; RecurW4 the same for its last two quarters; HalfW1 is |W₁|.
+	RecurW2, RecurW4, HalfW1 uint64
 	// Snapshot is R's stationary analogue one window earlier: of the
 	// SnapshotFromOnly blocks From held and To did not at At − Window, the
 	// ones any pick requested in [At − Window, At).
@@ -133,8 +137,8 @@ type probe struct {
 	bs      int
 	horizon time.Duration // matches are kept from here on
 	// seen: block -> what router 0's picks on From did with it since
-	// horizon and before At; gap: blocks counted between At and the
-	// cutover.
+	// horizon and before At; gap: blocks carried (hashes[matched_To:])
+	// between At and the cutover.
 	seen    map[uint64]blockSeen
 	gap     map[uint64]bool
 	fromIdx int // From's and To's indexes in router 0's snapshot, -1: unknown
@@ -158,13 +162,12 @@ type probe struct {
 }
 
 // blockSeen is what the picks on From did with one block: the last time
-// and class of a pick that counted it (matched on From deeper than on
-// To; counted false: none yet), and in which eighths of [At − Window, At)
-// it was counted (mask) or written (wmask, counted or prefilled there).
+// and class of a pick that carried it (in hashes[matched_To:], what the
+// tracker's sketch takes), and in which eighths of [At − Window, At) it
+// was matched on From deeper than on To (mask) or carried (wmask).
 type blockSeen struct {
 	last        time.Duration
 	class       int16
-	counted     bool
 	mask, wmask uint8
 }
 
@@ -243,7 +246,7 @@ func (p *probe) pick(now time.Duration, r *Request, out *state.Pick) {
 		mTo = clampInt(d.Deployments[p.toIdx].MatchedBlocks, len(hashes))
 	}
 	if p.fired {
-		for _, h := range hashes[min(mTo, mFrom):mFrom] {
+		for _, h := range hashes[mTo:] {
 			p.gap[h] = true
 		}
 		return
@@ -255,8 +258,8 @@ func (p *probe) pick(now time.Duration, r *Request, out *state.Pick) {
 	for k := mTo; k < len(hashes); k++ {
 		b := p.seen[hashes[k]]
 		b.wmask |= bit
+		b.last, b.class = now, int16(r.Class)
 		if k < mFrom {
-			b.last, b.class, b.counted = now, int16(r.Class), true
 			b.mask |= bit
 		}
 		p.seen[hashes[k]] = b
@@ -440,13 +443,17 @@ func (p *probe) result(res *Result) *ReadinessResult {
 		}
 	}
 	rr.RecomputedTokens = rr.RecomputedBlocks * uint64(p.bs)
+	hz := c.at - p.status.Migration.RecomputeHorizon // E's span: [hz, At)
 	for h, b := range p.seen {
 		for k := range 8 {
 			top := uint8(0xff) << (7 - k) // the last k+1 eighths
 			g.WhatIf.LastE[k] += b2u(b.mask&top != 0)
 			g.WhatIf.LastW[k] += b2u(b.wmask&top != 0)
 		}
-		if !b.counted || b.last < p.lo {
+		g.WhatIf.RecurW2 += b2u(b.wmask&0x0f != 0 && b.wmask&0xf0 != 0)
+		g.WhatIf.RecurW4 += b2u(b.wmask&0x30 != 0 && b.wmask&0xc0 != 0)
+		g.WhatIf.HalfW1 += b2u(b.wmask&0x0f != 0)
+		if b.last < hz {
 			continue
 		}
 		g.Exact++
@@ -468,12 +475,13 @@ func (p *probe) result(res *Result) *ReadinessResult {
 		if x.at >= c.cut+rr.After {
 			continue
 		}
-		if b := p.seen[h]; b.counted && b.last >= p.lo {
+		b, ok := p.seen[h]
+		if ok && b.last >= hz {
 			continue
 		}
 		if p.gap[h] {
 			g.GapMatched++
-		} else if p.seen[h].counted {
+		} else if ok {
 			g.OlderMatched++
 		} else {
 			g.NeverMatched++

@@ -176,8 +176,10 @@ variants: [{name: router}, {name: rr, picker: round_robin}]
 // request goes to a, which then holds exactly the prefix's 10 blocks; the
 // request at 10 s goes to b, which prefills all 168 tokens, and every later
 // one hits b's cache but for its suffix. The actual recompute is the
-// prefix: 10 blocks, 160 tokens, counted once; the estimate's window saw
-// the same 10 blocks cached on a and not on b.
+// prefix: 10 blocks, 160 tokens, counted once; the estimate's recompute
+// horizon (a quarter of its 4 s window: one bucket, [9 s, 10 s)) saw the
+// same 10 blocks in the 9 s request on a, which b lacked. Its moved
+// prefill is a's: 4 requests × 8 suffix tokens.
 func TestRecomputeExact(t *testing.T) {
 	sc := parse(t, `
 name: exact-recompute

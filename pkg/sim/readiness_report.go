@@ -76,12 +76,13 @@ func writeReadinessMarkdown(b *strings.Builder, sums []Summary) {
 			m.ExtraTokensPerSec, r.ActualExtraPerSec, r.ExtraRatio(), before, after, m.CanAbsorb,
 			r.ToTTFTP99Before, r.ToTTFTP99After)
 	}
-	fmt.Fprintf(b, "\nRecompute, block by block (%d tokens each). E: the set the estimate's sketch counts (blocks of %s's picks "+
-		"cached deeper on %s than on %s in the before span), counted exactly; R: the blocks %s recomputed (held by %s and not "+
-		"by %s at the cutover, prefilled by %s for requests in the after window, each once). \"later\" adds those first "+
-		"prefilled after the window, until the run's end.\n\n", r0.BlockTokens, from, from, to, to, from, to, to)
+	fmt.Fprintf(b, "\nRecompute, block by block (%d tokens each). E: the set the estimate's sketch counts (the blocks of %s's "+
+		"picks that %s lacked, hashes[matched_%s:], in the recompute horizon, the last %v before the probe), counted exactly; "+
+		"R: the blocks %s recomputed (held by %s and not by %s at the cutover, prefilled by %s for requests in the after "+
+		"window, each once). \"later\" adds those first prefilled after the window, until the run's end.\n\n",
+		r0.BlockTokens, from, to, to, r0.Status.Migration.RecomputeHorizon, to, from, to, to)
 	b.WriteString("| variant | sketch | E | E ∩ R | E only: " + to + " held it at cutover | " + from + " evicted it | " +
-		"not requested | R | R only: matched after the probe | matched before the span | never matched " + from + "-only | " +
+		"not requested | R | R only: carried after the probe | carried before the horizon | never carried | " +
 		"R + later | " + from + "-only blocks at cutover |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for i, r := range rs {
@@ -91,16 +92,16 @@ func writeReadinessMarkdown(b *strings.Builder, sums []Summary) {
 			g.GapMatched, g.OlderMatched, g.NeverMatched, r.RecomputedBlocks+g.RecomputedLater, g.LaterSpan, r.FromOnlyBlocks)
 	}
 	if len(r0.Gap.ExactByClass) > 1 {
-		b.WriteString("\nE and R by workload class (the class of the last pick that counted a block of E, of the request that " +
+		b.WriteString("\nE and R by workload class (the class of the last pick that carried a block of E, of the request that " +
 			"recomputed a block of R):\n\n| variant | E | R |\n|---|---|---|\n")
 		for i, r := range rs {
 			fmt.Fprintf(b, "| %s | %s | %s |\n", names[i], joinU(r.Gap.ExactByClass), joinU(r.Gap.RecomputedByClass))
 		}
 	}
-	fmt.Fprintf(b, "\nThe extra prefill, tokens/s. Moved: the estimate's (%s's window prefill assuming the deepest match of "+
-		"either deployment), %s's own prefill in the window as the router recorded it, and the actual (extra − recompute). "+
+	fmt.Fprintf(b, "\nThe extra prefill, tokens/s. Moved: the estimate's (the share f of %s's own prefill in the window, "+
+		"as the router recorded it), that prefill, and the actual (extra − recompute). "+
 		"%s's prefill by kind of block, after − before: new (no instance held it) and partial (prompts' trailing partial "+
-		"blocks); elsewhere (held by another instance) and %s-only blocks prefilled again.\n\n", from, from, to, from)
+		"blocks); elsewhere (held by another instance) and %s-only blocks prefilled again.\n\n", from, to, from)
 	b.WriteString("| variant | moved: estimated | " + from + "'s prefill | actual | Δ new + partial | Δ elsewhere + again | " +
 		"recompute/s: estimated | actual |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for i, r := range rs {
@@ -114,18 +115,20 @@ func writeReadinessMarkdown(b *strings.Builder, sums []Summary) {
 			r.FromPrefillPerSec(), r.ActualMovedPerSec(), y.New+y.Partial-x.New-x.Partial, y.Elsewhere+y.FromOnlyAgain-x.Elsewhere,
 			m.RecomputeTokensPerSec, recAct)
 	}
-	fmt.Fprintf(b, "\nOther recompute estimators, in blocks, exactly on the same picks, against R: E over the last 30 s of the "+
-		"window only; W (E plus the blocks each pick on %s wrote there by prefilling them) over the last 15 and 30 s; the "+
-		"snapshot analogue (of the blocks %s held and %s lacked one window before the probe, those requested in the window).\n\n",
-		from, from, to)
-	b.WriteString("| variant | R | E (the tracker's) | E, last 30 s | W, last 15 s | W, last 30 s | snapshot analogue |\n" +
-		"|---|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(b, "\nOther recompute estimators, in blocks, exactly on the same picks, against R. E: the blocks %s's picks "+
+		"matched deeper than %s (hashes[matched_%s:matched_%s]), over the whole window (the former estimate) and the last "+
+		"quarter; W (E plus the blocks each pick on %s prefilled, hashes[matched_%s:], the estimate's set now) over the last "+
+		"eighth and quarter of the window; W's recurrence (blocks in W in both halves of the window, and in both of its last "+
+		"two quarters); the snapshot analogue (of the blocks %s held and %s lacked one window before the probe, those "+
+		"requested in the window).\n\n", from, to, to, from, from, to, from, to)
+	b.WriteString("| variant | R | E, window | E, last 1/4 | W, last 1/8 | W, last 1/4 | W in both halves | W in both last quarters | snapshot analogue |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for i, r := range rs {
 		w := &r.Gap.WhatIf
 		rr := float64(max(r.RecomputedBlocks, 1))
 		cell := func(v uint64) string { return fmt.Sprintf("%d (%.2f×)", v, float64(v)/rr) }
-		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s |\n", names[i], r.RecomputedBlocks, cell(r.Gap.Exact),
-			cell(w.LastE[1]), cell(w.LastW[0]), cell(w.LastW[1]), cell(w.Snapshot))
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", names[i], r.RecomputedBlocks, cell(w.LastE[7]),
+			cell(w.LastE[1]), cell(w.LastW[0]), cell(w.LastW[1]), cell(w.RecurW2), cell(w.RecurW4), cell(w.Snapshot))
 	}
 	if r0.Routers > 1 {
 		fmt.Fprintf(b, "\nThe estimate is router 0's, which saw 1/%d of the picks; the measurement is the whole fleet's.\n", r0.Routers)
@@ -152,7 +155,8 @@ var readinessCSVHead = []string{"variant", "from", "to", "at_s", "cutover_s", "w
 	"from_only_blocks_at_cutover", "from_prefill_per_s",
 	"before_new_per_s", "before_partial_per_s", "before_elsewhere_per_s",
 	"after_new_per_s", "after_partial_per_s", "after_from_only_first_per_s", "after_from_only_again_per_s", "after_elsewhere_per_s",
-	"whatif_e_last30s", "whatif_w_last15s", "whatif_w_last30s", "whatif_snapshot", "whatif_snapshot_from_only"}
+	"whatif_e_last30s", "whatif_w_last15s", "whatif_w_last30s", "whatif_snapshot", "whatif_snapshot_from_only",
+	"whatif_e_window", "whatif_w_both_halves", "whatif_w_both_last_quarters"}
 
 // WriteReadinessCSV writes one row per run with a readiness probe: the
 // estimate, the measurement and the gap decomposition (ReadinessResult,
@@ -183,7 +187,8 @@ func WriteReadinessCSV(w io.Writer, runs []*Result) error {
 			u(r.FromOnlyBlocks), f(r.FromPrefillPerSec()),
 			f(g.Before.New), f(g.Before.Partial), f(g.Before.Elsewhere),
 			f(g.After.New), f(g.After.Partial), f(g.After.FromOnlyFirst), f(g.After.FromOnlyAgain), f(g.After.Elsewhere),
-			u(g.WhatIf.LastE[1]), u(g.WhatIf.LastW[0]), u(g.WhatIf.LastW[1]), u(g.WhatIf.Snapshot), u(g.WhatIf.SnapshotFromOnly)}
+			u(g.WhatIf.LastE[1]), u(g.WhatIf.LastW[0]), u(g.WhatIf.LastW[1]), u(g.WhatIf.Snapshot), u(g.WhatIf.SnapshotFromOnly),
+			u(g.WhatIf.LastE[7]), u(g.WhatIf.RecurW2), u(g.WhatIf.RecurW4)}
 		if err := cw.Write(row); err != nil {
 			return err
 		}

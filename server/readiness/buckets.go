@@ -29,12 +29,12 @@ type depCounts struct {
 }
 
 // pairCounts are one ordered pair's figures in one bucket: a = the chosen
-// deployment, b another deployment of the same snapshot, m the per-deployment
-// MatchedBlocks of the decision and bs the chosen instance's block size.
+// deployment, b another deployment of the same snapshot and m the
+// per-deployment MatchedBlocks of the decision. (The pair's distinct-block
+// sketch, of hashes[m_b:] over every pick on a, is Tracker.regs.)
 type pairCounts struct {
 	requests     uint64 // picks with m_a > m_b: cached on a, not on b
 	promptTokens uint64 // their prompt tokens
-	movedTokens  uint64 // over every pick on a: max(0, prompt − max(m_a, m_b)·bs)
 }
 
 // epochOf returns the bucket epoch of now (floor division, so times before

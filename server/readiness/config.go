@@ -30,6 +30,9 @@ const (
 	DefaultMaxDeployments  = 8
 	DefaultBlockSizeTokens = 16
 	DefaultSketchPrecision = 12
+	// DefaultRecomputeHorizonDivisor: a zero Config.RecomputeHorizon is
+	// Window / DefaultRecomputeHorizonDivisor.
+	DefaultRecomputeHorizonDivisor = 4
 )
 
 // Limits of the Config fields, checked by Validate.
@@ -74,6 +77,14 @@ type Config struct {
 	// sketches: 2^p one-byte registers per bucket and pair, relative
 	// standard error 1.04/√(2^p) (1.6% at 12). Default 12. Range [4, 16].
 	SketchPrecision uint8
+	// RecomputeHorizon is how far back the recompute estimate looks: the
+	// distinct blocks of From's picks in the most recent
+	// ⌈RecomputeHorizon / bucket width⌉ buckets, the current (partial) one
+	// included, are the blocks To is expected to recompute after the
+	// cutover (see Migration.DistinctBlocks and RecomputeHorizon). Default
+	// Window/4 (30 s of a 2 min window, 75 s of 5 min). Range [0, Window];
+	// Window counts the whole window.
+	RecomputeHorizon time.Duration
 }
 
 // withDefaults returns c with every zero field set to its default.
@@ -98,6 +109,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SketchPrecision == 0 {
 		c.SketchPrecision = DefaultSketchPrecision
+	}
+	if c.RecomputeHorizon == 0 {
+		c.RecomputeHorizon = c.Window / DefaultRecomputeHorizonDivisor
 	}
 	return c
 }
@@ -130,6 +144,9 @@ func (c Config) Validate() error {
 	case c.SketchPrecision < MinSketchPrecision || c.SketchPrecision > MaxSketchPrecision:
 		return bad("sketch_precision must be in [%d, %d] (0 means %d), got %d",
 			MinSketchPrecision, MaxSketchPrecision, DefaultSketchPrecision, c.SketchPrecision)
+	case c.RecomputeHorizon < 0 || c.RecomputeHorizon > c.Window:
+		return bad("recompute_horizon must be in [0, window %v] (0 means window/%d), got %v",
+			c.Window, DefaultRecomputeHorizonDivisor, c.RecomputeHorizon)
 	}
 	return nil
 }

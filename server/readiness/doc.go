@@ -28,10 +28,10 @@
 //     instance's matched blocks × bs, at most the prompt), prefill tokens
 //     (its UncachedTokens) and prefill ms (its PrefillMs);
 //   - each ordered pair (a, b ≠ a) of the snapshot: the picks with m_a > m_b
-//     and their prompt tokens; over every pick on a the moved prefill
-//     max(0, prompt − max(m_a, m_b)·bs), what b must prefill even with a's
-//     cache; and a HyperLogLog sketch of the blocks hashes[m_b:m_a], those a
-//     holds and b lacks, which b must recompute once each;
+//     and their prompt tokens; and, over every pick on a, a HyperLogLog
+//     sketch of the blocks hashes[m_b:], those b lacks: the ones a holds
+//     and the ones a prefills for the pick (and then holds), which b
+//     must recompute once each;
 //   - the hot-prefix table (Config.HotPrefixes, default 256): Space-Saving
 //     keyed by the first block hash with per-bucket counts, the longest
 //     chain seen (at most Config.MaxHotBlocks) and the last prompt length.
@@ -41,13 +41,27 @@
 // With f = w_To / Σ_{d≠From} w_d (1 when that sum is 0) the share of From's
 // traffic To would get at From's weight 0, and C the covered seconds:
 //
-//	moved     = f · Σ_From moved prefill / C                 tokens/s
-//	recompute = f · distinct(From→To) · bs                   tokens (one-off)
+//	moved     = f · From's prefill tokens / C                tokens/s
+//	recompute = f · distinct_H(From→To) · bs                 tokens (one-off)
 //	extra     = moved + recompute / C                        tokens/s
 //	extra ms  = extra / (To's throughput / instances / 1000) ms/s
 //	headroom  = 100 · (1 − (To's prefill ms/s + extra ms) / (1000 · instances)) %
 //
-// and CanAbsorb when the headroom is known and ≥ 0. Every ratio with a zero
+// where distinct_H counts the sketch over only the most recent
+// Config.RecomputeHorizon of the window (default a quarter; the buckets'
+// sketches are merged at Status time, so the horizon costs Record
+// nothing), and CanAbsorb when the headroom is known and ≥ 0.
+//
+// Why these: the debt that arrives after a cutover is the blocks From
+// holds that are requested again soon (in the simulator's ramped cutover
+// two thirds or more of two windows' recompute arrives in the first). Blocks of
+// prefixes From served long ago are mostly finished conversations that
+// never come back: counting the whole window overstated the debt 1.2-4.8×
+// there. A pick's own new blocks (its uncached suffix, which From writes)
+// are the next turn's history, so they count too. The moved term is From's
+// recorded prefill rather than "prompt − the deepest match of either
+// deployment": To's load-balanced instances do not hit the deepest match
+// any more than From's did (that figure was half the measured rate). Every ratio with a zero
 // denominator is 0, an unknown throughput is reported as unknown
 // (Migration.ExtraPrefillMsKnown), never as an infinity.
 //

@@ -29,6 +29,11 @@ func TestConfigValidate(t *testing.T) {
 		{"max deployments", readiness.Config{MaxDeployments: 65}, "max_deployments must be in [1, 64] (0 means 8), got 65"},
 		{"sketch precision", readiness.Config{SketchPrecision: 17}, "sketch_precision must be in [4, 16] (0 means 12), got 17"},
 		{"sketch precision low", readiness.Config{SketchPrecision: 3}, "sketch_precision must be in [4, 16] (0 means 12), got 3"},
+		{"recompute horizon the whole window", readiness.Config{Window: time.Minute, RecomputeHorizon: time.Minute}, ""},
+		{"recompute horizon over the window", readiness.Config{Window: time.Minute, RecomputeHorizon: time.Minute + 1},
+			"recompute_horizon must be in [0, window 1m0s] (0 means window/4), got 1m0.000000001s"},
+		{"negative recompute horizon", readiness.Config{RecomputeHorizon: -time.Second},
+			"recompute_horizon must be in [0, window 5m0s] (0 means window/4), got -1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,7 +58,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	got := readiness.New(readiness.Config{}).Config()
 	want := readiness.Config{Window: 5 * time.Minute, Buckets: 60, HotPrefixes: 256, MaxHotBlocks: 1024,
-		MaxDeployments: 8, BlockSizeTokens: 16, SketchPrecision: 12}
+		MaxDeployments: 8, BlockSizeTokens: 16, SketchPrecision: 12, RecomputeHorizon: 75 * time.Second}
 	if got != want {
 		t.Errorf("defaults %+v, want %+v", got, want)
 	}
@@ -138,8 +143,9 @@ func TestMaxDeployments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// C's picks: B has 1 of the 4 blocks, so the sketch holds hs[1:], 3.
 	if st.UntrackedPicks != 0 || st.Picks != 2 || !st.Migration.Tracked || st.Migration.CachedRequests != 2 ||
-		st.Migration.DistinctBlocks != 2 {
+		st.Migration.DistinctBlocks != 3 {
 		t.Errorf("after recycling: %+v", st)
 	}
 }

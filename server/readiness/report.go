@@ -19,12 +19,13 @@ type hotCopy struct {
 // windowCopy holds what Status copies under the mutex.
 type windowCopy struct {
 	covered                  time.Duration
+	horizon                  time.Duration // the part of covered the sketch spans
 	picks, prompt, untracked uint64
 	late                     uint64
 	deps                     map[string]depCounts // tracked in the window
 	pair                     pairCounts           // From→To
 	fromBS                   uint32
-	sketch                   []byte // From→To registers merged, library encoding
+	sketch                   []byte // From→To registers of the horizon merged, library encoding
 	hot                      []hotCopy
 }
 
@@ -127,14 +128,17 @@ func migrate(w *windowCopy, from, to DeploymentStatus, weightSum, secs float64) 
 	m := Migration{
 		From: from.Name, To: to.Name, Tracked: from.Tracked && to.Tracked,
 		CachedRequests: w.pair.requests, CachedPromptTokens: w.pair.promptTokens,
-		MovedPrefillTokens: w.pair.movedTokens,
-		ToPrefillMsPerSec:  to.PrefillMsPerSec, ToCapacityMsPerSec: 1000 * float64(to.Instances),
+		MovedPrefillTokens: from.PrefillTokens, RecomputeHorizon: w.horizon,
+		ToPrefillMsPerSec: to.PrefillMsPerSec, ToCapacityMsPerSec: 1000 * float64(to.Instances),
 	}
 	m.CachedRequestShare = ratio(float64(m.CachedRequests), float64(w.picks))
 	m.CachedPromptShare = ratio(float64(m.CachedPromptTokens), float64(w.prompt))
 	m.ToFraction = 1
 	if others := weightSum - from.Weight; others > 0 {
 		m.ToFraction = min(1, ratio(to.Weight, others))
+	}
+	if !m.Tracked {
+		m.MovedPrefillTokens = 0 // a pair figure: incomplete
 	}
 	m.MovedPrefillTokensPerSec = m.ToFraction * ratio(float64(m.MovedPrefillTokens), secs)
 	m.DistinctBlocks = estimateRegs(w.sketch)
@@ -158,6 +162,25 @@ func migrate(w *windowCopy, from, to DeploymentStatus, weightSum, secs float64) 
 	return m
 }
 
+// slotInHorizon reports whether ring slot s holds one of the recompute
+// horizon's epochs at epoch n, (n − hb, n]. Called with t.mu held, for the
+// slots of the window only (whose epochs are in (n − nb, n]).
+func (t *Tracker) slotInHorizon(s int, n int64) bool {
+	age := (t.slotOf(n) - s + t.nb) % t.nb // n − the slot's epoch
+	return age < t.hb
+}
+
+// horizonCovered returns the time the recompute horizon ending at now
+// covers: from the start of its oldest bucket, or from the first Record if
+// that is later, to now; 0 before the first Record.
+func (t *Tracker) horizonCovered(now time.Time, n int64) time.Duration {
+	if !t.started {
+		return 0
+	}
+	c := now.UnixNano() - max((n-int64(t.hb)+1)*t.width, t.first)
+	return time.Duration(max(0, c))
+}
+
 // copyWindow copies, under the mutex, the window of Status at now: the pool
 // totals, every deployment tracked in it, the from→to pair and its merged
 // sketch, and the hot entries with requests in it.
@@ -168,6 +191,7 @@ func (t *Tracker) copyWindow(now time.Time, from, to string) windowCopy {
 	defer t.mu.Unlock()
 	w.late = t.late
 	w.covered = t.covered(now, n)
+	w.horizon = min(w.covered, t.horizonCovered(now, n))
 	lo, hi, ok := t.window(n)
 	if !ok {
 		return w
@@ -213,8 +237,7 @@ func (t *Tracker) copyWindow(now time.Time, from, to string) windowCopy {
 			x := &t.pairs[s*np+pair]
 			w.pair.requests += x.requests
 			w.pair.promptTokens += x.promptTokens
-			w.pair.movedTokens += x.movedTokens
-			if t.dirty[s*np+pair] {
+			if t.dirty[s*np+pair] && t.slotInHorizon(s, n) {
 				maxRegs(w.sketch[sketchHeader:], t.regs[pair][s*t.m:(s+1)*t.m])
 			}
 		}

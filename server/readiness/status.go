@@ -92,19 +92,29 @@ type Migration struct {
 	// every deployment but From; 1 when that sum is 0 (nothing else is
 	// weighted: To is assumed to take it all once weighted).
 	ToFraction float64
-	// MovedPrefillTokens is Σ over the window's picks on From of
-	// max(0, prompt − max(matched_From, matched_To) × block size): what To
-	// must prefill for them even with From's cache, in tokens.
-	// MovedPrefillTokensPerSec = f × MovedPrefillTokens / Covered, tokens/s.
+	// MovedPrefillTokens is From's PrefillTokens in the window: what
+	// From's chosen instances prefilled for its picks, in tokens, the
+	// steady prefill To inherits with those picks (To's instances, chosen
+	// by load as From's were, miss what the chosen one lacks just as
+	// often). MovedPrefillTokensPerSec = f × MovedPrefillTokens / Covered,
+	// tokens/s.
 	MovedPrefillTokens       uint64
 	MovedPrefillTokensPerSec float64
+	// RecomputeHorizon is the part of Covered the recompute estimate
+	// looks at: the most recent Config.RecomputeHorizon (whole buckets),
+	// less for a younger tracker; ≤ Covered.
+	RecomputeHorizon time.Duration
 	// DistinctBlocks estimates (HyperLogLog, Config.SketchPrecision) the
-	// distinct blocks of those picks cached on From but not on To:
-	// hashes[matched_To:matched_From]. RecomputeTokens = f ×
-	// DistinctBlocks × From's block size: the one-off warm-up debt To
-	// recomputes once each, in tokens; RecomputeTokensPerSec is it over
-	// Covered, in tokens/s. It overstates the debt by the blocks To has
-	// cached since.
+	// distinct blocks hashes[matched_To:] of From's picks in the last
+	// RecomputeHorizon: every block of those prompts To lacked, the ones
+	// From had cached and the ones From prefilled for the pick (and so
+	// holds after it). RecomputeTokens = f × DistinctBlocks × From's
+	// block size: the one-off warm-up debt, what To recomputes once each
+	// for the prefixes in use on From now, in tokens;
+	// RecomputeTokensPerSec is it spread over Covered (paid off within one
+	// window), in tokens/s. It overstates the debt by the blocks To has
+	// cached since and by prefixes whose last request was in the horizon,
+	// and misses From's blocks no pick in the horizon carried.
 	DistinctBlocks        uint64
 	RecomputeTokens       float64
 	RecomputeTokensPerSec float64

@@ -16,23 +16,24 @@ var (
 	scriptedPool       = pool{deps: []string{"A", "B"}, insts: []inst{
 		{0, 16, 10000}, {0, 16, 10000}, {1, 16, 20000}, {1, 16, 20000}}}
 	scriptedPicks = []pick{
+		// The A→B sketch takes hashes[m_B:] of every pick on A.
 		// 1: P cached whole on a0 and nowhere on B. hit 8·16 = 128,
-		// moved 128 − 8·16 = 0, distinct A→B += p0..p7 (8).
+		// sketch A→B += p0..p7 (8).
 		{at: 1 * time.Second, hashes: chP, prompt: 128, instance: 0, depMatch: []int{8, 0}, matched: 8},
 		// 2: P[:6] on a1 (4 cached there; a0 has 6), B has 2. hit 64,
-		// uncached 100 − 64 = 36, 3.6 ms at 10 tokens/ms, moved
-		// 100 − 6·16 = 4, blocks p2..p5 already counted.
+		// uncached 100 − 64 = 36, 3.6 ms at 10 tokens/ms, sketch
+		// p2..p5, already in it.
 		{at: 2 * time.Second, hashes: chP[:6], prompt: 100, instance: 1, depMatch: []int{6, 2}, matched: 4, uncached: 36, ms: 3.6},
-		// 3: Q[:4] on b0, cold there, A has 4: a pick on B (B→A moved
-		// 64 − 4·16 = 0, not cached on B), uncached 64, 3.2 ms.
+		// 3: Q[:4] on b0, cold there, A has 4: a pick on B (the B→A
+		// sketch: A holds all 4, nothing), uncached 64, 3.2 ms.
 		{at: 12 * time.Second, hashes: chQ[:4], prompt: 64, instance: 2, depMatch: []int{4, 0}, uncached: 64, ms: 3.2},
-		// 4: R cached on both (12): hit 192, uncached 8, 0.8 ms, moved
-		// 200 − 12·16 = 8, not cached only on A.
+		// 4: R cached on both (12): hit 192, uncached 8, 0.8 ms, B
+		// holds every block: sketch nothing.
 		{at: 13 * time.Second, hashes: chR, prompt: 200, instance: 0, depMatch: []int{12, 12}, matched: 12, uncached: 8, ms: 0.8},
-		// 5: S cold everywhere: uncached 48, 4.8 ms, moved 48.
+		// 5: S cold everywhere: uncached 48, 4.8 ms, sketch s0..s2 (3,
+		// the blocks A prefills and then holds).
 		{at: 25 * time.Second, hashes: chS, prompt: 48, instance: 1, depMatch: []int{0, 0}, uncached: 48, ms: 4.8},
-		// 6: Q (10 blocks) on a0, B has 3: hit 160, moved 0, distinct
-		// A→B += q3..q9 (7).
+		// 6: Q (10 blocks) on a0, B has 3: hit 160, sketch q3..q9 (7).
 		{at: 26 * time.Second, hashes: chQ, prompt: 160, instance: 0, depMatch: []int{10, 3}, matched: 10},
 	}
 )
@@ -87,16 +88,18 @@ func TestStatusScripted(t *testing.T) {
 
 	// A→B: cached on A only: picks 1, 2, 6 (3 of 6 = 0.5), prompt
 	// 128+100+160 = 388 of 700. f = w_B/(w_B+w_C) = 9/12 = 0.75. Moved
-	// 0+4+8+48+0 = 60 tokens. Distinct blocks 8+7 = 15 (exact at this
-	// size), recompute 0.75·15·16 = 180 tokens. B prefills 40000/2/1000 =
-	// 20 tokens/ms per instance; capacity 2·1000 ms/s.
-	movedRate := 0.75 * (60 / secs)
-	extra := movedRate + 180/secs
+	// = A's prefill, 92 tokens. The recompute horizon, 60/4 = 15 s,
+	// rounds up to 2 buckets: [t0+20s, t0+40s), so it covers 10 s and
+	// picks 5 and 6: distinct blocks 3+7 = 10 (exact at this size),
+	// recompute 0.75·10·16 = 120 tokens. B prefills 40000/2/1000 = 20
+	// tokens/ms per instance; capacity 2·1000 ms/s.
+	movedRate := 0.75 * (92 / secs)
+	extra := movedRate + 120/secs
 	ab := base
 	ab.Migration = readiness.Migration{From: "A", To: "B", Tracked: true,
 		CachedRequests: 3, CachedRequestShare: 0.5, CachedPromptTokens: 388, CachedPromptShare: 388.0 / 700,
-		ToFraction: 0.75, MovedPrefillTokens: 60, MovedPrefillTokensPerSec: movedRate,
-		DistinctBlocks: 15, RecomputeTokens: 180, RecomputeTokensPerSec: 180 / secs,
+		ToFraction: 0.75, MovedPrefillTokens: 92, MovedPrefillTokensPerSec: movedRate,
+		RecomputeHorizon: 10 * time.Second, DistinctBlocks: 10, RecomputeTokens: 120, RecomputeTokensPerSec: 120 / secs,
 		ExtraTokensPerSec: extra, ToTokensPerMs: 20, ExtraPrefillMsPerSec: extra / 20, ExtraPrefillMsKnown: true,
 		ToPrefillMsPerSec: 3.2 / secs, ToCapacityMsPerSec: 2000,
 		HeadroomPct:   100 * (1 - (3.2/secs+extra/20)/2000),
@@ -114,20 +117,25 @@ func TestStatusScripted(t *testing.T) {
 	abTop1 := ab
 	abTop1.HotPrefixes = ab.HotPrefixes[:1]
 
-	// B→A: no pick on B is cached deeper on B; moved 64 − 4·16 = 0;
-	// f = 1/(1+3) = 0.25. A prefills 20000/2/1000 = 10 tokens/ms; its load
-	// 9.2 ms over 29 s.
+	// B→A: no pick on B is cached deeper on B, and pick 3, B's only one,
+	// is outside the horizon (its blocks A holds anyway); moved = B's
+	// prefill, 64 tokens; f = 1/(1+3) = 0.25. A prefills 20000/2/1000 =
+	// 10 tokens/ms; its load 9.2 ms over 29 s.
+	baMoved := 0.25 * (64 / secs)
 	ba := base
 	ba.Migration = readiness.Migration{From: "B", To: "A", Tracked: true, ToFraction: 0.25,
-		ToTokensPerMs: 10, ExtraPrefillMsKnown: true,
+		MovedPrefillTokens: 64, MovedPrefillTokensPerSec: baMoved, RecomputeHorizon: 10 * time.Second,
+		ExtraTokensPerSec: baMoved, ToTokensPerMs: 10, ExtraPrefillMsPerSec: baMoved / 10, ExtraPrefillMsKnown: true,
 		ToPrefillMsPerSec: msA / secs, ToCapacityMsPerSec: 2000,
-		HeadroomPct: 100 * (1 - (msA/secs)/2000), HeadroomKnown: true, CanAbsorb: true}
+		HeadroomPct: 100 * (1 - (msA/secs+baMoved/10)/2000), HeadroomKnown: true, CanAbsorb: true}
 
 	// A→C: C was never in a snapshot, so there are no pair figures
-	// (Tracked false); f = 3/12; C reports no throughput, so the extra ms
-	// and the headroom are unknown; capacity 1·1000 ms/s.
+	// (Tracked false: moved and recompute 0); f = 3/12; C reports no
+	// throughput, so the extra ms and the headroom are unknown; capacity
+	// 1·1000 ms/s.
 	ac := base
-	ac.Migration = readiness.Migration{From: "A", To: "C", ToFraction: 0.25, ToCapacityMsPerSec: 1000}
+	ac.Migration = readiness.Migration{From: "A", To: "C", ToFraction: 0.25, RecomputeHorizon: 10 * time.Second,
+		ToCapacityMsPerSec: 1000}
 	// Hot: P, Q (2 requests each), R (1), all cached on A and not on C; S
 	// is on neither.
 	hotR := readiness.HotPrefix{FirstBlockHash: chR[0], Blocks: 12, DepthFrom: 12, Requests: 1, PromptTokens: 200, ExtraTokens: 192}
@@ -160,5 +168,38 @@ func TestStatusScripted(t *testing.T) {
 			}
 			checkFinite(t, got)
 		})
+	}
+}
+
+// TestStatusRecomputeHorizon checks the horizon's bounds on the scripted
+// picks: the whole window counts every pick's hashes[m_B:], one bucket
+// only the current, empty one.
+func TestStatusRecomputeHorizon(t *testing.T) {
+	for _, c := range []struct {
+		horizon time.Duration
+		want    uint64
+		covers  time.Duration
+	}{
+		// Picks 1 (p0..p7), 2 (p2..p5), 4 (none), 5 (s0..s2), 6 (q3..q9):
+		// 8+3+7 = 18 distinct; the window covers 29 s.
+		{time.Minute, 18, 29 * time.Second},
+		// 1 ns rounds up to one bucket, [t0+30s, t0+40s): nothing yet.
+		{1, 0, 0},
+		// 11 s rounds up to 2 buckets, as the default 15 s does.
+		{11 * time.Second, 10, 10 * time.Second},
+	} {
+		tr := readiness.New(readiness.Config{Window: time.Minute, Buckets: 6, RecomputeHorizon: c.horizon})
+		record(tr, scriptedPool, scriptedPicks)
+		st, err := tr.Status(at(30*time.Second), readiness.Query{From: "A", To: "B"}, scriptedLive())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := st.Migration
+		// recompute = f·distinct·bs = 0.75·want·16 = 12·want tokens.
+		if m.DistinctBlocks != c.want || m.RecomputeTokens != 12*float64(c.want) || m.RecomputeHorizon != c.covers {
+			t.Errorf("horizon %v: distinct %d, recompute %v, covers %v; want %d, %v, %v", c.horizon,
+				m.DistinctBlocks, m.RecomputeTokens, m.RecomputeHorizon, c.want, 12*float64(c.want), c.covers)
+		}
+		checkFinite(t, st)
 	}
 }

@@ -17,6 +17,7 @@ type Tracker struct {
 	cfg   Config // defaults applied
 	width int64  // bucket width, ns
 	nb    int    // buckets
+	hb    int    // buckets of the recompute horizon, in [1, nb]
 	maxD  int
 	p     uint8 // sketch precision
 	m     int   // 2^p registers
@@ -68,6 +69,7 @@ func New(cfg Config) *Tracker {
 		cfg:       cfg,
 		width:     int64(cfg.Window) / int64(nb),
 		nb:        nb,
+		hb:        horizonBuckets(cfg.RecomputeHorizon, int64(cfg.Window)/int64(nb), nb),
 		maxD:      maxD,
 		p:         cfg.SketchPrecision,
 		m:         1 << cfg.SketchPrecision,
@@ -85,6 +87,13 @@ func New(cfg Config) *Tracker {
 	return t
 }
 
+// horizonBuckets returns the recompute horizon h in buckets of width ns:
+// rounded up, at least 1, at most nb.
+func horizonBuckets(h time.Duration, width int64, nb int) int {
+	k := (int64(h) + width - 1) / width
+	return int(max(1, min(k, int64(nb))))
+}
+
 // Config returns the tracker's configuration with the defaults applied. It
 // is safe for concurrent use (the configuration never changes).
 func (t *Tracker) Config() Config { return t.cfg }
@@ -100,8 +109,8 @@ func (t *Tracker) Config() Config { return t.cfg }
 // kept (the hot-prefix table copies the hashes it keeps).
 //
 // Work: O(D·MaxDeployments) name comparisons for the D deployments of the
-// snapshot, O(Σ_b (m_a − m_b)⁺) register updates for the distinct-block
-// sketches, O(len(hashes)) to keep a longer hot chain, O(HotPrefixes) when a
+// snapshot, O(Σ_b (len(hashes) − m_b)) register updates for the
+// distinct-block sketches, O(len(hashes)) to keep a longer hot chain, O(HotPrefixes) when a
 // new prefix evicts one, and once per bucket width the clearing of the
 // buckets the window leaves. It allocates only while growing: a new ordered
 // pair's sketches, a hot chain longer than its entry held, a snapshot with
@@ -179,17 +188,18 @@ func (t *Tracker) Record(now time.Time, hashes []uint64, promptTokens uint32, sn
 			mb = clampBlocks(d.Deployments[k].MatchedBlocks, blocks)
 		}
 		pair := ta*t.maxD + tb
-		pp := &t.pairs[s*np+pair]
-		pp.movedTokens += prompt - min(prompt, uint64(max(ma, mb))*uint64(bs))
-		if ma <= mb {
-			continue
+		if ma > mb {
+			pp := &t.pairs[s*np+pair]
+			pp.requests++
+			pp.promptTokens += prompt
 		}
-		pp.requests++
-		pp.promptTokens += prompt
+		if mb >= blocks {
+			continue // b holds the whole prompt
+		}
 		if t.regs[pair] == nil {
 			t.regs[pair] = make([]uint8, t.nb*t.m)
 		}
-		insertRegs(t.regs[pair][s*t.m:(s+1)*t.m], t.p, hashes[mb:ma])
+		insertRegs(t.regs[pair][s*t.m:(s+1)*t.m], t.p, hashes[mb:])
 		t.dirty[s*np+pair] = true
 	}
 }

@@ -80,9 +80,11 @@ func TestWindowSliding(t *testing.T) {
 }
 
 // TestWindowSketchSlides checks the distinct-block count forgets the blocks
-// of buckets that leave the window.
+// of buckets that leave the window (with the recompute horizon the whole
+// window) or the horizon (the default quarter, two 10 s buckets).
 func TestWindowSketchSlides(t *testing.T) {
-	tr := readiness.New(readiness.Config{Window: time.Minute, Buckets: 6})
+	tr := readiness.New(readiness.Config{Window: time.Minute, Buckets: 6, RecomputeHorizon: time.Minute})
+	short := readiness.New(readiness.Config{Window: time.Minute, Buckets: 6})
 	hs1, hs2 := chain(10, 20), chain(11, 5)
 	for _, p := range []pick{
 		{at: time.Second, hashes: hs1, prompt: 320, depMatch: []int{20, 0}, matched: 20},
@@ -90,22 +92,33 @@ func TestWindowSketchSlides(t *testing.T) {
 	} {
 		snap, d := twoDeps.build(p)
 		tr.Record(at(p.at), p.hashes, p.prompt, snap, d)
+		short.Record(at(p.at), p.hashes, p.prompt, snap, d)
 	}
 	for _, c := range []struct {
-		now      time.Duration
-		distinct uint64
+		now             time.Duration
+		distinct, short uint64
 	}{
-		{40 * time.Second, 20 + 4}, // both picks: blocks 0..19 of hs1, 1..4 of hs2
-		{60 * time.Second, 4},      // bucket 0 (t0+1s) left at t0+60s
-		{89 * time.Second, 4},      // bucket 3 (t0+35s) is the oldest
-		{90 * time.Second, 0},      // and leaves at t0+90s
+		// Both picks: blocks 0..19 of hs1, 1..4 of hs2; the horizon
+		// [t0+30s, t0+50s) has the second only.
+		{40 * time.Second, 20 + 4, 4},
+		{49 * time.Second, 20 + 4, 4},
+		{50 * time.Second, 20 + 4, 0}, // the horizon is now [t0+40s, t0+60s)
+		{60 * time.Second, 4, 0},      // bucket 0 (t0+1s) left at t0+60s
+		{89 * time.Second, 4, 0},      // bucket 3 (t0+35s) is the oldest
+		{90 * time.Second, 0, 0},      // and leaves at t0+90s
 	} {
-		st, err := tr.Status(at(c.now), readiness.Query{From: "A", To: "B"}, twoLive())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Migration.DistinctBlocks != c.distinct {
-			t.Errorf("at +%v: distinct %d, want %d", c.now, st.Migration.DistinctBlocks, c.distinct)
+		for _, x := range []struct {
+			tr   *readiness.Tracker
+			want uint64
+		}{{tr, c.distinct}, {short, c.short}} {
+			st, err := x.tr.Status(at(c.now), readiness.Query{From: "A", To: "B"}, twoLive())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Migration.DistinctBlocks != x.want {
+				t.Errorf("at +%v (horizon %v): distinct %d, want %d", c.now, x.tr.Config().RecomputeHorizon,
+					st.Migration.DistinctBlocks, x.want)
+			}
 		}
 	}
 }
