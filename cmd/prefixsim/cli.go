@@ -57,12 +57,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // runFlags are the flags of "prefixsim run".
 type runFlags struct {
-	out, variants, addr            string
-	seed                           uint64
-	duration                       time.Duration
-	parallel, maxRequests, workers int
-	speed                          float64
-	quiet, noPlots, live, print    bool
+	out, variants, addr                      string
+	seed                                     uint64
+	duration                                 time.Duration
+	parallel, maxRequests, workers, replicas int
+	speed                                    float64
+	quiet, noPlots, live, print              bool
 }
 
 func runCmd(args []string, stdout, stderr io.Writer) error {
@@ -82,6 +82,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&f.speed, "speed", 1, "with --live: virtual seconds per wall-clock second")
 	fs.IntVar(&f.maxRequests, "max-requests", 20000, "with --live: bound on the requests sent")
 	fs.IntVar(&f.workers, "workers", 8, "with --live: concurrent gateway workers")
+	fs.IntVar(&f.replicas, "replicas", 1, "with --live and no --addr: router replicas to start, joined through an in-process NATS server when more than 1; workers and instances are spread over them")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -6,11 +6,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
+
 	"github.com/prefixroute/prefixroute/pkg/sim"
 	"github.com/prefixroute/prefixroute/server"
+	"github.com/prefixroute/prefixroute/server/cluster"
 )
 
 // minLiveReportInterval keeps live reports under prefixrouted's default
@@ -18,39 +22,32 @@ import (
 const minLiveReportInterval = 25 * time.Millisecond
 
 // runLive runs the scenario's router variants one after the other against
-// prefixrouted, each in a pool of its own: the one at --addr, or one started
-// in-process on 127.0.0.1 with a temporary data dir.
+// prefixrouted, each in a pool of its own: the one at --addr, or --replicas
+// started in-process on 127.0.0.1 with temporary data dirs (joined through
+// an in-process NATS server when more than one).
 func runLive(ctx context.Context, sc *sim.Scenario, f *runFlags, stderr io.Writer) ([]*sim.Result, error) {
-	addr := f.addr
-	if addr == "" {
-		dir, err := os.MkdirTemp("", "prefixsim-live-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
+	addrs := []string{f.addr}
+	if f.addr == "" {
 		// The router's acks set the report interval: the scenario's, scaled
 		// by --speed, but never under 25 ms (prefixrouted limits each
 		// stream to 50 reports/s by default).
 		interval := max(time.Duration(float64(sc.ReportInterval.D())/max(f.speed, 1e-9)), minLiveReportInterval)
-		d, err := server.Start(server.DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off",
-			Server: server.Options{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				ReportInterval: interval}})
+		var stop func()
+		var err error
+		addrs, stop, err = startRouters(max(f.replicas, 1), interval)
 		if err != nil {
 			return nil, err
 		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			d.Shutdown(sctx)
-		}()
-		addr = d.Addr()
+		defer stop()
+	} else if f.replicas > 1 {
+		return nil, fmt.Errorf("--replicas starts its own routers; it does not combine with --addr")
 	}
 	var runs []*sim.Result
 	for _, v := range sc.Variants {
 		if v.Baseline() || (f.variants != "" && !contains(strings.Split(f.variants, ","), v.Name)) {
 			continue
 		}
-		opts := sim.LiveOptions{Addr: addr, Pool: sc.Pool + "-" + v.Name, Duration: f.duration, Speed: f.speed,
+		opts := sim.LiveOptions{Addr: addrs[0], Replicas: addrs[1:], Pool: sc.Pool + "-" + v.Name, Duration: f.duration, Speed: f.speed,
 			MaxRequests: f.maxRequests, Workers: f.workers}
 		bar := newBar(f.quiet, stderr, sc.Name+"/"+v.Name+" (live)")
 		if bar != nil {
@@ -72,6 +69,61 @@ func runLive(ctx context.Context, sc *sim.Scenario, f *runFlags, stderr io.Write
 		return nil, fmt.Errorf("%s: no router variant to run live (baselines cannot)", sc.Name)
 	}
 	return runs, nil
+}
+
+// startRouters starts n prefixrouted in-process on 127.0.0.1 with
+// temporary data dirs; with n > 1 they are replicas joined through an
+// in-process NATS server with JetStream. stop shuts everything down.
+func startRouters(n int, interval time.Duration) (addrs []string, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	dir, err := os.MkdirTemp("", "prefixsim-live-")
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, func() { os.RemoveAll(dir) })
+	var natsURL string
+	if n > 1 {
+		ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+			StoreDir: filepath.Join(dir, "nats"), NoLog: true, NoSigs: true})
+		if err != nil {
+			return nil, nil, fmt.Errorf("nats-server: %w", err)
+		}
+		go ns.Start()
+		if !ns.ReadyForConnections(10 * time.Second) {
+			ns.Shutdown()
+			return nil, nil, fmt.Errorf("nats-server: not ready after 10 s")
+		}
+		stops = append(stops, ns.Shutdown)
+		natsURL = ns.ClientURL()
+	}
+	for i := range n {
+		opts := server.Options{DataDir: filepath.Join(dir, fmt.Sprintf("r%d", i+1)),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ReportInterval: interval}
+		if natsURL != "" {
+			opts.Cluster = &cluster.Config{URLs: []string{natsURL}, Name: fmt.Sprintf("prefixsim-r%d", i+1)}
+		}
+		d, err := server.Start(server.DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off", Server: opts})
+		if err != nil {
+			return nil, nil, err
+		}
+		stops = append(stops, func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			d.Shutdown(sctx)
+		})
+		addrs = append(addrs, d.Addr())
+	}
+	return addrs, stop, nil
 }
 
 func contains(list []string, s string) bool {

@@ -22,6 +22,12 @@ type LiveOptions struct {
 	// Addr is the gRPC address of a running prefixrouted. Required; it must
 	// be a loopback address (127.0.0.0/8, ::1 or localhost).
 	Addr string
+	// Replicas are the addresses of further replicas of the same cluster
+	// (prefixrouted --nats), loopback too. With them, gateway workers and
+	// instances are spread round-robin over Addr and Replicas (worker i and
+	// instance k talk to replica i mod n and k mod n); configuration goes
+	// through Addr, and setup waits until every replica lists every instance.
+	Replicas []string
 	// Pool is the pool to use on the router. Default the scenario's.
 	Pool string
 	// Duration is how long requests arrive, in wall-clock time. Default 10s;
@@ -106,8 +112,10 @@ func RunLive(ctx context.Context, sc *Scenario, variant string, opts LiveOptions
 	if rc.variant.Baseline() {
 		return nil, fmt.Errorf("variant %q is a simulator baseline; live mode needs the router", variant)
 	}
-	if err := CheckLoopback(opts.Addr); err != nil {
-		return nil, err
+	for _, a := range append([]string{opts.Addr}, opts.Replicas...) {
+		if err := CheckLoopback(a); err != nil {
+			return nil, err
+		}
 	}
 	opts.defaults()
 	if opts.Pool != "" {
@@ -124,13 +132,21 @@ func RunLive(ctx context.Context, sc *Scenario, variant string, opts LiveOptions
 		defer c.Close()
 	}
 	e.wl = &limited{Workload: e.wl, left: opts.MaxRequests}
-	conn, err := client.Dial(opts.Addr)
-	if err != nil {
-		return nil, err
+	var conns []*grpc.ClientConn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for _, a := range append([]string{opts.Addr}, opts.Replicas...) {
+		conn, err := client.Dial(a)
+		if err != nil {
+			return nil, err
+		}
+		conns = append(conns, conn)
 	}
-	defer conn.Close()
-	lr := &liveRun{e: e, rc: rc, opts: opts, admin: pb.NewAdminServiceClient(conn), ctx: ctx}
-	if err := lr.setup(conn); err != nil {
+	lr := &liveRun{e: e, rc: rc, opts: opts, admin: pb.NewAdminServiceClient(conns[0]), ctx: ctx}
+	if err := lr.setup(conns); err != nil {
 		lr.closeReporters()
 		return nil, err
 	}
@@ -184,7 +200,7 @@ type liveRun struct {
 	opts      LiveOptions
 	ctx       context.Context
 	admin     pb.AdminServiceClient
-	picker    *client.Picker
+	pickers   []*client.Picker // one per replica
 	reporters []*client.Reporter
 	loads     []*liveLoad
 	index     map[string]int
@@ -199,8 +215,9 @@ type liveRun struct {
 }
 
 // setup sets the policy and the first weights, starts one Reporter per
-// instance and waits until the router lists them all.
-func (lr *liveRun) setup(conn *grpc.ClientConn) error {
+// instance (instance k on replica k mod n) and waits until every replica
+// lists them all.
+func (lr *liveRun) setup(conns []*grpc.ClientConn) error {
 	sc, speed := lr.rc.sc, lr.opts.Speed
 	ctx, cancel := context.WithTimeout(lr.ctx, 10*time.Second)
 	defer cancel()
@@ -217,7 +234,7 @@ func (lr *liveRun) setup(conn *grpc.ClientConn) error {
 		l := &liveLoad{}
 		lr.loads = append(lr.loads, l)
 		lr.publish(k)
-		r, err := client.NewReporter(conn, client.ReporterOptions{Pool: sc.Pool, Deployment: sc.Deployments[in.Deployment].Name,
+		r, err := client.NewReporter(conns[k%len(conns)], client.ReporterOptions{Pool: sc.Pool, Deployment: sc.Deployments[in.Deployment].Name,
 			InstanceID: in.ID, Address: in.ID + ".sim:8000", Load: l.get, CacheEvents: lr.rc.cacheEvents,
 			Interval: max(time.Duration(float64(lr.rc.reportInterval)/speed), 25*time.Millisecond), Logger: lr.opts.Logger})
 		if err != nil {
@@ -225,8 +242,23 @@ func (lr *liveRun) setup(conn *grpc.ClientConn) error {
 		}
 		lr.reporters = append(lr.reporters, r)
 	}
+	for i, conn := range conns {
+		if err := lr.waitInstances(ctx, pb.NewAdminServiceClient(conn), i); err != nil {
+			return err
+		}
+		p, err := client.NewPicker(conn, client.PickerOptions{Pool: sc.Pool, BlockSize: sc.BlockTokens, Timeout: 2 * time.Second})
+		if err != nil {
+			return err
+		}
+		lr.pickers = append(lr.pickers, p)
+	}
+	return nil
+}
+
+// waitInstances waits until replica i lists every instance as ok.
+func (lr *liveRun) waitInstances(ctx context.Context, admin pb.AdminServiceClient, i int) error {
 	for {
-		resp, err := lr.admin.ListInstances(ctx, &pb.ListInstancesRequest{Pool: sc.Pool})
+		resp, err := admin.ListInstances(ctx, &pb.ListInstancesRequest{Pool: lr.rc.sc.Pool})
 		ok := 0
 		for _, st := range resp.GetInstances() {
 			if st.GetState() == pb.InstanceState_INSTANCE_STATE_OK {
@@ -234,17 +266,15 @@ func (lr *liveRun) setup(conn *grpc.ClientConn) error {
 			}
 		}
 		if err == nil && ok == len(lr.e.insts) {
-			break
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %d instances to report (ListInstances: %v, %d ok): %w", len(lr.e.insts), err, ok, ctx.Err())
+			return fmt.Errorf("waiting for %d instances to report on replica %d (ListInstances: %v, %d ok): %w",
+				len(lr.e.insts), i, err, ok, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	var err error
-	lr.picker, err = client.NewPicker(conn, client.PickerOptions{Pool: sc.Pool, BlockSize: sc.BlockTokens, Timeout: 2 * time.Second})
-	return err
 }
 
 func (lr *liveRun) setWeights(w map[string]float64, _ uint64) error {

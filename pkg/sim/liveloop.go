@@ -24,8 +24,9 @@ func (lr *liveRun) loop(start time.Time) error {
 		work <- r
 	}
 	var wg sync.WaitGroup
-	for range lr.opts.Workers {
-		wg.Go(func() { lr.worker(work, inbox) })
+	for i := range lr.opts.Workers {
+		picker := lr.pickers[i%len(lr.pickers)] // workers spread over the replicas
+		wg.Go(func() { lr.worker(picker, work, inbox) })
 	}
 	defer func() {
 		close(work)
@@ -81,11 +82,11 @@ func (lr *liveRun) loop(start time.Time) error {
 }
 
 // worker is one gateway worker: it asks the router where each request goes.
-func (lr *liveRun) worker(work <-chan *Request, inbox chan<- routed) {
+func (lr *liveRun) worker(picker *client.Picker, work <-chan *Request, inbox chan<- routed) {
 	for r := range work {
 		seed := r.ID + 1
 		t := time.Now()
-		res, err := lr.picker.Pick(lr.ctx, client.Request{Hashes: r.Hashes, PromptTokens: r.PromptTokens, Seed: &seed,
+		res, err := picker.Pick(lr.ctx, client.Request{Hashes: r.Hashes, PromptTokens: r.PromptTokens, Seed: &seed,
 			RequestID: fmt.Sprintf("sim-%d", r.ID)})
 		m := routed{r: r, inst: -1, err: err, lat: time.Since(t)}
 		if err == nil {
