@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/prefixroute/prefixroute/server/rollout"
 	"github.com/prefixroute/prefixroute/server/store"
@@ -15,16 +14,7 @@ import (
 // RunRamps applies the due steps of running ramps every RampTick until ctx
 // ends.
 func (s *Server) RunRamps(ctx context.Context) {
-	t := time.NewTicker(s.opts.RampTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.AdvanceRamps()
-		}
-	}
+	every(ctx, s.opts.RampTick, func() { s.AdvanceRamps() })
 }
 
 // AdvanceRamps applies, for every pool whose running ramp has a step due

@@ -136,16 +136,23 @@ func (s *Server) Registry() *state.Registry { return s.reg }
 // Sweep forgets instances past forget_after every SweepInterval until ctx
 // ends.
 func (s *Server) Sweep(ctx context.Context) {
-	t := time.NewTicker(s.opts.SweepInterval)
+	every(ctx, s.opts.SweepInterval, func() {
+		if n := s.reg.Sweep(s.opts.Now()); n > 0 {
+			s.log.Info("forgot instances disconnected past forget_after", "instances", n)
+		}
+	})
+}
+
+// every calls fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if n := s.reg.Sweep(s.opts.Now()); n > 0 {
-				s.log.Info("forgot instances disconnected past forget_after", "instances", n)
-			}
+			fn()
 		}
 	}
 }
