@@ -40,14 +40,21 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 	if err != nil {
 		return statusOf(err)
 	}
+	if s.repl != nil {
+		// Before Connect: from here on, other replicas' events for this
+		// instance no longer drive it, so none can replace the new session.
+		s.repl.streamOpened(id.Pool, id.Instance)
+	}
 	sess, err := pool.Connect(s.opts.Now(), id)
 	if err != nil {
+		if s.repl != nil {
+			s.repl.streamEnded(id.Pool, id.Instance, false)
+		}
 		return statusOf(err)
 	}
 	defer func() { sess.Close(s.opts.Now()) }()
 	if s.repl != nil {
-		s.repl.streamOpened(id.Pool, id.Instance)
-		defer s.repl.streamClosed(id.Pool, id.Instance)
+		defer s.repl.streamEnded(id.Pool, id.Instance, true)
 	}
 	s.log.Debug("report stream opened", "pool", id.Pool, "deployment", id.Deployment, "instance", id.Instance, "address", id.Address)
 

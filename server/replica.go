@@ -31,9 +31,37 @@ type replica struct {
 
 	link atomic.Pointer[cluster.Link] // nil until the first Dial succeeds
 
+	// revs is, per pool, the bucket revision of the configuration in
+	// force here (written here or mirrored from the watch). Guarded by
+	// Server.adminMu.
+	revs map[string]uint64
+
 	mu     sync.Mutex
 	remote map[instKey]*state.Session // instances reporting to other replicas
 	local  map[instKey]int            // open streams on this replica
+
+	// applyMu serializes applying other replicas' events with importing a
+	// snapshot. While a snapshot is being pulled, the events of remote
+	// instances are also recorded (raw payloads, in arrival order), so
+	// that those the snapshot predates are applied again on top of it
+	// instead of being undone by it (pullSnapshot). recording is nil when
+	// nothing is recorded; guarded by recMu, written under applyMu too
+	// when it ends.
+	applyMu   sync.Mutex
+	recMu     sync.Mutex
+	recording map[instKey][][]byte
+	// expect holds, for instances imported from the latest snapshot and
+	// not heard of since, the sequence number of the report the snapshot
+	// had; a first event numbered beyond the next one reveals events the
+	// snapshot's peer had not applied yet when it answered, which this
+	// replica never received (published before it subscribed): the
+	// snapshot is then asked for again, at most maxGapPulls times per
+	// catch-up. Guarded by applyMu.
+	expect   map[instKey]uint64
+	gapPulls atomic.Int32
+	// pullRetries counts the failed snapshot requests of this catch-up
+	// (retrySnapshot).
+	pullRetries atomic.Int32
 
 	resync   chan struct{} // a snapshot is wanted (after a reconnect)
 	stop     chan struct{}
@@ -73,7 +101,8 @@ func newReplica(s *Server, cfg cluster.Config, catchUp string) *replica {
 	if catchUp == "" {
 		catchUp = CatchUpSnapshot
 	}
-	return &replica{s: s, cfg: cfg, remote: make(map[instKey]*state.Session), local: make(map[instKey]int),
+	return &replica{s: s, cfg: cfg, revs: make(map[string]uint64), expect: make(map[instKey]uint64),
+		remote: make(map[instKey]*state.Session), local: make(map[instKey]int),
 		resync: make(chan struct{}, 1), stop: make(chan struct{}), catchUp: catchUp}
 }
 
@@ -93,6 +122,9 @@ func (r *replica) start() {
 }
 
 func (r *replica) dial(ctx context.Context) error {
+	r.beginRecording() // events flow from Dial on; the snapshot comes later
+	r.gapPulls.Store(0)
+	r.pullRetries.Store(0)
 	l, err := cluster.Dial(ctx, r.cfg, cluster.Handlers{
 		OnConfig: r.onConfig,
 		OnEvents: r.onEvents,
@@ -149,6 +181,9 @@ func (r *replica) onState(st cluster.State) {
 	switch st {
 	case cluster.StateConnected:
 		r.s.log.Info("cluster link reconnected: catching up on configuration and instances")
+		r.beginRecording()
+		r.gapPulls.Store(0)
+		r.pullRetries.Store(0)
 		r.wantSnapshot()
 	case cluster.StateDisconnected:
 		r.s.log.Warn("cluster link down: routing on the last view and local reports; configuration changes answer Unavailable")
@@ -180,17 +215,20 @@ func (r *replica) publish(pool string, ev *pb.ClusterEvent) {
 	}
 }
 
-// streamOpened and streamClosed track this replica's own report streams:
+// streamOpened and streamEnded track this replica's own report streams:
 // an instance reporting here is never driven by another replica's events.
 func (r *replica) streamOpened(pool, instance string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := instKey{pool, instance}
 	r.local[k]++
-	delete(r.remote, k) // Connect has replaced that session already
+	delete(r.remote, k) // Connect replaces that session
 }
 
-func (r *replica) streamClosed(pool, instance string) {
+// streamEnded undoes streamOpened; with closed, the stream had a session,
+// and when it was the instance's last stream here the others learn that it
+// disconnected.
+func (r *replica) streamEnded(pool, instance string, closed bool) {
 	r.mu.Lock()
 	k := instKey{pool, instance}
 	r.local[k]--
@@ -199,7 +237,7 @@ func (r *replica) streamClosed(pool, instance string) {
 		delete(r.local, k)
 	}
 	r.mu.Unlock()
-	if last { // a stream replaced by a newer one here is no disconnect
+	if last && closed { // a stream replaced by a newer one here is no disconnect
 		r.publish(pool, &pb.ClusterEvent{Event: &pb.ClusterEvent_Closed{Closed: &pb.InstanceClosed{InstanceId: instance}}})
 	}
 }

@@ -144,7 +144,7 @@ func TestNATSOutageAndRestart(t *testing.T) {
 
 func TestWatchDeliversChangesMadeWhileAway(t *testing.T) {
 	ns := natstest.Start(t)
-	proxy := startProxy(t, ns.Addr())
+	proxy := natstest.StartProxy(t, ns.Addr())
 	a := dial(t, testConfig(ns.URL(), "a"), Handlers{})
 	cl, el := &configLog{}, &eventLog{}
 	c := dial(t, testConfig(proxy.URL(), "c"), Handlers{OnConfig: cl.handler, OnEvents: el.handler})
@@ -205,7 +205,7 @@ func TestWatchDeliversChangesMadeWhileAway(t *testing.T) {
 
 func TestUnresponsiveServerBoundedByApplyTimeout(t *testing.T) {
 	ns := natstest.Start(t)
-	proxy := startProxy(t, ns.Addr())
+	proxy := natstest.StartProxy(t, ns.Addr())
 	a := dial(t, testConfig(ns.URL(), "a"), Handlers{})
 	cfg := testConfig(proxy.URL(), "c")
 	cfg.ApplyTimeout = 500 * time.Millisecond

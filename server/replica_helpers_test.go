@@ -1,0 +1,234 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/server"
+	"github.com/prefixroute/prefixroute/server/cluster"
+)
+
+// Helpers of the replica tests (replica_*_test.go).
+
+// startReplicaWith is startReplica with mutate applied last.
+func startReplicaWith(t *testing.T, url, name, dir string, mutate func(*server.DaemonConfig)) *env {
+	return startWith(t, dir, func(c *server.DaemonConfig) {
+		c.Server.RampTick = time.Hour
+		c.Server.Cluster = &cluster.Config{URLs: []string{url}, Name: name, FlushInterval: time.Millisecond,
+			ApplyTimeout: 2 * time.Second, ReconnectWait: 50 * time.Millisecond, ReconnectJitter: 10 * time.Millisecond}
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+}
+
+// waitFor is eventually with its own stuck-test bound.
+func waitFor(t *testing.T, bound time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < bound {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s: not after %v", what, bound)
+	return 0
+}
+
+// scrape fetches and parses a daemon's /metrics.
+func scrape(t *testing.T, e *env) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + e.d.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// metricValue is the value of the one series of family name carrying the
+// labels want; ok is false when there is not exactly one.
+func metricValue(fams map[string]*dto.MetricFamily, name string, want map[string]string) (v float64, ok bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+	n := 0
+	for _, m := range f.GetMetric() {
+		match := true
+		for _, l := range m.GetLabel() {
+			if w, has := want[l.GetName()]; has && w != l.GetValue() {
+				match = false
+			}
+		}
+		if !match {
+			continue
+		}
+		n++
+		switch {
+		case m.GetCounter() != nil:
+			v = m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			v = m.GetGauge().GetValue()
+		}
+	}
+	return v, n == 1
+}
+
+// familyNames lists the families whose name starts with prefix, for
+// failure messages.
+func familyNames(fams map[string]*dto.MetricFamily, prefix string) string {
+	var out []string
+	for n := range fams {
+		if strings.HasPrefix(n, prefix) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
+// linkUp reads prefixroute_cluster_link_up from a replica's /metrics.
+func linkUp(t *testing.T, e *env) float64 {
+	t.Helper()
+	fams := scrape(t, e)
+	v, ok := metricValue(fams, "prefixroute_cluster_link_up", nil)
+	if !ok {
+		t.Fatalf("no single prefixroute_cluster_link_up series; cluster families: %s", familyNames(fams, "prefixroute_cluster"))
+	}
+	return v
+}
+
+// logRecorder is a slog handler keeping every record's message and
+// attributes, so a test can read what a replica logged.
+type logRecorder struct {
+	mu   sync.Mutex
+	recs []logRec
+}
+
+type logRec struct {
+	at    time.Time
+	msg   string
+	attrs map[string]slog.Value
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	rec := logRec{at: time.Now(), msg: r.Message, attrs: map[string]slog.Value{}}
+	r.Attrs(func(a slog.Attr) bool { rec.attrs[a.Key] = a.Value; return true })
+	l.mu.Lock()
+	l.recs = append(l.recs, rec)
+	l.mu.Unlock()
+	return nil
+}
+
+// all returns every record so far.
+func (l *logRecorder) all() []logRec {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]logRec(nil), l.recs...)
+}
+
+// find returns the records with message msg.
+func (l *logRecorder) find(msg string) []logRec {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []logRec
+	for _, r := range l.recs {
+		if r.msg == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+var _ slog.Handler = (*logRecorder)(nil)
+
+// quietLogger discards everything.
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// setArgmin sets the argmin strategy on e for pool and returns the
+// policy version.
+func setArgmin(t *testing.T, e *env, pool string) uint64 {
+	t.Helper()
+	r, err := e.admin.SetPolicy(context.Background(), &pb.SetPolicyRequest{Pool: pool,
+		Policy: &pb.Policy{Strategy: pb.Strategy_STRATEGY_ARGMIN}})
+	if err != nil {
+		t.Fatalf("SetPolicy argmin: %v", err)
+	}
+	return r.GetVersion()
+}
+
+// instances returns a replica's ListInstances for pool keyed by id; nil
+// when the pool is unknown there.
+func instances(e *env, pool string) map[string]*pb.InstanceStatus {
+	l, err := e.admin.ListInstances(context.Background(), &pb.ListInstancesRequest{Pool: pool})
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]*pb.InstanceStatus, len(l.GetInstances()))
+	for _, in := range l.GetInstances() {
+		out[in.GetInstanceId()] = in
+	}
+	return out
+}
+
+// allOK reports whether the replica lists exactly n instances of pool, all OK.
+func allOK(e *env, pool string, n int) bool {
+	ins := instances(e, pool)
+	if len(ins) != n {
+		return false
+	}
+	for _, in := range ins {
+		if in.GetState() != pb.InstanceState_INSTANCE_STATE_OK {
+			return false
+		}
+	}
+	return true
+}
+
+// reportLoop keeps sending in's report every interval on its own
+// goroutine until the test ends (stopped before the stream is closed).
+func reportLoop(t *testing.T, in *instance, every time.Duration, next func() *pb.ReportLoadRequest) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+				if err := in.trySend(next()); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+}
