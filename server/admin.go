@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/scheduler"
 	"github.com/prefixroute/prefixroute/server/state"
 	"github.com/prefixroute/prefixroute/server/store"
 )
@@ -97,15 +98,9 @@ func (as *adminService) SetPolicy(ctx context.Context, req *pb.SetPolicyRequest)
 	if err := s.reg.CanHold(req.GetPool()); err != nil {
 		return nil, statusOf(err)
 	}
-	base := state.DefaultConfig().Policy
-	if pool, err := s.reg.Pool(req.GetPool()); err == nil {
-		base = pool.Config().Policy
-	}
-	p, err := mergePolicy(base, req.GetPolicy())
-	if err != nil {
-		return nil, statusOf(err)
-	}
-	e, err := store.PolicyEdit(req.GetPool(), p)
+	e, err := store.PolicyMergeEdit(req.GetPool(), func(base scheduler.Policy) (scheduler.Policy, error) {
+		return mergePolicy(base, req.GetPolicy())
+	})
 	if err != nil {
 		return nil, statusOf(err)
 	}
@@ -117,7 +112,7 @@ func (as *adminService) SetPolicy(ctx context.Context, req *pb.SetPolicyRequest)
 		return nil, err
 	}
 	s.log.Info("policy set", "pool", req.GetPool(), "policy_version", pc.PolicyVersion, "caller", caller(ctx))
-	return &pb.SetPolicyResponse{Policy: policyProto(&p), Version: pc.PolicyVersion}, nil
+	return &pb.SetPolicyResponse{Policy: policyProto(pc.Policy), Version: pc.PolicyVersion}, nil
 }
 
 // GetPolicy implements AdminService.GetPolicy.

@@ -23,7 +23,7 @@ func (r *replica) registerClusterMetrics(m metric.Meter) error {
 		return err
 	}
 	events, err := m.Int64ObservableCounter("prefixroute_cluster_events", metric.WithUnit("{event}"),
-		metric.WithDescription("Cluster events by direction: published, received, dropped (outbox full while NATS was slow or down) and applied."))
+		metric.WithDescription("Cluster events by direction: published, received, dropped (outbox full while NATS was slow or down), applied, and receive_dropped (messages the NATS client dropped because this replica applied too slowly)."))
 	if err != nil {
 		return err
 	}
@@ -56,6 +56,7 @@ func (r *replica) registerClusterMetrics(m metric.Meter) error {
 		ob.ObserveInt64(events, int64(st.ReceivedEvents), dir("received"))
 		ob.ObserveInt64(events, int64(st.DroppedEvents), dir("dropped"))
 		ob.ObserveInt64(events, int64(r.applied.Load()), dir("applied"))
+		ob.ObserveInt64(events, int64(st.ReceiveDropped), dir("receive_dropped"))
 		ob.ObserveInt64(bytes, int64(st.PublishedBytes), dir("published"))
 		ob.ObserveInt64(bytes, int64(st.ReceivedBytes), dir("received"))
 		ob.ObserveInt64(bytes, int64(st.DroppedBytes), dir("dropped"))

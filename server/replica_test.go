@@ -174,3 +174,40 @@ func TestReplicaReadsItsOwnWrites(t *testing.T) {
 		t.Logf("%d reads rolled back", rolledBack)
 	}
 }
+
+// TestReplicasConcurrentSetPolicyMerge: two replicas change different policy
+// fields at once; the loser of the compare-and-set merges into the winner's
+// policy, so both fields land, on every replica.
+func TestReplicasConcurrentSetPolicyMerge(t *testing.T) {
+	ns := natstest.Start(t)
+	rs := startReplicas(t, ns.URL(), 2)
+	c := context.Background()
+	for round := range 5 {
+		delta, lambda := float64(30+round), float64(5+round)
+		errs := make(chan error, 2)
+		// set retries on Aborted, as a client is told to (a replica whose
+		// local copy was behind refuses once, after refreshing it).
+		set := func(r *env, p *pb.Policy) {
+			var err error
+			for range 5 {
+				if _, err = r.admin.SetPolicy(c, &pb.SetPolicyRequest{Pool: "chat", Policy: p}); status.Code(err) != codes.Aborted {
+					break
+				}
+			}
+			errs <- err
+		}
+		go set(rs[0], &pb.Policy{DeltaMs: &delta})
+		go set(rs[1], &pb.Policy{LambdaH: &lambda})
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: SetPolicy: %v", round, err)
+			}
+		}
+		for _, r := range rs {
+			eventually(t, "both fields on every replica", func() bool {
+				p, err := r.admin.GetPolicy(c, &pb.GetPolicyRequest{Pool: "chat"})
+				return err == nil && p.GetPolicy().GetDeltaMs() == delta && p.GetPolicy().GetLambdaH() == lambda
+			})
+		}
+	}
+}

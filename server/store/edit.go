@@ -106,6 +106,32 @@ func PolicyEdit(pool string, p scheduler.Policy) (Edit, error) {
 	}}, nil
 }
 
+// PolicyMergeEdit changes pool's policy to merge(the policy in force: the
+// stored one, else scheduler.DefaultPolicy). The merge runs inside the
+// edit, on the configuration the change applies to, so a change retried
+// after losing a compare-and-set merges into the winner's policy rather
+// than overwriting it. The result must pass what PolicyEdit checks.
+func PolicyMergeEdit(pool string, merge func(base scheduler.Policy) (scheduler.Policy, error)) (Edit, error) {
+	if err := ValidatePoolName(pool); err != nil {
+		return Edit{}, err
+	}
+	return Edit{kindPolicy, func(c *PoolConfig, now time.Time) error {
+		base := scheduler.DefaultPolicy()
+		if c.Policy != nil {
+			base = *c.Policy
+		}
+		p, err := merge(base)
+		if err != nil {
+			return err
+		}
+		e, err := PolicyEdit(pool, p)
+		if err != nil {
+			return err
+		}
+		return e.apply(c, now)
+	}}, nil
+}
+
 // StartRamp starts a ramp of pool's weights; see StartRampEdit.
 func (s *Store) StartRamp(pool string, start map[string]float64, steps []rollout.Step, hold rollout.AutoHold,
 	expectedVersion uint64, caller string) (PoolConfig, error) {
