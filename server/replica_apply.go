@@ -249,7 +249,7 @@ func (r *replica) pullSnapshot() {
 	if l == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*r.cfg.ApplyTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.SnapshotTimeout+4*r.cfg.ApplyTimeout)
 	defer cancel()
 	start := time.Now()
 	r.beginRecording() // before the request: the peer's view may predate what arrives from now on
@@ -301,7 +301,7 @@ const (
 )
 
 // retrySnapshot asks for the snapshot again, backing off, after a request
-// failed with err: a peer too busy to answer within ApplyTimeout (a large
+// failed with err: a peer too busy to answer within SnapshotTimeout (a large
 // view to export) must not leave this replica without the other
 // replicas' instances' caches, which their reports do not resend. The
 // first replica of a cluster, which has heard from no other, has no peer

@@ -53,11 +53,7 @@ func TestReplicaLateJoinCatchUp(t *testing.T) {
 			ns := natstest.Start(t)
 			proxies := []*natstest.Proxy{natstest.StartProxy(t, ns.Addr()), natstest.StartProxy(t, ns.Addr()), natstest.StartProxy(t, ns.Addr())}
 			catchUp := func(c *server.DaemonConfig) {
-				c.Server.ClusterCatchUp = mode
-				// A peer must export and encode its whole view (~2 MB) before
-				// its first chunk, within ApplyTimeout: allow for a slow
-				// machine under the race detector.
-				c.Server.Cluster.ApplyTimeout = 10 * time.Second
+				c.Server.ClusterCatchUp = mode // a peer's export of ~2 MB fits the default SnapshotTimeout (30 s)
 			}
 			logs := []*logRecorder{{}, {}, {}}
 			logTo := func(k int) func(*server.DaemonConfig) {

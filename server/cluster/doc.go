@@ -51,7 +51,7 @@
 // handler error is sent back in Prefixroute-Error and the requester
 // waits for another replica. With no replica serving, the NATS server's
 // no-responders status makes RequestSnapshot fail with ErrNoPeers at once;
-// otherwise it waits at most ApplyTimeout for a first chunk.
+// otherwise it waits at most SnapshotTimeout for a first chunk.
 //
 // # State and stats
 //

@@ -13,6 +13,7 @@ func testConfig(url, name string) Config {
 		ReconnectWait:   50 * time.Millisecond,
 		ReconnectJitter: 10 * time.Millisecond,
 		ApplyTimeout:    2 * time.Second,
+		SnapshotTimeout: 2 * time.Second,
 	}
 }
 

@@ -209,6 +209,7 @@ func TestUnresponsiveServerBoundedByApplyTimeout(t *testing.T) {
 	a := dial(t, testConfig(ns.URL(), "a"), Handlers{})
 	cfg := testConfig(proxy.URL(), "c")
 	cfg.ApplyTimeout = 500 * time.Millisecond
+	cfg.SnapshotTimeout = 500 * time.Millisecond // the first chunk's wait
 	c := dial(t, cfg, Handlers{OnConfig: func(string, []byte, uint64, bool) {}})
 	ctx := context.Background()
 	rev, err := a.Create(ctx, "k", []byte("0"))

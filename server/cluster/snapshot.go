@@ -31,7 +31,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // ServeSnapshots makes this replica answer snapshot requests from other
 // replicas with fn(pool); nil stops answering. fn runs on its own
 // goroutine per request (at most 4 at once; more requests are ignored
-// and left to other replicas) and should answer within ApplyTimeout. An
+// and left to other replicas) and should answer within SnapshotTimeout. An
 // error from fn is reported to the requester, which keeps waiting for
 // another replica. Calling it again replaces the handler. The
 // subscription is live at the server when it returns.
@@ -119,7 +119,7 @@ func (l *Link) serveSnapshot(req *nats.Msg, fn func(string) ([]byte, error)) {
 // replica serving snapshots may start answering; the requester keeps the
 // first whose chunk 0 arrives and cancels the others after their first
 // chunk. It fails with ErrNoPeers when no replica serves snapshots or
-// none answered within ApplyTimeout (wrapping the handlers' errors, if
+// none answered within SnapshotTimeout (wrapping the handlers' errors, if
 // any), with ErrUnavailable when disconnected or when the chosen replica
 // stalls for ApplyTimeout mid-stream. ctx bounds the whole transfer.
 func (l *Link) RequestSnapshot(ctx context.Context, pool string) ([]byte, string, error) {
@@ -149,7 +149,13 @@ func (l *Link) RequestSnapshot(ctx context.Context, pool string) ([]byte, string
 		peerErrs []error
 	)
 	for {
-		wctx, cancel := context.WithTimeout(ctx, l.cfg.ApplyTimeout)
+		wait := l.cfg.ApplyTimeout
+		if chosen == "" && len(peerErrs) == 0 {
+			// The peer exports its view first. Once one peer has answered
+			// with an error, the others get ApplyTimeout to do better.
+			wait = l.cfg.SnapshotTimeout
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
 		m, err := sub.NextMsgWithContext(wctx)
 		cancel()
 		switch {
@@ -159,7 +165,7 @@ func (l *Link) RequestSnapshot(ctx context.Context, pool string) ([]byte, string
 			// The server's no-responders status: nobody (else) subscribed.
 			return nil, "", fmt.Errorf("%w for pool %q: no replica serves snapshots", ErrNoPeers, pool)
 		case err != nil && chosen == "" && l.nc.IsConnected():
-			return nil, "", noPeers(pool, l.cfg.ApplyTimeout, peerErrs)
+			return nil, "", noPeers(pool, l.cfg.SnapshotTimeout, peerErrs)
 		case err != nil:
 			return nil, "", fmt.Errorf("%w: snapshot stream for pool %q from %q: %w", ErrUnavailable, pool, chosen, err)
 		case m.Header.Get("Status") != "":
