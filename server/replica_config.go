@@ -68,8 +68,8 @@ func (s *Server) applyEdit(pool string, e store.Edit, caller string) (store.Pool
 // compare-and-set on the key's revision, retrying when another replica
 // wrote in between (the edit's own checks, such as expected_version, then
 // see the other write). The result is then kept in the local store. An
-// edit that this replica's handler prepared from a local copy already
-// behind the bucket is refused (staleCopyError) unless the newest
+// edit computed from this replica's copy (Edit.FromCopy) while that copy
+// is behind the bucket is refused (staleCopyError) unless the newest
 // configuration refuses it first.
 func (r *replica) change(pool string, e store.Edit, caller string) (store.PoolConfig, error) {
 	l := r.link.Load()
@@ -89,7 +89,7 @@ func (r *replica) change(pool string, e store.Edit, caller string) (store.PoolCo
 			cancel()
 			return store.PoolConfig{}, err
 		}
-		if have := r.revs[pool]; attempt == 0 && rev > have {
+		if have := r.revs[pool]; attempt == 0 && rev > have && e.FromCopy() {
 			// The caller prepared the edit from a copy older than the
 			// bucket: catch up, and let it prepare the edit again.
 			cancel()

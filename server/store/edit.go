@@ -17,7 +17,17 @@ import (
 type Edit struct {
 	kind  string // the audit record's kind
 	apply func(c *PoolConfig, now time.Time) error
+	// fromCopy: the caller computed arguments from its own copy of the
+	// configuration (StartRamp's start weights).
+	fromCopy bool
 }
+
+// FromCopy reports whether the edit's arguments were computed from the
+// caller's copy of the configuration, so that applying it to a newer one
+// (another replica's change) would be wrong: such an edit must be prepared
+// again. Edits whose arguments stand on their own (a weights map with its
+// expected version, a policy merge, a ramp step) can be re-applied.
+func (e Edit) FromCopy() bool { return e.fromCopy }
 
 // Apply returns c changed by e at now, or the edit's error (a version
 // mismatch, a ramp in the way). c is not modified.
@@ -53,7 +63,7 @@ func WeightsEdit(pool string, weights map[string]float64, expectedVersion uint64
 		return Edit{}, fmt.Errorf("pool %q: %w", pool, err)
 	}
 	weights = maps.Clone(weights)
-	return Edit{kindWeights, func(c *PoolConfig, _ time.Time) error {
+	return Edit{kind: kindWeights, apply: func(c *PoolConfig, _ time.Time) error {
 		if err := checkVersion(pool, c, expectedVersion); err != nil {
 			return err
 		}
@@ -98,7 +108,7 @@ func PolicyEdit(pool string, p scheduler.Policy) (Edit, error) {
 	if _, err := encodePolicy(p); err != nil {
 		return Edit{}, fmt.Errorf("pool %q: %w", pool, err)
 	}
-	return Edit{kindPolicy, func(c *PoolConfig, _ time.Time) error {
+	return Edit{kind: kindPolicy, apply: func(c *PoolConfig, _ time.Time) error {
 		pc := p
 		c.Policy = &pc
 		c.PolicyVersion++
@@ -115,7 +125,7 @@ func PolicyMergeEdit(pool string, merge func(base scheduler.Policy) (scheduler.P
 	if err := ValidatePoolName(pool); err != nil {
 		return Edit{}, err
 	}
-	return Edit{kindPolicy, func(c *PoolConfig, now time.Time) error {
+	return Edit{kind: kindPolicy, apply: func(c *PoolConfig, now time.Time) error {
 		base := scheduler.DefaultPolicy()
 		if c.Policy != nil {
 			base = *c.Policy
@@ -160,7 +170,7 @@ func StartRampEdit(pool string, start map[string]float64, steps []rollout.Step, 
 		return Edit{}, fmt.Errorf("pool %q: %w", pool, err)
 	}
 	probe = probe.Clone()
-	return Edit{kindRamp, func(c *PoolConfig, now time.Time) error {
+	return Edit{kind: kindRamp, fromCopy: true, apply: func(c *PoolConfig, now time.Time) error {
 		if err := checkVersion(pool, c, expectedVersion); err != nil {
 			return err
 		}
@@ -190,7 +200,7 @@ func (s *Store) StepRamp(pool string, id uint64, applied int, caller string) (Po
 // so a step is never applied twice. Audited as kind "weights" with the
 // ramp's id and step.
 func StepRampEdit(pool string, id uint64, applied int) Edit {
-	return Edit{kindWeights, func(c *PoolConfig, now time.Time) error {
+	return Edit{kind: kindWeights, apply: func(c *PoolConfig, now time.Time) error {
 		r := c.Ramp
 		if r == nil {
 			return fmt.Errorf("%w: pool %q", ErrNoRamp, pool)
@@ -239,7 +249,7 @@ func UpdateRampEdit(pool string, id uint64, op, reason string) (Edit, error) {
 	if op != RampPause && op != RampResume && op != RampAbort {
 		return Edit{}, fmt.Errorf("unknown ramp operation %q", op)
 	}
-	return Edit{kindRamp, func(c *PoolConfig, now time.Time) error {
+	return Edit{kind: kindRamp, apply: func(c *PoolConfig, now time.Time) error {
 		r := c.Ramp
 		if r == nil {
 			return fmt.Errorf("%w: pool %q never had a ramp", ErrNoRamp, pool)
