@@ -17,15 +17,12 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"google.golang.org/protobuf/proto"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -132,16 +129,7 @@ type cbCounters struct{ events, bytes map[string]float64 }
 
 func cbScrape(b *testing.B, e *env) cbCounters {
 	b.Helper()
-	resp, err := http.Get("http://" + e.d.HTTPAddr() + "/metrics")
-	if err != nil {
-		b.Fatalf("GET /metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		b.Fatalf("parse /metrics: %v", err)
-	}
+	fams := server.ScrapeMetrics(b, e.d)
 	out := cbCounters{events: map[string]float64{}, bytes: map[string]float64{}}
 	for name, f := range fams {
 		var into map[string]float64

@@ -107,7 +107,7 @@ func (s *obsStream) report(r *pb.ReportLoadRequest) {
 }
 
 // obsScrape fetches /metrics and parses the text exposition.
-func obsScrape(t *testing.T, d *Daemon) map[string]*dto.MetricFamily {
+func obsScrape(t testing.TB, d *Daemon) map[string]*dto.MetricFamily {
 	t.Helper()
 	resp, err := http.Get("http://" + d.HTTPAddr() + "/metrics")
 	if err != nil {
@@ -154,18 +154,26 @@ func obsSeries(fams map[string]*dto.MetricFamily, name string, want map[string]s
 // fails the test when there is none or more than one.
 func obsValue(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
 	t.Helper()
-	m, ok := obsSeries(fams, name, want)
+	v, ok := obsValueOK(fams, name, want)
 	if !ok {
-		t.Fatalf("%s%v: want exactly one series; family has:\n%s", name, want, obsDump(fams[name]))
+		t.Fatalf("%s%v: want exactly one counter or gauge series; family has:\n%s", name, want, obsDump(fams[name]))
 	}
+	return v
+}
+
+// obsValueOK is obsValue reporting, instead of failing, whether exactly one
+// counter or gauge series matched.
+func obsValueOK(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	m, ok := obsSeries(fams, name, want)
 	switch {
+	case !ok:
+		return 0, false
 	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue()
+		return m.GetCounter().GetValue(), true
 	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue()
+		return m.GetGauge().GetValue(), true
 	}
-	t.Fatalf("%s%v is neither a counter nor a gauge", name, want)
-	return 0
+	return 0, false
 }
 
 func obsDump(f *dto.MetricFamily) string {

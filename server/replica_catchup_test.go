@@ -72,7 +72,7 @@ func TestReplicaLateJoinCatchUp(t *testing.T) {
 				for k, r := range rs {
 					fams := scrape(t, r)
 					for _, dir := range []string{"published", "received", "dropped", "applied"} {
-						v, _ := metricValue(fams, "prefixroute_cluster_events_total", map[string]string{"direction": dir})
+						v, _ := server.MetricValue(fams, "prefixroute_cluster_events_total", map[string]string{"direction": dir})
 						t.Logf("replica %d: events %s %v", k+1, dir, v)
 					}
 					ins := instances(r, "chat")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/server"
@@ -49,52 +46,7 @@ func waitFor(t *testing.T, bound time.Duration, what string, cond func() bool) t
 }
 
 // scrape fetches and parses a daemon's /metrics.
-func scrape(t *testing.T, e *env) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := http.Get("http://" + e.d.HTTPAddr() + "/metrics")
-	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %s", resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
-	}
-	return fams
-}
-
-// metricValue is the value of the one series of family name carrying the
-// labels want; ok is false when there is not exactly one.
-func metricValue(fams map[string]*dto.MetricFamily, name string, want map[string]string) (v float64, ok bool) {
-	f := fams[name]
-	if f == nil {
-		return 0, false
-	}
-	n := 0
-	for _, m := range f.GetMetric() {
-		match := true
-		for _, l := range m.GetLabel() {
-			if w, has := want[l.GetName()]; has && w != l.GetValue() {
-				match = false
-			}
-		}
-		if !match {
-			continue
-		}
-		n++
-		switch {
-		case m.GetCounter() != nil:
-			v = m.GetCounter().GetValue()
-		case m.GetGauge() != nil:
-			v = m.GetGauge().GetValue()
-		}
-	}
-	return v, n == 1
-}
+func scrape(t *testing.T, e *env) map[string]*dto.MetricFamily { return server.ScrapeMetrics(t, e.d) }
 
 // familyNames lists the families whose name starts with prefix, for
 // failure messages.
@@ -113,7 +65,7 @@ func familyNames(fams map[string]*dto.MetricFamily, prefix string) string {
 func linkUp(t *testing.T, e *env) float64 {
 	t.Helper()
 	fams := scrape(t, e)
-	v, ok := metricValue(fams, "prefixroute_cluster_link_up", nil)
+	v, ok := server.MetricValue(fams, "prefixroute_cluster_link_up", nil)
 	if !ok {
 		t.Fatalf("no single prefixroute_cluster_link_up series; cluster families: %s", familyNames(fams, "prefixroute_cluster"))
 	}
