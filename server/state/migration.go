@@ -23,10 +23,10 @@ type liveView struct {
 }
 
 // eligible reports whether in can serve now as far as availability goes:
-// connected, reported within stale_after, not draining. Called with p.mu
-// held.
+// the state ListInstances shows as ok. Called with p.mu held.
 func (v *liveView) eligible(in *instance, stale time.Duration) bool {
-	return in.connected && in.reported && v.now.Sub(in.lastReport) <= stale && !in.last.Draining
+	st, _ := in.state(v.now, stale)
+	return st == StateOK
 }
 
 // Deployments implements readiness.Live.

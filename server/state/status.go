@@ -49,18 +49,25 @@ func (p *Pool) Instances(now time.Time) []InstanceStatus {
 	defer p.mu.RUnlock()
 	out := make([]InstanceStatus, len(p.order))
 	for i, in := range p.order {
-		age := max(0, now.Sub(in.lastReport))
-		st := StateOK
-		switch {
-		case !in.connected:
-			st = StateDisconnected
-		case age > stale:
-			st = StateStale
-		case in.last.Draining:
-			st = StateDraining
-		}
+		st, age := in.state(now, stale)
 		out[i] = InstanceStatus{Identity: in.id, State: st, ReportAge: age, Last: in.last,
 			CachedBlocks: in.cache.Len(), AssignedTokens: in.assigned}
 	}
 	return out
+}
+
+// state is in's availability at now with the pool's stale_after, and the
+// age of its last report (a huge age before the first report: stale).
+// Called with the pool's lock held.
+func (in *instance) state(now time.Time, stale time.Duration) (InstanceState, time.Duration) {
+	age := max(0, now.Sub(in.lastReport))
+	switch {
+	case !in.connected:
+		return StateDisconnected, age
+	case age > stale:
+		return StateStale, age
+	case in.last.Draining:
+		return StateDraining, age
+	}
+	return StateOK, age
 }
