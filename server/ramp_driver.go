@@ -24,15 +24,11 @@ func (s *Server) RunRamps(ctx context.Context) {
 // would leave its target deployment less headroom than asked. A step that
 // cannot be persisted is logged and retried on the next call.
 func (s *Server) AdvanceRamps() int {
-	now := s.opts.Now()
-	pools := s.store.Pools()
+	due := s.store.DueRamps(s.opts.Now())
 	applied := 0
-	for _, name := range slices.Sorted(maps.Keys(pools)) {
-		r := pools[name].Ramp
-		if r == nil || !r.Due(now) {
-			continue
-		}
-		if s.stepRamp(name, r) {
+	for _, name := range slices.Sorted(maps.Keys(due)) {
+		r := due[name]
+		if s.stepRamp(name, &r) {
 			applied++
 		}
 	}

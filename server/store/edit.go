@@ -220,6 +220,21 @@ func StepRampEdit(pool string, id uint64, applied int) Edit {
 	}}
 }
 
+// DueRamps returns a copy of every running ramp with a step due at now, by
+// pool. It copies nothing else, so a ticker may call it often.
+func (s *Store) DueRamps(now time.Time) map[string]rollout.Ramp {
+	var out map[string]rollout.Ramp
+	for name, c := range *s.pools.Load() {
+		if c.Ramp != nil && c.Ramp.Due(now) {
+			if out == nil {
+				out = make(map[string]rollout.Ramp)
+			}
+			out[name] = c.Ramp.Clone()
+		}
+	}
+	return out
+}
+
 // Ramp transitions, for UpdateRampEdit.
 const (
 	RampPause  = "pause"
