@@ -7,9 +7,9 @@ import (
 	"google.golang.org/grpc/peer"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/internal/store"
 	"github.com/prefixroute/prefixroute/scheduler"
-	"github.com/prefixroute/prefixroute/server/state"
-	"github.com/prefixroute/prefixroute/server/store"
 )
 
 type adminService struct {

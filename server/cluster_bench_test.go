@@ -28,9 +28,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/server"
-	"github.com/prefixroute/prefixroute/server/cluster"
 )
 
 // cbMode is a benchmark's mode: clustering off, on (r1 and r2 joined), or

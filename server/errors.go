@@ -7,9 +7,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/internal/store"
 	"github.com/prefixroute/prefixroute/scheduler"
-	"github.com/prefixroute/prefixroute/server/state"
-	"github.com/prefixroute/prefixroute/server/store"
 )
 
 // codeOf maps the core's sentinel errors to gRPC codes. This is the only

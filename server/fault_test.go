@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/server/state"
+	"github.com/prefixroute/prefixroute/internal/state"
 )
 
 // Fault tests: streams cut mid-message, streams that never send, a restart

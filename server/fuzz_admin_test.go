@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/server/state"
-	"github.com/prefixroute/prefixroute/server/store"
+	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/internal/store"
 )
 
 // adminSnapshot is what a rejected change must leave as it was.

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/server/state"
+	"github.com/prefixroute/prefixroute/internal/state"
 )
 
 type loadService struct {

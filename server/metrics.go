@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/scheduler"
-	"github.com/prefixroute/prefixroute/server/state"
 )
 
 // outcome is the outcome label of prefixroute_picks_total.

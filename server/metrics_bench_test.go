@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/server/state"
+	"github.com/prefixroute/prefixroute/internal/state"
 )
 
 // obsPickServer is a Server without a daemon holding pool "bench": two

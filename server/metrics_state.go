@@ -9,11 +9,11 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/prefixroute/prefixroute/server/state"
+	"github.com/prefixroute/prefixroute/internal/state"
 )
 
 // The prefix index's memory estimate per entry, from the figures in
-// server/state/doc.go: a distinct block costs about 80 bytes in the pool's
+// internal/state/doc.go: a distinct block costs about 80 bytes in the pool's
 // map; a (block, instance) pair about 40 bytes in the instance's LRU plus 4
 // bytes in the block's holder set. (Holder bitsets of blocks held by many
 // instances are not counted separately: they are at most the 4 bytes per

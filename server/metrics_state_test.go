@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/prefixroute/prefixroute/server/state"
+	"github.com/prefixroute/prefixroute/internal/state"
 )
 
 // TestWindow checks which one-second buckets the sliding window sums.

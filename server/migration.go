@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/server/readiness"
-	"github.com/prefixroute/prefixroute/server/rollout"
+	"github.com/prefixroute/prefixroute/internal/readiness"
+	"github.com/prefixroute/prefixroute/internal/rollout"
 )
 
 // GetMigrationStatus implements AdminService.GetMigrationStatus.

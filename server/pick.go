@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/scheduler"
-	"github.com/prefixroute/prefixroute/server/state"
 )
 
 type pickService struct {

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/server/rollout"
-	"github.com/prefixroute/prefixroute/server/store"
+	"github.com/prefixroute/prefixroute/internal/rollout"
+	"github.com/prefixroute/prefixroute/internal/store"
 )
 
 // StartRamp implements AdminService.StartRamp.

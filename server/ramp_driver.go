@@ -7,8 +7,8 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/prefixroute/prefixroute/server/rollout"
-	"github.com/prefixroute/prefixroute/server/store"
+	"github.com/prefixroute/prefixroute/internal/rollout"
+	"github.com/prefixroute/prefixroute/internal/store"
 )
 
 // RunRamps applies the due steps of running ramps every RampTick until ctx

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/prefixroute/prefixroute/server/cluster"
-	"github.com/prefixroute/prefixroute/server/store"
+	"github.com/prefixroute/prefixroute/internal/cluster"
+	"github.com/prefixroute/prefixroute/internal/store"
 )
 
 // ErrClusterUnavailable is the error of a configuration change while the

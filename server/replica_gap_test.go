@@ -8,8 +8,8 @@ import (
 	"time"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/natstest"
-	"github.com/prefixroute/prefixroute/server/cluster"
 )
 
 // TestReplicaSnapshotGapAskedAgain: the peer answering a joining replica's

@@ -13,8 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/server"
-	"github.com/prefixroute/prefixroute/server/cluster"
 )
 
 // Helpers of the replica tests (replica_*_test.go).

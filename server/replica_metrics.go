@@ -6,7 +6,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/prefixroute/prefixroute/server/cluster"
+	"github.com/prefixroute/prefixroute/internal/cluster"
 )
 
 // registerClusterMetrics exports the cluster link's state and counters,

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/server"
-	"github.com/prefixroute/prefixroute/server/cluster"
 )
 
 // startReplicas runs n daemons joined through the NATS server at url,

@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/server/cluster"
-	"github.com/prefixroute/prefixroute/server/state"
-	"github.com/prefixroute/prefixroute/server/store"
+	"github.com/prefixroute/prefixroute/internal/cluster"
+	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/internal/store"
 )
 
 // Options configures a Server. Zero fields take the defaults stated.

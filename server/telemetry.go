@@ -25,7 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/server/state"
+	"github.com/prefixroute/prefixroute/internal/state"
 )
 
 // serviceName is the default service.name of the router's telemetry;

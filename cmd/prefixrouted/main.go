@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/server"
-	"github.com/prefixroute/prefixroute/server/cluster"
 )
 
 func main() {

@@ -14,7 +14,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/prefixroute/prefixroute/pkg/sim"
+	"github.com/prefixroute/prefixroute/internal/sim"
 )
 
 const usage = `usage:

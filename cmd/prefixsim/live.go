@@ -12,9 +12,9 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 
-	"github.com/prefixroute/prefixroute/pkg/sim"
+	"github.com/prefixroute/prefixroute/internal/cluster"
+	"github.com/prefixroute/prefixroute/internal/sim"
 	"github.com/prefixroute/prefixroute/server"
-	"github.com/prefixroute/prefixroute/server/cluster"
 )
 
 // minLiveReportInterval keeps live reports under prefixrouted's default

@@ -1,0 +1,211 @@
+package sim
+
+import (
+	"math"
+	"time"
+
+	"github.com/prefixroute/prefixroute/internal/state"
+)
+
+// Instance is one emulated model server: an FCFS prefill queue served in
+// batches (a fixed overhead plus uncached tokens / throughput), a prefix
+// cache of the blocks it actually prefilled, and optional decoding (output
+// tokens × decode_per_token, which holds KV but not the prefill engine).
+// Not safe for concurrent use: the simulation loop owns it.
+type Instance struct {
+	ID         string
+	Deployment int
+	spec       *DeploymentSpec
+	bs         int
+	cache      *Cache
+	fleet      map[uint64]int32 // shared by the fleet: block -> instances holding it
+	events     eventLog
+	track      bool // record cache events
+
+	queue        []*Request
+	head         int
+	batch        []*Request
+	busy         bool
+	batchStart   time.Duration
+	batchEnd     time.Duration
+	batchTokens  uint64
+	queuedTokens uint64 // uncached tokens of the queue, estimated at enqueue
+	decoding     int
+	activeBlocks int
+
+	// Counters over the run.
+	Requests, Prefilled, Hit uint64
+	Batches                  uint64
+}
+
+func newInstance(id string, dep int, spec *DeploymentSpec, bs int, fleet map[uint64]int32, track bool) *Instance {
+	return &Instance{ID: id, Deployment: dep, spec: spec, bs: bs, cache: NewCache(spec.KVBlocks), fleet: fleet, track: track}
+}
+
+// Cache returns the instance's prefix cache.
+func (in *Instance) Cache() *Cache { return in.cache }
+
+// uncached is the prompt tokens left to prefill after matched blocks, as
+// the scheduler computes it.
+func uncached(prompt uint32, matched, bs int) uint32 {
+	c := uint64(matched) * uint64(bs)
+	if c >= uint64(prompt) {
+		return 0
+	}
+	return prompt - uint32(c)
+}
+
+// enqueue adds r to the queue and reports whether the instance is idle (the
+// caller then starts a batch).
+func (in *Instance) enqueue(r *Request) bool {
+	r.estUncached = uncached(r.PromptTokens, in.cache.Match(r.Hashes), in.bs)
+	in.queuedTokens += uint64(r.estUncached)
+	in.queue = append(in.queue, r)
+	return !in.busy
+}
+
+// prefillTime is the duration of a batch of n uncached tokens.
+func (in *Instance) prefillTime(n uint64) time.Duration {
+	return in.spec.BatchOverhead.D() + time.Duration(math.Round(float64(n)*1e9/in.spec.PrefillTokensPerSecond))
+}
+
+// startBatch takes the next batch off the queue at now: requests in FCFS
+// order while their uncached tokens fit max_batch_tokens (at least one).
+// Each request's cache hit is decided here. It returns the batch's end, or
+// false when the instance is busy or the queue empty.
+func (in *Instance) startBatch(now time.Duration) (time.Duration, bool) {
+	if in.busy || in.head == len(in.queue) {
+		return 0, false
+	}
+	in.batch = in.batch[:0]
+	var tokens uint64
+	for in.head < len(in.queue) {
+		r := in.queue[in.head]
+		m := in.cache.Match(r.Hashes)
+		u := uncached(r.PromptTokens, m, in.bs)
+		if len(in.batch) > 0 && tokens+uint64(u) > uint64(in.spec.MaxBatchTokens) {
+			break
+		}
+		in.queue[in.head] = nil
+		in.head++
+		in.queuedTokens -= uint64(r.estUncached)
+		held := m
+		for held < len(r.Hashes) && in.fleet[r.Hashes[held]] > 0 {
+			held++
+		}
+		r.Start, r.HitTokens = now, r.PromptTokens-u
+		r.Recomputed = uint32(min(uint64(held-m)*uint64(in.bs), uint64(u)))
+		tokens += uint64(u)
+		in.batch = append(in.batch, r)
+		in.activeBlocks += len(r.Hashes) + len(r.DecodeHashes)
+	}
+	if in.head == len(in.queue) {
+		in.queue, in.head = in.queue[:0], 0
+	} else if in.head > 1024 && in.head > len(in.queue)/2 {
+		in.queue = append(in.queue[:0], in.queue[in.head:]...)
+		in.head = 0
+	}
+	in.busy, in.batchStart, in.batchTokens = true, now, tokens
+	in.batchEnd = now + in.prefillTime(tokens)
+	in.Batches++
+	return in.batchEnd, true
+}
+
+// finishBatch completes the running batch at now: its blocks enter the
+// cache (the hit ones are touched), deepest first so that a prefix's first
+// block is the most recent and eviction takes tails first; its requests get
+// their first token. The returned slice is reused
+// by the next batch.
+func (in *Instance) finishBatch(now time.Duration) []*Request {
+	for _, r := range in.batch {
+		for k := len(r.Hashes) - 1; k >= 0; k-- {
+			in.store(r.Hashes[k])
+		}
+		r.FirstToken = now
+		in.Requests++
+		in.Prefilled += uint64(r.PromptTokens - r.HitTokens)
+		in.Hit += uint64(r.HitTokens)
+		in.decoding++
+	}
+	in.busy = false
+	return in.batch
+}
+
+// decodeTime is how long r decodes.
+func (in *Instance) decodeTime(r *Request) time.Duration {
+	return time.Duration(r.OutputTokens) * in.spec.DecodePerToken.D()
+}
+
+// decodeDone ends r's decoding: the blocks its answer completed enter the
+// cache and its KV is released.
+func (in *Instance) decodeDone(r *Request) {
+	for k := len(r.DecodeHashes) - 1; k >= 0; k-- {
+		in.store(r.DecodeHashes[k])
+	}
+	in.decoding--
+	in.activeBlocks -= len(r.Hashes) + len(r.DecodeHashes)
+}
+
+// store caches h, evicting the least recently used block when full, and
+// keeps the fleet index and the event log in step.
+func (in *Instance) store(h uint64) {
+	inserted, ev, evicted := in.cache.Insert(h)
+	if evicted {
+		if c := in.fleet[ev]; c <= 1 {
+			delete(in.fleet, ev)
+		} else {
+			in.fleet[ev] = c - 1
+		}
+		in.events.add(ev, false, in.track)
+	}
+	if inserted {
+		in.fleet[h]++
+		in.events.add(h, true, in.track)
+	}
+}
+
+// queueMs is the instance's own estimate of its queued and running prefill
+// work: the running batch's remaining time, then the queue's uncached
+// tokens at the throughput plus one overhead per max_batch_tokens.
+func (in *Instance) queueMs(now time.Duration) float64 {
+	ms := 0.0
+	if in.busy {
+		ms = float64(in.batchEnd-now) / 1e6
+	}
+	if q := in.queuedTokens; in.head < len(in.queue) {
+		batches := math.Ceil(float64(max(q, 1)) / float64(in.spec.MaxBatchTokens))
+		ms += float64(q)*1000/in.spec.PrefillTokensPerSecond + batches*float64(in.spec.BatchOverhead.D())/1e6
+	}
+	return ms
+}
+
+// waiting is the number of queued requests.
+func (in *Instance) waiting() int { return len(in.queue) - in.head }
+
+// report fills rep with the instance's load at now and, with cache events,
+// the blocks stored and removed since the last report.
+func (in *Instance) report(now time.Duration, rep *state.Report) {
+	stored, removed := rep.Stored[:0], rep.Removed[:0]
+	queued := in.queuedTokens
+	if in.busy && in.batchEnd > in.batchStart {
+		queued += uint64(float64(in.batchTokens) * float64(in.batchEnd-now) / float64(in.batchEnd-in.batchStart))
+	}
+	*rep = state.Report{
+		RunningRequests: uint32(len(in.batch)*btoi(in.busy) + in.decoding), WaitingRequests: uint32(in.waiting()),
+		QueuedPrefillTokens: queued, QueueMs: in.queueMs(now), HasQueueMs: true,
+		KVCacheUsage:           min(1, float64(in.activeBlocks)/float64(in.cache.Capacity())),
+		KVCapacityBlocks:       uint64(in.cache.Capacity()),
+		PrefillTokensPerSecond: in.spec.PrefillTokensPerSecond, BlockSizeTokens: uint32(in.bs),
+		ReportsCacheEvents: in.track,
+	}
+	if in.track {
+		rep.Stored, rep.Removed = in.events.drain(stored, removed)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
