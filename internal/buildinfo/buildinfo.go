@@ -5,6 +5,10 @@
 // --dirty' through -ldflags:
 //
 //	-X github.com/prefixroute/prefixroute/internal/buildinfo.version=v1.2.3
+//	-X github.com/prefixroute/prefixroute/internal/buildinfo.revision=<git rev-parse HEAD>
+//
+// (the revision too, for builds where the toolchain stamps no VCS
+// information: -buildvcs=false, or a copy of the tree without .git).
 //
 // Everything here is safe for concurrent use.
 package buildinfo
@@ -16,8 +20,9 @@ import (
 	"strings"
 )
 
-// version is set by 'make build' (-ldflags -X); empty in a plain 'go build'.
-var version string
+// version and revision are set by 'make build' (-ldflags -X); empty in a
+// plain 'go build'.
+var version, revision string
 
 // Info is one binary's build.
 type Info struct {
@@ -30,12 +35,13 @@ type Info struct {
 // Read returns the running binary's build.
 func Read() Info {
 	bi, ok := debug.ReadBuildInfo()
-	return fromBuildInfo(bi, ok, version)
+	return fromBuildInfo(bi, ok, version, revision)
 }
 
 // fromBuildInfo is Read's logic: the -X version wins, then the main
-// module's version, else "(devel)".
-func fromBuildInfo(bi *debug.BuildInfo, ok bool, stamped string) Info {
+// module's version, else "(devel)"; the toolchain's VCS revision wins over
+// the -X one.
+func fromBuildInfo(bi *debug.BuildInfo, ok bool, stamped, stampedRev string) Info {
 	in := Info{Version: "(devel)", GoVersion: runtime.Version()}
 	if ok && bi != nil {
 		if v := bi.Main.Version; v != "" {
@@ -52,6 +58,9 @@ func fromBuildInfo(bi *debug.BuildInfo, ok bool, stamped string) Info {
 				in.Dirty = s.Value == "true"
 			}
 		}
+	}
+	if in.Revision == "" {
+		in.Revision = stampedRev
 	}
 	if stamped != "" {
 		in.Version = stamped
