@@ -40,8 +40,8 @@ type dashboard struct {
 }
 
 type panel struct {
-	Title   string  `json:"title"`
-	Type    string  `json:"type"`
+	Title   string `json:"title"`
+	Type    string `json:"type"`
 	Targets []struct {
 		Expr string `json:"expr"`
 	} `json:"targets"`
@@ -157,7 +157,7 @@ func scrapeLiveDaemon(t *testing.T) map[string]*dto.MetricFamily {
 	for _, in := range []struct{ dep, id, addr string }{{"A", "a-1", "10.0.0.1:8000"}, {"B", "b-1", "10.0.0.2:8000"}} {
 		r, err := client.NewReporter(cc, client.ReporterOptions{Pool: "chat", Deployment: in.dep, InstanceID: in.id,
 			Address: in.addr, CacheEvents: true, Snapshot: func() []uint64 { return hashes },
-			Load: func() client.Load { return client.Load{PrefillTokensPerSecond: 10000, QueueMs: 5, HasQueueMs: true} },
+			Load:   func() client.Load { return client.Load{PrefillTokensPerSecond: 10000, QueueMs: 5, HasQueueMs: true} },
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
