@@ -31,8 +31,10 @@ Authentication (a sidecar with --tokens-file / --tls-cert, see SECURITY.md):
                     in the command line is visible in ps and shell history.
                     Needs TLS unless --addr is loopback or a unix socket.
                     Roles: operator-read for pools, instances, weights get,
-                    policy get; operator for weights set, policy set;
-                    gateway for pick; instance for instance run.
+                    policy get, ramp status, migration, version (the
+                    sidecar's part); operator for weights set, policy set,
+                    ramp start|pause|resume|abort; gateway for pick;
+                    instance for instance run.
   --tls             use TLS, trusting the system roots (implied by --tls-*)
   --tls-ca PATH     PEM CA that signed the sidecar's certificate
                     (env PREFIXCTL_TLS_CA)
