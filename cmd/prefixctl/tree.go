@@ -43,7 +43,7 @@ func commandName(cmd *cobra.Command) string {
 // returns the command's error.
 func (c *cli) execute(args []string) error {
 	root := c.buildTree()
-	root.SetArgs(append([]string{}, args...)) // never nil: cobra would read os.Args
+	root.SetArgs(longDashes(root, args)) // never nil: cobra would read os.Args
 	cmd, err := root.ExecuteC()
 	if spec := lookup(commandName(cmd)); spec != nil && c.cmd == "" {
 		c.cmd = spec.name // a flag error, before RunE set it
@@ -200,4 +200,46 @@ func firstSentence(help string) string {
 		return help[:i+1]
 	}
 	return help
+}
+
+// longDashes rewrites a long flag written with one dash ("-addr", the
+// flag package's spelling, which prefixctl accepted before cobra) to two,
+// so that scripts keep working. An argument is rewritten only when its name
+// is a long flag of the tree, and not when it is the value of the flag
+// before it or follows "--".
+func longDashes(root *cobra.Command, args []string) []string {
+	long := map[string]bool{} // name -> takes a value
+	var visit func(*cobra.Command)
+	visit = func(cmd *cobra.Command) {
+		add := func(f *pflag.Flag) { long[f.Name] = f.NoOptDefVal == "" }
+		cmd.LocalFlags().VisitAll(add)
+		cmd.PersistentFlags().VisitAll(add)
+		for _, sub := range cmd.Commands() {
+			visit(sub)
+		}
+	}
+	visit(root)
+	out := make([]string, 0, len(args))
+	valueNext := false
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		isValue := valueNext
+		valueNext = false
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		takesValue, known := long[name]
+		switch {
+		case isValue:
+		case strings.HasPrefix(a, "--"):
+			valueNext = known && takesValue && !hasValue
+		case strings.HasPrefix(a, "-") && len(name) > 1 && known:
+			a = "-" + a
+			valueNext = takesValue && !hasValue
+		case a == "-o":
+			valueNext = true
+		}
+		out = append(out, a)
+	}
+	return out
 }

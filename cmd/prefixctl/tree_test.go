@@ -51,6 +51,8 @@ func TestCommandTree(t *testing.T) {
 		{"bad value", []string{"weights", "set", "m", "A=1", "--expect-version", "x"}, exitUsage,
 			[]string{`invalid argument "x" for "--expect-version"`}},
 		{"bad audit", []string{"pick", "m", "--audit", "most"}, exitUsage, []string{`--audit "most": want chosen, full or none`}},
+		{"one-dash long flags", []string{"-timeout", "200ms", "pools", "-output", "yaml"}, exitUsage, []string{`-o "yaml": want table or json`}},
+		{"one-dash value", []string{"pick", "m", "-text", "-explain", "-audit=most"}, exitUsage, []string{`--audit "most"`}},
 		{"completion", []string{"completion", "bash"}, 0, []string{"bash completion V2 for prefixctl"}},
 		{"completion zsh", []string{"completion", "zsh"}, 0, []string{"#compdef prefixctl"}},
 		{"completion fish", []string{"completion", "fish"}, 0, []string{"complete -c prefixctl"}},
