@@ -25,7 +25,7 @@ DATA_DIR    ?= $(CURDIR)/data
 GOTEST_FLAGS ?= -race -count=1 -timeout 15m
 BENCH_COUNT  ?= 5
 
-.PHONY: all run run-nats run-replica build test generate check-generate lint breaking vet tools bench fuzz clean
+.PHONY: all run run-nats run-replica build image test generate check-generate lint breaking vet tools bench fuzz clean
 
 all: build
 
@@ -64,8 +64,28 @@ run-replica:
 	$(GO) run ./cmd/prefixrouted --nats nats://127.0.0.1:4222 --nats-name r$(N) \
 		--listen 127.0.0.1:$$((50050 + $(N))) --http-listen 127.0.0.1:$$((9089 + $(N))) --data-dir $(CURDIR)/data-r$(N)
 
+## build: every binary of cmd/ into ./bin, static (CGO_ENABLED=0), stamped
+## with VERSION (git describe) and REVISION; '<binary> --version' prints them.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILDINFO := github.com/prefixroute/prefixroute/internal/buildinfo
+LDFLAGS   := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).revision=$(REVISION)
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+
+## image: the container image of the Dockerfile (prefixrouted and prefixctl
+## on a distroless non-root base), with docker or else podman.
+IMAGE ?= prefixroute:$(VERSION)
+image:
+	@engine=$$(command -v docker || command -v podman || true); \
+	if [ -z "$$engine" ]; then \
+		echo "make image: neither docker nor podman is on PATH; install one (apt-get install -y podman)"; \
+		echo "  or build elsewhere: docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) ."; \
+		exit 1; fi; \
+	if ! "$$engine" info >/dev/null 2>&1; then \
+		echo "make image: $$engine is installed but cannot reach its daemon/service ('$$engine info' fails)"; exit 1; fi; \
+	echo "$$engine build -t $(IMAGE) ."; \
+	"$$engine" build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
 
 ## generate: regenerate api/ from proto/ with the pinned local plugins.
 generate: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)

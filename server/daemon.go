@@ -174,6 +174,9 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 	if err := obs.registerGauges(meter); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	if err := registerBuildInfo(meter); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	if d.srv.repl != nil {
 		if err := d.srv.repl.registerClusterMetrics(meter); err != nil {
 			return fmt.Errorf("metrics: %w", err)

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"flag"
 	"os"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/prefixroute/prefixroute/internal/netaddr"
 	"github.com/prefixroute/prefixroute/pkg/client"
@@ -53,8 +54,8 @@ func (a *authFlags) fromEnv() {
 	}
 }
 
-// register adds the flags to fs (every command's flag set repeats them).
-func (a *authFlags) register(fs *flag.FlagSet) {
+// register adds the flags to fs, the root command's persistent flags.
+func (a *authFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&a.tokenFile, "token-file", a.tokenFile, "file whose first line is the bearer token (env PREFIXCTL_TOKEN_FILE)")
 	fs.BoolVar(&a.tls, "tls", a.tls, "use TLS (implied by the other --tls-* flags)")
 	fs.StringVar(&a.ca, "tls-ca", a.ca, "PEM CA that signed the sidecar's certificate (env PREFIXCTL_TLS_CA)")

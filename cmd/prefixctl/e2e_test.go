@@ -136,7 +136,7 @@ func TestExitCodes(t *testing.T) {
 		{"extra argument", dead, []string{"pools", "x"}, exitUsage, []string{`unexpected argument "x"`}},
 		{"no weights", dead, []string{"weights", "set", "m"}, exitUsage, []string{"missing arguments"}},
 		{"bad weight", dead, []string{"weights", "set", "m", "A=x"}, exitUsage, []string{`weight "x" is not a finite number`}},
-		{"bad flag", dead, []string{"pools", "--bogus"}, exitUsage, []string{"flag provided but not defined: -bogus"}},
+		{"bad flag", dead, []string{"pools", "--bogus"}, exitUsage, []string{"unknown flag --bogus"}},
 		{"bad output", dead, []string{"pools", "-o", "yaml"}, exitUsage, []string{`-o "yaml": want table or json`}},
 		{"bad tokens", dead, []string{"pick", "m", "--tokens", "5-1"}, exitUsage, []string{"FIRST <= LAST"}},
 		{"instance run without address", dead, []string{"instance", "run", "m", "A", "a-1"}, exitUsage, []string{"--address is required"}},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 
@@ -43,11 +42,6 @@ func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// helpRequest is a command's -h: print its help, flags included.
-type helpRequest struct{ fs *flag.FlagSet }
-
-func (*helpRequest) Error() string { return "help requested" }
-
 // exitError is an error with its own exit code and complete message.
 type exitError struct {
 	code int
@@ -64,13 +58,10 @@ func (c *cli) exit(err error) int {
 	var ue *usageError
 	var ee *exitError
 	switch {
-	case errors.As(err, new(*helpRequest)):
-		c.printHelp(c.stdout, c.cmd)
-		return exitOK
 	case errors.As(err, &ue):
 		msg := ue.msg
 		if cmd := lookup(c.cmd); cmd != nil {
-			msg += fmt.Sprintf(" (usage: prefixctl %s %s)", cmd.name, cmd.usage)
+			msg += fmt.Sprintf(" (usage: %s)", synopsis(cmd))
 		}
 		c.fail(msg)
 		return exitUsage
@@ -156,6 +147,7 @@ var commandRoles = map[string]string{
 	"weights set": "operator", "policy set": "operator",
 	"ramp status": "operator-read", "migration": "operator-read", "ramp start": "operator", "ramp pause": "operator",
 	"ramp resume": "operator", "ramp abort": "operator", "pick": "gateway", "instance run": "instance",
+	"version": "operator-read",
 }
 
 // authHint says what to do after Unauthenticated or PermissionDenied, or "".

@@ -14,11 +14,15 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// protojsonOptions are those of every JSON output: proto field names,
+// every field.
+var protojsonOptions = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+
 // writeJSON prints m as protojson with the proto field names and every
 // field, indented by two spaces. protojson's own spacing is deliberately
 // unstable, so the output is re-indented with encoding/json.
 func writeJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	b, err := protojsonOptions.Marshal(m)
 	if err != nil {
 		return err
 	}

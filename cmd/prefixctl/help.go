@@ -1,11 +1,11 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 const helpIntro = `prefixctl is the operator CLI of prefixroute, the routing sidecar.
@@ -31,8 +31,10 @@ Authentication (a sidecar with --tokens-file / --tls-cert, see SECURITY.md):
                     in the command line is visible in ps and shell history.
                     Needs TLS unless --addr is loopback or a unix socket.
                     Roles: operator-read for pools, instances, weights get,
-                    policy get; operator for weights set, policy set;
-                    gateway for pick; instance for instance run.
+                    policy get, ramp status, migration, version (the
+                    sidecar's part); operator for weights set, policy set,
+                    ramp start|pause|resume|abort; gateway for pick;
+                    instance for instance run.
   --tls             use TLS, trusting the system roots (implied by --tls-*)
   --tls-ca PATH     PEM CA that signed the sidecar's certificate
                     (env PREFIXCTL_TLS_CA)
@@ -45,48 +47,68 @@ Authentication (a sidecar with --tokens-file / --tls-cert, see SECURITY.md):
 
 `
 
-// printHelp writes the help of one command, or of all when name is "".
+// printHelp writes the help of one command or group, or of all when name
+// is "".
 func (c *cli) printHelp(w io.Writer, name string) {
+	if g := lookupGroup(name); g != nil {
+		c.printGroupHelp(w, g)
+		return
+	}
 	cmd := lookup(name)
 	if cmd == nil {
 		fmt.Fprint(w, helpIntro)
 		for i := range commands {
 			fmt.Fprintln(w, "  "+wrap(synopsis(&commands[i]), 76, "      "))
 		}
-		fmt.Fprint(w, "  prefixctl help [COMMAND]\n\nRun 'prefixctl help COMMAND' for what a command does.\n\n",
-			helpGlobals, exitCodesHelp)
+		fmt.Fprint(w, "  prefixctl completion bash|zsh|fish|powershell\n  prefixctl help [COMMAND]\n\n",
+			"Run 'prefixctl help COMMAND' for what a command does.\n\n", helpGlobals, exitCodesHelp)
 		return
 	}
 	fmt.Fprintf(w, "Usage:\n  %s\n\n%s\n\n", wrap(synopsis(cmd), 76, "      "), wrap(cmd.help, 78, ""))
-	// The command's own flags: run it with -h, which only parses.
-	sub := &cli{ctx: c.ctx, stdout: io.Discard, stderr: io.Discard, addr: c.addr, output: c.output, timeout: c.timeout}
-	var hr *helpRequest
-	if err := cmd.run(sub, []string{"-h"}); errors.As(err, &hr) {
-		var b strings.Builder
-		hr.fs.VisitAll(func(f *flag.Flag) {
-			if global[f.Name] {
-				return
-			}
-			arg, usage := flag.UnquoteUsage(f)
-			line := "--" + f.Name
-			if arg != "" {
-				line += " " + arg
-			}
-			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" && f.DefValue != "-1" {
-				usage += " (default " + f.DefValue + ")"
-			}
-			fmt.Fprintf(&b, "  %-22s %s\n", line, wrap(usage, 53, strings.Repeat(" ", 25)))
-		})
-		if b.Len() > 0 {
-			fmt.Fprintf(w, "Flags:\n%s\n", b.String())
-		}
+	if flags := c.commandFlags(name); flags != "" {
+		fmt.Fprintf(w, "Flags:\n%s\n", flags)
 	}
 	fmt.Fprint(w, helpGlobals, exitCodesHelp)
 }
 
-// global names the global flags, which every command's flag set repeats.
-var global = map[string]bool{"addr": true, "o": true, "output": true, "timeout": true,
-	"token-file": true, "tls": true, "tls-ca": true, "tls-cert": true, "tls-key": true, "tls-server-name": true}
+// printGroupHelp writes a group's help: what it is for and its commands.
+func (c *cli) printGroupHelp(w io.Writer, g *group) {
+	fmt.Fprintf(w, "Usage:\n  prefixctl %s COMMAND [ARGS]\n\n%s\n\nCommands:\n", g.name, wrap(g.help, 78, ""))
+	for i := range commands {
+		if strings.HasPrefix(commands[i].name, g.name+" ") {
+			fmt.Fprintln(w, "  "+wrap(synopsis(&commands[i]), 76, "      "))
+		}
+	}
+	fmt.Fprintf(w, "\nRun 'prefixctl help %s COMMAND' for what a command does, 'prefixctl help' for\nthe global flags and the exit codes.\n", g.name)
+}
+
+// commandFlags lists the command's own flags (not the global ones), one a
+// line, or "" when it has none or the tree is not built.
+func (c *cli) commandFlags(name string) string {
+	if c.tree == nil {
+		return ""
+	}
+	cc, _, err := c.tree.Find(strings.Fields(name))
+	if err != nil || cc == nil {
+		return ""
+	}
+	var b strings.Builder
+	cc.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if f.Name == "help" || f.Hidden {
+			return
+		}
+		arg, usage := pflag.UnquoteUsage(f)
+		line := "--" + f.Name
+		if arg != "" && f.Value.Type() != "bool" {
+			line += " " + arg
+		}
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" && f.DefValue != "-1" {
+			usage += " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(&b, "  %-22s %s\n", line, wrap(usage, 53, strings.Repeat(" ", 25)))
+	})
+	return b.String()
+}
 
 func synopsis(cmd *command) string {
 	if cmd.usage == "" {
@@ -98,7 +120,10 @@ func synopsis(cmd *command) string {
 // help is the help command: 'prefixctl help [COMMAND]'.
 func (c *cli) help(args []string) error {
 	name := strings.Join(args, " ")
-	if name != "" && lookup(name) == nil {
+	if name != "" && lookup(name) == nil && lookupGroup(name) == nil {
+		if cc, _, err := c.tree.Find(args); err == nil && cc != c.tree && commandName(cc) == name {
+			return cc.Help() // cobra's own commands: completion
+		}
 		return usagef("help: unknown command %q (see 'prefixctl help')", name)
 	}
 	c.printHelp(c.stdout, name)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -14,66 +15,62 @@ import (
 )
 
 // pools is 'prefixctl pools'.
-func (c *cli) pools(args []string) error {
-	if _, err := c.parse(c.flagSet(c.cmd), args, 0, 0); err != nil {
-		return err
+func (c *cli) pools(fs *pflag.FlagSet) runner {
+	return func(pos []string) error {
+		return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.ListPoolsResponse, error) {
+			return a.ListPools(ctx, &pb.ListPoolsRequest{})
+		}, renderPools)
 	}
-	return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.ListPoolsResponse, error) {
-		return a.ListPools(ctx, &pb.ListPoolsRequest{})
-	}, renderPools)
 }
 
 // instances is 'prefixctl instances POOL [--wait N]'.
-func (c *cli) instances(args []string) error {
-	fs := c.flagSet(c.cmd)
+func (c *cli) instances(fs *pflag.FlagSet) runner {
 	wait := fs.Int("wait", 0, "wait until at least `N` instances are ok")
 	waitTimeout := fs.Duration("wait-timeout", 30*time.Second, "give up waiting after `D`")
-	pos, err := c.parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	if *wait < 0 || *waitTimeout <= 0 {
-		return usagef("--wait %d --wait-timeout %v: want N >= 0 and a positive duration", *wait, *waitTimeout)
-	}
-	admin, err := c.admin()
-	if err != nil {
-		return err
-	}
-	deadline := time.Now().Add(*waitTimeout)
-	for {
-		ctx, cancel := c.call()
-		resp, err := admin.ListInstances(ctx, &pb.ListInstancesRequest{Pool: pos[0]})
-		cancel()
-		ok := 0
-		for _, in := range resp.GetInstances() {
-			if in.GetState() == pb.InstanceState_INSTANCE_STATE_OK {
-				ok++
-			}
+	return func(pos []string) error {
+		if *wait < 0 || *waitTimeout <= 0 {
+			return usagef("--wait %d --wait-timeout %v: want N >= 0 and a positive duration", *wait, *waitTimeout)
 		}
-		// While waiting, a sidecar that is still starting and a pool that
-		// does not exist yet are worth waiting for.
-		waiting := *wait > 0 && time.Now().Before(deadline) && c.ctx.Err() == nil &&
-			(err == nil && ok < *wait || client.Unreachable(err) || status.Code(err) == codes.NotFound)
-		if waiting {
-			select {
-			case <-c.ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
-		}
+		admin, err := c.admin()
 		if err != nil {
 			return err
 		}
-		if ok < *wait {
-			return &exitError{code: exitRefused, msg: fmt.Sprintf(
-				"gave up after %v: %d of the %d instances wanted are ok in pool %s (see 'prefixctl instances %s')",
-				*waitTimeout, ok, *wait, pos[0], shellWord(pos[0]))}
+		deadline := time.Now().Add(*waitTimeout)
+		for {
+			ctx, cancel := c.call()
+			resp, err := admin.ListInstances(ctx, &pb.ListInstancesRequest{Pool: pos[0]})
+			cancel()
+			ok := 0
+			for _, in := range resp.GetInstances() {
+				if in.GetState() == pb.InstanceState_INSTANCE_STATE_OK {
+					ok++
+				}
+			}
+			// While waiting, a sidecar that is still starting and a pool that
+			// does not exist yet are worth waiting for.
+			waiting := *wait > 0 && time.Now().Before(deadline) && c.ctx.Err() == nil &&
+				(err == nil && ok < *wait || client.Unreachable(err) || status.Code(err) == codes.NotFound)
+			if waiting {
+				select {
+				case <-c.ctx.Done():
+				case <-time.After(100 * time.Millisecond):
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if ok < *wait {
+				return &exitError{code: exitRefused, msg: fmt.Sprintf(
+					"gave up after %v: %d of the %d instances wanted are ok in pool %s (see 'prefixctl instances %s')",
+					*waitTimeout, ok, *wait, pos[0], shellWord(pos[0]))}
+			}
+			if c.output == "json" {
+				return writeJSON(c.stdout, resp)
+			}
+			renderInstances(c.stdout, pos[0], resp)
+			return nil
 		}
-		if c.output == "json" {
-			return writeJSON(c.stdout, resp)
-		}
-		renderInstances(c.stdout, pos[0], resp)
-		return nil
 	}
 }
 

@@ -1,18 +1,19 @@
 // Command prefixctl is the operator CLI of prefixroute: it sets deployment
 // weights and scheduling policies, lists pools and instances, and asks for
-// (and explains) routing decisions. See 'prefixctl help' and docs/cli.md.
+// (and explains) routing decisions. See 'prefixctl help' and docs/cli.md. The command tree is
+// github.com/spf13/cobra's (tree.go); the commands are listed in main.go.
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
@@ -41,8 +42,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	c.auth.fromEnv()
 	defer c.close()
-	err := c.dispatch(args)
-	return c.exit(err)
+	return c.exit(c.execute(args))
 }
 
 // cli is one invocation: global flags, output streams and the connection.
@@ -54,16 +54,26 @@ type cli struct {
 	timeout        time.Duration
 	auth           authFlags
 
-	cmd string // the command's name, for messages: "weights set"
-	cc  *grpc.ClientConn
+	cmd  string         // the command's name, for messages: "weights set"
+	tree *cobra.Command // the command tree (tree.go); nil in render tests
+	cc   *grpc.ClientConn
 }
+
+// runner runs a command with its positional arguments, after its flags
+// are parsed.
+type runner func(pos []string) error
 
 // command is one subcommand.
 type command struct {
-	name  string // "weights set"
-	usage string // synopsis after the name
-	help  string // what it does, one paragraph
-	run   func(c *cli, args []string) error
+	name             string // "weights set"
+	usage            string // synopsis after the name
+	help             string // what it does, one paragraph
+	minArgs, maxArgs int    // positional arguments; maxArgs -1: no limit
+	// setup registers the command's flags on fs and returns its runner.
+	setup func(c *cli, fs *pflag.FlagSet) runner
+	// args says what each positional argument names, for shell completion;
+	// the last kind repeats when maxArgs is -1.
+	args []argKind
 }
 
 // commands lists every command in help order.
@@ -71,76 +81,45 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"pools", "", "List the pools the sidecar knows.", (*cli).pools},
+		{"pools", "", "List the pools the sidecar knows.", 0, 0, (*cli).pools, nil},
 		{"instances", "POOL [--wait N] [--wait-timeout D]",
 			"List the pool's instances. --wait N polls until N instances are ok (for scripts and CD pipelines), up to --wait-timeout (default 30s).",
-			(*cli).instances},
-		{"weights get", "POOL", "Show the pool's deployment weights, version and shares.", (*cli).weightsGet},
+			1, 1, (*cli).instances, []argKind{argPool}},
+		{"weights get", "POOL", "Show the pool's deployment weights, version and shares.", 1, 1, (*cli).weightsGet, []argKind{argPool}},
 		{"weights set", "POOL DEPLOYMENT=WEIGHT... [--expect-version N]",
 			"Replace the pool's weights (deployments left out get 0; all 0 drains the pool). --expect-version N makes it a compare-and-set: exit 4 when the version is not N.",
-			(*cli).weightsSet},
+			2, -1, (*cli).weightsSet, []argKind{argPool, argWeight}},
 		{"ramp start", "POOL DEPLOYMENT=WEIGHT... --over D --every D | POOL --steps SPEC [--expect-version N] [--auto-hold PCT [--from A] [--to B]]",
 			"Move the pool's weights to the target in steps the sidecar applies itself (durably: a restart resumes the ramp). Each step moves every deployment's share of traffic by the same amount; deployments left out go to 0. --steps gives explicit steps instead, e.g. '0s:a=9,b=1;10m:a=1,b=1;10m:a=0,b=1' (each wait counts from the step before). While a ramp runs or is paused, 'weights set' is refused. --auto-hold PCT pauses the ramp before a step that would leave the gaining deployment less than PCT % prefill headroom (see 'migration').",
-			(*cli).rampStart},
-		{"ramp status", "POOL", "Show the pool's last ramp: state, steps applied, when the next step is due, each step's shares.", (*cli).rampStatus},
-		{"ramp pause", "POOL [--id N]", "Stop applying steps; the wait left to the next step is kept for 'ramp resume'.", (*cli).rampChange},
-		{"ramp resume", "POOL [--id N]", "Restart a paused ramp: its next step is due after the wait it had left.", (*cli).rampChange},
-		{"ramp abort", "POOL [--id N]", "End the ramp. The weights stay those of the last applied step; 'weights set' works again.", (*cli).rampChange},
+			1, -1, (*cli).rampStart, []argKind{argPool, argWeight}},
+		{"ramp status", "POOL", "Show the pool's last ramp: state, steps applied, when the next step is due, each step's shares.",
+			1, 1, (*cli).rampStatus, []argKind{argPool}},
+		{"ramp pause", "POOL [--id N]", "Stop applying steps; the wait left to the next step is kept for 'ramp resume'.",
+			1, 1, (*cli).rampChange, []argKind{argPool}},
+		{"ramp resume", "POOL [--id N]", "Restart a paused ramp: its next step is due after the wait it had left.",
+			1, 1, (*cli).rampChange, []argKind{argPool}},
+		{"ramp abort", "POOL [--id N]", "End the ramp. The weights stay those of the last applied step; 'weights set' works again.",
+			1, 1, (*cli).rampChange, []argKind{argPool}},
 		{"migration", "POOL --from A --to B [--top N] [--check]",
 			"Can B take A's traffic now? From the picks of the last --migration-window (default 5 min): each deployment's weight, traffic and hit ratio; the prefill B would absorb if A's weight went to 0 now (A's uncached work plus the one-off recompute of what only A has cached), next to B's capacity; a verdict line; and the hottest prefixes cached only on A (their first block hash: replay those prompts to B to warm it). --check exits 5 unless B can absorb it.",
-			(*cli).migration},
-		{"policy get", "POOL", "Show the pool's scheduling policy.", (*cli).policyGet},
+			1, 1, (*cli).migration, []argKind{argPool}},
+		{"policy get", "POOL", "Show the pool's scheduling policy.", 1, 1, (*cli).policyGet, []argKind{argPool}},
 		{"policy set", "POOL KEY=VALUE...",
 			"Change policy fields; the others keep their value. Keys: " + strings.Join(policyKeyNames(), ", ") +
 				". Ratios take a fraction or a percentage (0.1 or 10%), *_ms fields ms (20 or 20ms), stale_after and forget_after a duration (2s).",
-			(*cli).policySet},
-		{"pick", "POOL [--tokens IDS | --text TEXT | --hashes H,...] [--prompt-tokens N] [--seed N] [--exclude ID,...] [--salt S] [--block-size N] [--explain]",
-			"Ask which instance would serve a request, hashing the prompt like a gateway (pkg/client). IDS are token ids and ranges (1,2,3 or 0-63). --explain prints the audit: each deployment's share, hit ratio and probability, each instance's cost parts and probability. Note that a pick is real: the sidecar accounts the request's work to the chosen instance.",
-			(*cli).pick},
+			1, -1, (*cli).policySet, []argKind{argPool, argPolicyKey}},
+		{"pick", "POOL [--tokens IDS | --text TEXT | --hashes H,...] [--prompt-tokens N] [--seed N] [--exclude ID,...] [--salt S] [--block-size N] [--explain] [--audit LEVEL]",
+			"Ask which instance would serve a request, hashing the prompt like a gateway (pkg/client). IDS are token ids and ranges (1,2,3 or 0-63). --explain prints the audit: each deployment's share, hit ratio and probability, each instance's cost parts and probability. The sidecar returns the full audit with --explain or --audit full; else only the chosen instance's part (--audit chosen), as gateways ask. Note that a pick is real: the sidecar accounts the request's work to the chosen instance.",
+			1, 1, (*cli).pick, []argKind{argPool}},
 		{"hash", "POOL [--tokens IDS | --text TEXT] [--salt S] [--block-size N] [--chunk-bytes N]",
 			"Print the prompt's block hashes (pkg/prefixhash: token mode with --tokens, text mode with --text), comma-separated 0x-hex, e.g. for 'instance run --stored'. With -o json: {\"pool\": ..., \"hashes\": [...]}. Needs no sidecar.",
-			(*cli).hash},
+			1, 1, (*cli).hash, []argKind{argPool}},
 		{"instance run", "POOL DEPLOYMENT ID --address A [--queue-ms X] [--tps N] [--kv-usage F] [--cache-events] [--stored H,...] [--draining] [--for D]",
 			"TEST/DEMO TOOL, not for production: pretend to be a model-server instance. Reports fixed load figures through pkg/client's Reporter (reconnecting like a real instance) until interrupted or for --for. --stored reports those block hashes as cached (and implies --cache-events).",
-			(*cli).instanceRun},
+			3, 3, (*cli).instanceRun, []argKind{argPool, argDeployment, argInstance}},
+		{"version", "", "Print prefixctl's version and, when the sidecar answers within --timeout, the sidecar's (version, revision, Go version, start time).",
+			0, 0, (*cli).version, nil},
 	}
-}
-
-// dispatch parses the global flags before the command, finds the command
-// and runs it.
-func (c *cli) dispatch(args []string) error {
-	fs := c.flagSet("prefixctl")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			c.printHelp(c.stdout, "")
-			return nil
-		}
-		return usagef("%v", err)
-	}
-	args = fs.Args()
-	if len(args) == 0 {
-		return usagef("no command given (see 'prefixctl help')")
-	}
-	if args[0] == "help" {
-		return c.help(args[1:])
-	}
-	cmd, rest := findCommand(args)
-	if cmd == nil {
-		return usagef("unknown command %q (see 'prefixctl help')", strings.Join(args[:min(2, len(args))], " "))
-	}
-	c.cmd = cmd.name
-	return cmd.run(c, rest)
-}
-
-// findCommand matches the longest command name at the start of args.
-func findCommand(args []string) (*command, []string) {
-	for i := range commands {
-		words := strings.Fields(commands[i].name)
-		if len(args) >= len(words) && strings.Join(args[:len(words)], " ") == commands[i].name {
-			return &commands[i], args[len(words):]
-		}
-	}
-	return nil, nil
 }
 
 // lookup returns the command with this name, or nil.
@@ -153,50 +132,21 @@ func lookup(name string) *command {
 	return nil
 }
 
-// flagSet returns a flag set with the global flags; commands add theirs.
-func (c *cli) flagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.addr, "addr", c.addr, "sidecar gRPC address (env PREFIXCTL_ADDR)")
-	fs.StringVar(&c.output, "o", c.output, "output: table or json")
-	fs.StringVar(&c.output, "output", c.output, "output: table or json")
-	fs.DurationVar(&c.timeout, "timeout", c.timeout, "deadline of each call")
-	c.auth.register(fs)
-	return fs
-}
-
-// parse parses a command's flags, which may come before, between or after
-// its positional arguments, checks the global flags, and returns the
-// positional arguments: at least minArgs, at most maxArgs (-1: no limit).
-func (c *cli) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, &helpRequest{fs: fs}
-			}
-			return nil, usagef("%v", err)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
+// check checks the positional arguments' count and the global flags.
+func (c *cli) check(cmd *command, pos []string) error {
 	switch {
-	case len(pos) < minArgs:
-		return nil, usagef("missing arguments")
-	case maxArgs >= 0 && len(pos) > maxArgs:
-		return nil, usagef("unexpected argument %q", pos[maxArgs])
+	case len(pos) < cmd.minArgs:
+		return usagef("missing arguments")
+	case cmd.maxArgs >= 0 && len(pos) > cmd.maxArgs:
+		return usagef("unexpected argument %q", pos[cmd.maxArgs])
 	}
 	if c.output != "table" && c.output != "json" {
-		return nil, usagef("-o %q: want table or json", c.output)
+		return usagef("-o %q: want table or json", c.output)
 	}
 	if c.timeout <= 0 {
-		return nil, usagef("--timeout %v: want a positive duration", c.timeout)
+		return usagef("--timeout %v: want a positive duration", c.timeout)
 	}
-	return pos, nil
+	return nil
 }
 
 // conn returns the connection to the sidecar, dialling it on first use.

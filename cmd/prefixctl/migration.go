@@ -7,32 +7,30 @@ import (
 	"math"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/spf13/pflag"
 )
 
 // migration is 'prefixctl migration POOL --from A --to B [--top N] [--check]'.
-func (c *cli) migration(args []string) error {
-	fs := c.flagSet(c.cmd)
+func (c *cli) migration(fs *pflag.FlagSet) runner {
 	from := fs.String("from", "", "the deployment to retire (`A`)")
 	to := fs.String("to", "", "the deployment to take its traffic (`B`)")
 	top := fs.Uint("top", 10, "hot prefixes to list, at most 100")
 	check := fs.Bool("check", false, "exit 5 unless B can absorb A's traffic (for CD pipelines)")
-	pos, err := c.parse(fs, args, 1, 1)
-	if err != nil {
+	return func(pos []string) error {
+		if *from == "" || *to == "" {
+			return usagef("name both deployments: --from A --to B")
+		}
+		var resp *pb.GetMigrationStatusResponse
+		err := adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.GetMigrationStatusResponse, error) {
+			r, err := a.GetMigrationStatus(ctx, &pb.GetMigrationStatusRequest{Pool: pos[0], From: *from, To: *to, TopK: uint32(*top)})
+			resp = r
+			return r, err
+		}, renderMigration)
+		if err == nil && *check && !resp.GetAbsorption().GetCanAbsorb() {
+			return &exitError{code: exitNotReady, msg: verdict(resp)}
+		}
 		return err
 	}
-	if *from == "" || *to == "" {
-		return usagef("name both deployments: --from A --to B")
-	}
-	var resp *pb.GetMigrationStatusResponse
-	err = adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.GetMigrationStatusResponse, error) {
-		r, err := a.GetMigrationStatus(ctx, &pb.GetMigrationStatusRequest{Pool: pos[0], From: *from, To: *to, TopK: uint32(*top)})
-		resp = r
-		return r, err
-	}, renderMigration)
-	if err == nil && *check && !resp.GetAbsorption().GetCanAbsorb() {
-		return &exitError{code: exitNotReady, msg: verdict(resp)}
-	}
-	return err
 }
 
 // verdict is the one-line answer: can To take From's traffic now?

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -189,27 +190,23 @@ func renderPolicy(w io.Writer, pool string, p *pb.Policy, version uint64) {
 }
 
 // policyGet is 'prefixctl policy get POOL'.
-func (c *cli) policyGet(args []string) error {
-	pos, err := c.parse(c.flagSet(c.cmd), args, 1, 1)
-	if err != nil {
-		return err
+func (c *cli) policyGet(fs *pflag.FlagSet) runner {
+	return func(pos []string) error {
+		return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.GetPolicyResponse, error) {
+			return a.GetPolicy(ctx, &pb.GetPolicyRequest{Pool: pos[0]})
+		}, func(w io.Writer, r *pb.GetPolicyResponse) { renderPolicy(w, pos[0], r.GetPolicy(), r.GetVersion()) })
 	}
-	return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.GetPolicyResponse, error) {
-		return a.GetPolicy(ctx, &pb.GetPolicyRequest{Pool: pos[0]})
-	}, func(w io.Writer, r *pb.GetPolicyResponse) { renderPolicy(w, pos[0], r.GetPolicy(), r.GetVersion()) })
 }
 
 // policySet is 'prefixctl policy set POOL KEY=VALUE...'.
-func (c *cli) policySet(args []string) error {
-	pos, err := c.parse(c.flagSet(c.cmd), args, 1, -1)
-	if err != nil {
-		return err
+func (c *cli) policySet(fs *pflag.FlagSet) runner {
+	return func(pos []string) error {
+		p, err := parsePolicy(pos[1:])
+		if err != nil {
+			return usagef("%v", err)
+		}
+		return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.SetPolicyResponse, error) {
+			return a.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: pos[0], Policy: p})
+		}, func(w io.Writer, r *pb.SetPolicyResponse) { renderPolicy(w, pos[0], r.GetPolicy(), r.GetVersion()) })
 	}
-	p, err := parsePolicy(pos[1:])
-	if err != nil {
-		return usagef("%v", err)
-	}
-	return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.SetPolicyResponse, error) {
-		return a.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: pos[0], Policy: p})
-	}, func(w io.Writer, r *pb.SetPolicyResponse) { renderPolicy(w, pos[0], r.GetPolicy(), r.GetVersion()) })
 }

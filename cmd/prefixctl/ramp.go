@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
@@ -16,43 +17,41 @@ import (
 
 // rampStart is 'prefixctl ramp start POOL DEP=W... --over D --every D' or
 // 'prefixctl ramp start POOL --steps SPEC'.
-func (c *cli) rampStart(args []string) error {
-	fs := c.flagSet(c.cmd)
+func (c *cli) rampStart(fs *pflag.FlagSet) runner {
 	over := fs.Duration("over", 0, "reach the target weights after `D`")
 	every := fs.Duration("every", 0, "one step every `D` (>= 1s)")
-	stepSpec := fs.String("steps", "", "explicit steps instead: `AFTER:DEP=W,...;AFTER:...`")
+	stepSpec := fs.String("steps", "", "explicit steps `SPEC` instead: AFTER:DEP=W,...;AFTER:...")
 	expect := fs.Uint64("expect-version", 0, "fail unless the weights version is `N`")
 	hold := fs.Float64("auto-hold", 0, "pause before a step that would leave the target less than `PCT` % prefill headroom")
-	from := fs.String("from", "", "auto-hold: the deployment losing traffic (default: the one losing most share)")
-	to := fs.String("to", "", "auto-hold: the deployment gaining traffic (default: the one gaining most share)")
-	pos, err := c.parse(fs, args, 1, -1)
-	if err != nil {
-		return err
+	from := fs.String("from", "", "auto-hold: the deployment `A` losing traffic (default: the one losing most share)")
+	to := fs.String("to", "", "auto-hold: the deployment `B` gaining traffic (default: the one gaining most share)")
+	return func(pos []string) error {
+		var err error
+		req := &pb.StartRampRequest{Pool: pos[0], ExpectedVersion: *expect}
+		if *hold != 0 {
+			req.AutoHold = &pb.AutoHold{MinHeadroomPct: *hold, From: *from, To: *to}
+		}
+		switch {
+		case *stepSpec != "":
+			if len(pos) > 1 || *over != 0 || *every != 0 {
+				return usagef("--steps replaces DEPLOYMENT=WEIGHT, --over and --every; give one form")
+			}
+			if req.Steps, err = parseSteps(*stepSpec); err != nil {
+				return usagef("--steps: %v", err)
+			}
+		default:
+			if *over == 0 || *every == 0 {
+				return usagef("a linear ramp needs --over D and --every D (or give --steps)")
+			}
+			if req.Target, err = parseWeights(pos[1:]); err != nil {
+				return usagef("%v", err)
+			}
+			req.Duration, req.StepInterval = durationpb.New(*over), durationpb.New(*every)
+		}
+		return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.StartRampResponse, error) {
+			return a.StartRamp(ctx, req)
+		}, func(w io.Writer, r *pb.StartRampResponse) { renderRamp(w, pos[0], r.GetRamp()) })
 	}
-	req := &pb.StartRampRequest{Pool: pos[0], ExpectedVersion: *expect}
-	if *hold != 0 {
-		req.AutoHold = &pb.AutoHold{MinHeadroomPct: *hold, From: *from, To: *to}
-	}
-	switch {
-	case *stepSpec != "":
-		if len(pos) > 1 || *over != 0 || *every != 0 {
-			return usagef("--steps replaces DEPLOYMENT=WEIGHT, --over and --every; give one form")
-		}
-		if req.Steps, err = parseSteps(*stepSpec); err != nil {
-			return usagef("--steps: %v", err)
-		}
-	default:
-		if *over == 0 || *every == 0 {
-			return usagef("a linear ramp needs --over D and --every D (or give --steps)")
-		}
-		if req.Target, err = parseWeights(pos[1:]); err != nil {
-			return usagef("%v", err)
-		}
-		req.Duration, req.StepInterval = durationpb.New(*over), durationpb.New(*every)
-	}
-	return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.StartRampResponse, error) {
-		return a.StartRamp(ctx, req)
-	}, func(w io.Writer, r *pb.StartRampResponse) { renderRamp(w, pos[0], r.GetRamp()) })
 }
 
 // parseSteps parses "AFTER:DEP=W,DEP=W;AFTER:...".
@@ -84,39 +83,34 @@ func parseSteps(spec string) ([]*pb.RampStep, error) {
 }
 
 // rampStatus is 'prefixctl ramp status POOL'.
-func (c *cli) rampStatus(args []string) error {
-	pos, err := c.parse(c.flagSet(c.cmd), args, 1, 1)
-	if err != nil {
-		return err
+func (c *cli) rampStatus(fs *pflag.FlagSet) runner {
+	return func(pos []string) error {
+		return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.GetRampResponse, error) {
+			return a.GetRamp(ctx, &pb.GetRampRequest{Pool: pos[0]})
+		}, func(w io.Writer, r *pb.GetRampResponse) { renderRamp(w, pos[0], r.GetRamp()) })
 	}
-	return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.GetRampResponse, error) {
-		return a.GetRamp(ctx, &pb.GetRampRequest{Pool: pos[0]})
-	}, func(w io.Writer, r *pb.GetRampResponse) { renderRamp(w, pos[0], r.GetRamp()) })
 }
 
 // rampChange is 'prefixctl ramp pause|resume|abort POOL [--id N]'.
-func (c *cli) rampChange(args []string) error {
-	fs := c.flagSet(c.cmd)
+func (c *cli) rampChange(fs *pflag.FlagSet) runner {
 	id := fs.Uint64("id", 0, "act only if the current ramp is ramp `N`")
-	pos, err := c.parse(fs, args, 1, 1)
-	if err != nil {
-		return err
+	return func(pos []string) error {
+		pool := pos[0]
+		render := func(w io.Writer, r *pb.Ramp) { renderRamp(w, pool, r) }
+		switch c.cmd {
+		case "ramp pause":
+			return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.PauseRampResponse, error) {
+				return a.PauseRamp(ctx, &pb.PauseRampRequest{Pool: pool, RampId: *id})
+			}, func(w io.Writer, r *pb.PauseRampResponse) { render(w, r.GetRamp()) })
+		case "ramp resume":
+			return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.ResumeRampResponse, error) {
+				return a.ResumeRamp(ctx, &pb.ResumeRampRequest{Pool: pool, RampId: *id})
+			}, func(w io.Writer, r *pb.ResumeRampResponse) { render(w, r.GetRamp()) })
+		}
+		return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.AbortRampResponse, error) {
+			return a.AbortRamp(ctx, &pb.AbortRampRequest{Pool: pool, RampId: *id})
+		}, func(w io.Writer, r *pb.AbortRampResponse) { render(w, r.GetRamp()) })
 	}
-	pool := pos[0]
-	render := func(w io.Writer, r *pb.Ramp) { renderRamp(w, pool, r) }
-	switch c.cmd {
-	case "ramp pause":
-		return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.PauseRampResponse, error) {
-			return a.PauseRamp(ctx, &pb.PauseRampRequest{Pool: pool, RampId: *id})
-		}, func(w io.Writer, r *pb.PauseRampResponse) { render(w, r.GetRamp()) })
-	case "ramp resume":
-		return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.ResumeRampResponse, error) {
-			return a.ResumeRamp(ctx, &pb.ResumeRampRequest{Pool: pool, RampId: *id})
-		}, func(w io.Writer, r *pb.ResumeRampResponse) { render(w, r.GetRamp()) })
-	}
-	return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.AbortRampResponse, error) {
-		return a.AbortRamp(ctx, &pb.AbortRampRequest{Pool: pool, RampId: *id})
-	}, func(w io.Writer, r *pb.AbortRampResponse) { render(w, r.GetRamp()) })
 }
 
 // rampStateName is the state's word in tables.

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -14,53 +15,48 @@ import (
 )
 
 // weightsGet is 'prefixctl weights get POOL'.
-func (c *cli) weightsGet(args []string) error {
-	pos, err := c.parse(c.flagSet(c.cmd), args, 1, 1)
-	if err != nil {
-		return err
+func (c *cli) weightsGet(fs *pflag.FlagSet) runner {
+	return func(pos []string) error {
+		return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.GetWeightsResponse, error) {
+			return a.GetWeights(ctx, &pb.GetWeightsRequest{Pool: pos[0]})
+		}, func(w io.Writer, r *pb.GetWeightsResponse) { renderWeights(w, pos[0], r) })
 	}
-	return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.GetWeightsResponse, error) {
-		return a.GetWeights(ctx, &pb.GetWeightsRequest{Pool: pos[0]})
-	}, func(w io.Writer, r *pb.GetWeightsResponse) { renderWeights(w, pos[0], r) })
 }
 
 // weightsSet is 'prefixctl weights set POOL DEP=W... [--expect-version N]'.
-func (c *cli) weightsSet(args []string) error {
-	fs := c.flagSet(c.cmd)
+func (c *cli) weightsSet(fs *pflag.FlagSet) runner {
 	expect := fs.Uint64("expect-version", 0, "compare-and-set: fail unless the weights version is `N` (0 = unconditional)")
-	pos, err := c.parse(fs, args, 2, -1)
-	if err != nil {
-		return err
-	}
-	weights, err := parseWeights(pos[1:])
-	if err != nil {
-		return usagef("%v", err)
-	}
-	pool := pos[0]
-	admin, err := c.admin()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := c.call()
-	defer cancel()
-	resp, err := admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: pool, Weights: weights, ExpectedVersion: *expect})
-	if status.Code(err) == codes.Aborted {
-		current := "unknown"
-		if got, gerr := admin.GetWeights(ctx, &pb.GetWeightsRequest{Pool: pool}); gerr == nil {
-			current = fmt.Sprint(got.GetVersion())
+	return func(pos []string) error {
+		weights, err := parseWeights(pos[1:])
+		if err != nil {
+			return usagef("%v", err)
 		}
-		return &exitError{code: exitConflict, msg: fmt.Sprintf(
-			"version conflict: expected %d, current %s (re-read with 'prefixctl weights get %s')",
-			*expect, current, shellWord(pool))}
+		pool := pos[0]
+		admin, err := c.admin()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := c.call()
+		defer cancel()
+		resp, err := admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: pool, Weights: weights, ExpectedVersion: *expect})
+		if status.Code(err) == codes.Aborted {
+			current := "unknown"
+			if got, gerr := admin.GetWeights(ctx, &pb.GetWeightsRequest{Pool: pool}); gerr == nil {
+				current = fmt.Sprint(got.GetVersion())
+			}
+			return &exitError{code: exitConflict, msg: fmt.Sprintf(
+				"version conflict: expected %d, current %s (re-read with 'prefixctl weights get %s')",
+				*expect, current, shellWord(pool))}
+		}
+		if err != nil {
+			return err
+		}
+		if c.output == "json" {
+			return writeJSON(c.stdout, resp)
+		}
+		renderWeightsSet(c.stdout, pool, resp)
+		return nil
 	}
-	if err != nil {
-		return err
-	}
-	if c.output == "json" {
-		return writeJSON(c.stdout, resp)
-	}
-	renderWeightsSet(c.stdout, pool, resp)
-	return nil
 }
 
 // source says where a deployment's weight comes from.

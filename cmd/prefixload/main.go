@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/prefixroute/prefixroute/internal/buildinfo"
 )
 
 // config is what one load test runs.
@@ -42,7 +44,12 @@ func main() {
 	flag.BoolVar(&c.auth, "auth", true, "run the daemon with a tokens file; every call sends a bearer token")
 	flag.IntVar(&c.events, "events", 4, "stored block hashes per report (cache events)")
 	flag.DurationVar(&c.warmUp, "warm-up", 5*time.Second, "unmeasured time between the last stream opening and the window")
+	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println("prefixload", buildinfo.Read())
+		return
+	}
 	if c.duration <= 0 || c.duration > 10*time.Minute || c.streams <= 0 || c.rate <= 0 || c.pools <= 0 || c.pickers < 0 {
 		fmt.Fprintln(os.Stderr, "prefixload: want 0 < --duration <= 10m and positive --streams, --rate, --pools")
 		os.Exit(2)

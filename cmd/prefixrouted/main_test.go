@@ -38,15 +38,30 @@ type daemonProc struct {
 // ports (127.0.0.1:0), reading the addresses from its JSON start-up line.
 func startDaemon(t *testing.T) *daemonProc {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "prefixrouted")
+	bin, dir := buildDaemon(t)
+	return startDaemonWith(t, bin, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+		"--data-dir", filepath.Join(dir, "data"), "--log-format", "json", "--shutdown-timeout", "10s")
+}
+
+// buildDaemon builds prefixrouted into a temp dir and returns the binary
+// and the dir.
+func buildDaemon(t *testing.T) (bin, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	bin = filepath.Join(dir, "prefixrouted")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	return bin, dir
+}
+
+// startDaemonWith starts bin with args, which must make it log JSON, and
+// waits for its start-up line.
+func startDaemonWith(t *testing.T, bin string, args ...string) *daemonProc {
+	t.Helper()
 	p := &daemonProc{exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
-		"--data-dir", filepath.Join(dir, "data"), "--log-format", "json", "--shutdown-timeout", "10s")
+	p.cmd = exec.Command(bin, args...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/prefixroute/prefixroute/internal/buildinfo"
 	"github.com/prefixroute/prefixroute/internal/sim"
 )
 
@@ -21,6 +22,7 @@ const usage = `usage:
   prefixsim run [flags] SCENARIO...   simulate each scenario (a file, or a built-in name)
   prefixsim trace [flags] SCENARIO    write the scenario's workload as a JSONL trace to stdout
   prefixsim list                      list the built-in scenarios
+  prefixsim --version                 print the version
 Run "prefixsim run -h" for the flags.`
 
 // run is the whole command; it returns the exit code.
@@ -41,6 +43,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, usage)
+	case "--version", "-version", "version":
+		fmt.Fprintln(stdout, "prefixsim", buildinfo.Read())
 	default:
 		fmt.Fprintf(stderr, "prefixsim: unknown command %q\n%s\n", args[0], usage)
 		return 2

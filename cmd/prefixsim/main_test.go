@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prefixroute/prefixroute/internal/buildinfo"
 )
 
 func TestRunWritesReport(t *testing.T) {
@@ -54,6 +56,10 @@ func TestTraceAndList(t *testing.T) {
 	out.Reset()
 	if code := run([]string{"list"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "cutover\n") {
 		t.Fatalf("list: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := run([]string{"--version"}, &out, &errb); code != 0 || out.String() != "prefixsim "+buildinfo.Read().String()+"\n" {
+		t.Fatalf("--version: %d %q", code, out.String())
 	}
 	for _, args := range [][]string{{}, {"bogus"}, {"run"}, {"run", "nosuch"}, {"run", "--live", "--addr", "10.1.2.3:50051", "smoke"}} {
 		if code := run(args, &out, &errb); code == 0 {

@@ -9,6 +9,7 @@ package prefixroutev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1019,11 +1020,129 @@ func (x *PoolSummary) GetWeightsVersion() uint64 {
 	return 0
 }
 
+type GetServerInfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServerInfoRequest) Reset() {
+	*x = GetServerInfoRequest{}
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServerInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServerInfoRequest) ProtoMessage() {}
+
+func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
+func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+type GetServerInfoResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// version: "v1.2.3" from a tagged build, 'git describe' from 'make
+	// build', "(devel)" from a plain 'go build'.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// revision: the VCS commit the binary was built from ("" if unknown).
+	Revision string `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// dirty: the checkout had uncommitted changes.
+	Dirty bool `protobuf:"varint,3,opt,name=dirty,proto3" json:"dirty,omitempty"`
+	// go_version: the Go toolchain, e.g. "go1.26.0".
+	GoVersion string `protobuf:"bytes,4,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`
+	// start_time: when the router's process started.
+	StartTime     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServerInfoResponse) Reset() {
+	*x = GetServerInfoResponse{}
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServerInfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServerInfoResponse) ProtoMessage() {}
+
+func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
+func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetServerInfoResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetDirty() bool {
+	if x != nil {
+		return x.Dirty
+	}
+	return false
+}
+
+func (x *GetServerInfoResponse) GetGoVersion() string {
+	if x != nil {
+		return x.GoVersion
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
 var File_prefixroute_v1_admin_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1aprefixroute/v1/admin.proto\x12\x0eprefixroute.v1\x1a\x1eprefixroute/v1/migration.proto\x1a\x1bprefixroute/v1/policy.proto\x1a\x1cprefixroute/v1/rollout.proto\"\xd8\x01\n" +
+	"\x1aprefixroute/v1/admin.proto\x12\x0eprefixroute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eprefixroute/v1/migration.proto\x1a\x1bprefixroute/v1/policy.proto\x1a\x1cprefixroute/v1/rollout.proto\"\xd8\x01\n" +
 	"\x11SetWeightsRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12H\n" +
 	"\aweights\x18\x02 \x03(\v2..prefixroute.v1.SetWeightsRequest.WeightsEntryR\aweights\x12)\n" +
@@ -1104,13 +1223,22 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12 \n" +
 	"\vdeployments\x18\x02 \x01(\rR\vdeployments\x12\x1c\n" +
 	"\tinstances\x18\x03 \x01(\rR\tinstances\x12'\n" +
-	"\x0fweights_version\x18\x04 \x01(\x04R\x0eweightsVersion*\x9e\x01\n" +
+	"\x0fweights_version\x18\x04 \x01(\x04R\x0eweightsVersion\"\x16\n" +
+	"\x14GetServerInfoRequest\"\xbd\x01\n" +
+	"\x15GetServerInfoResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\tR\brevision\x12\x14\n" +
+	"\x05dirty\x18\x03 \x01(\bR\x05dirty\x12\x1d\n" +
+	"\n" +
+	"go_version\x18\x04 \x01(\tR\tgoVersion\x129\n" +
+	"\n" +
+	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime*\x9e\x01\n" +
 	"\rInstanceState\x12\x1e\n" +
 	"\x1aINSTANCE_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11INSTANCE_STATE_OK\x10\x01\x12\x18\n" +
 	"\x14INSTANCE_STATE_STALE\x10\x02\x12\x1b\n" +
 	"\x17INSTANCE_STATE_DRAINING\x10\x03\x12\x1f\n" +
-	"\x1bINSTANCE_STATE_DISCONNECTED\x10\x042\x90\b\n" +
+	"\x1bINSTANCE_STATE_DISCONNECTED\x10\x042\xee\b\n" +
 	"\fAdminService\x12S\n" +
 	"\n" +
 	"SetWeights\x12!.prefixroute.v1.SetWeightsRequest\x1a\".prefixroute.v1.SetWeightsResponse\x12S\n" +
@@ -1126,7 +1254,8 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ResumeRamp\x12!.prefixroute.v1.ResumeRampRequest\x1a\".prefixroute.v1.ResumeRampResponse\x12P\n" +
 	"\tAbortRamp\x12 .prefixroute.v1.AbortRampRequest\x1a!.prefixroute.v1.AbortRampResponse\x12k\n" +
-	"\x12GetMigrationStatus\x12).prefixroute.v1.GetMigrationStatusRequest\x1a*.prefixroute.v1.GetMigrationStatusResponseB\xbe\x01\n" +
+	"\x12GetMigrationStatus\x12).prefixroute.v1.GetMigrationStatusRequest\x1a*.prefixroute.v1.GetMigrationStatusResponse\x12\\\n" +
+	"\rGetServerInfo\x12$.prefixroute.v1.GetServerInfoRequest\x1a%.prefixroute.v1.GetServerInfoResponseB\xbe\x01\n" +
 	"\x12com.prefixroute.v1B\n" +
 	"AdminProtoP\x01ZCgithub.com/prefixroute/prefixroute/api/prefixroute/v1;prefixroutev1\xa2\x02\x03PXX\xaa\x02\x0ePrefixroute.V1\xca\x02\x0ePrefixroute\\V1\xe2\x02\x1aPrefixroute\\V1\\GPBMetadata\xea\x02\x0fPrefixroute::V1b\x06proto3"
 
@@ -1143,7 +1272,7 @@ func file_prefixroute_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_prefixroute_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_prefixroute_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_prefixroute_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_prefixroute_v1_admin_proto_goTypes = []any{
 	(InstanceState)(0),                 // 0: prefixroute.v1.InstanceState
 	(*SetWeightsRequest)(nil),          // 1: prefixroute.v1.SetWeightsRequest
@@ -1161,65 +1290,71 @@ var file_prefixroute_v1_admin_proto_goTypes = []any{
 	(*ListPoolsRequest)(nil),           // 13: prefixroute.v1.ListPoolsRequest
 	(*ListPoolsResponse)(nil),          // 14: prefixroute.v1.ListPoolsResponse
 	(*PoolSummary)(nil),                // 15: prefixroute.v1.PoolSummary
-	nil,                                // 16: prefixroute.v1.SetWeightsRequest.WeightsEntry
-	nil,                                // 17: prefixroute.v1.SetWeightsResponse.WeightsEntry
-	nil,                                // 18: prefixroute.v1.GetWeightsResponse.WeightsEntry
-	(*Ramp)(nil),                       // 19: prefixroute.v1.Ramp
-	(*Policy)(nil),                     // 20: prefixroute.v1.Policy
-	(*StartRampRequest)(nil),           // 21: prefixroute.v1.StartRampRequest
-	(*GetRampRequest)(nil),             // 22: prefixroute.v1.GetRampRequest
-	(*PauseRampRequest)(nil),           // 23: prefixroute.v1.PauseRampRequest
-	(*ResumeRampRequest)(nil),          // 24: prefixroute.v1.ResumeRampRequest
-	(*AbortRampRequest)(nil),           // 25: prefixroute.v1.AbortRampRequest
-	(*GetMigrationStatusRequest)(nil),  // 26: prefixroute.v1.GetMigrationStatusRequest
-	(*StartRampResponse)(nil),          // 27: prefixroute.v1.StartRampResponse
-	(*GetRampResponse)(nil),            // 28: prefixroute.v1.GetRampResponse
-	(*PauseRampResponse)(nil),          // 29: prefixroute.v1.PauseRampResponse
-	(*ResumeRampResponse)(nil),         // 30: prefixroute.v1.ResumeRampResponse
-	(*AbortRampResponse)(nil),          // 31: prefixroute.v1.AbortRampResponse
-	(*GetMigrationStatusResponse)(nil), // 32: prefixroute.v1.GetMigrationStatusResponse
+	(*GetServerInfoRequest)(nil),       // 16: prefixroute.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),      // 17: prefixroute.v1.GetServerInfoResponse
+	nil,                                // 18: prefixroute.v1.SetWeightsRequest.WeightsEntry
+	nil,                                // 19: prefixroute.v1.SetWeightsResponse.WeightsEntry
+	nil,                                // 20: prefixroute.v1.GetWeightsResponse.WeightsEntry
+	(*Ramp)(nil),                       // 21: prefixroute.v1.Ramp
+	(*Policy)(nil),                     // 22: prefixroute.v1.Policy
+	(*timestamppb.Timestamp)(nil),      // 23: google.protobuf.Timestamp
+	(*StartRampRequest)(nil),           // 24: prefixroute.v1.StartRampRequest
+	(*GetRampRequest)(nil),             // 25: prefixroute.v1.GetRampRequest
+	(*PauseRampRequest)(nil),           // 26: prefixroute.v1.PauseRampRequest
+	(*ResumeRampRequest)(nil),          // 27: prefixroute.v1.ResumeRampRequest
+	(*AbortRampRequest)(nil),           // 28: prefixroute.v1.AbortRampRequest
+	(*GetMigrationStatusRequest)(nil),  // 29: prefixroute.v1.GetMigrationStatusRequest
+	(*StartRampResponse)(nil),          // 30: prefixroute.v1.StartRampResponse
+	(*GetRampResponse)(nil),            // 31: prefixroute.v1.GetRampResponse
+	(*PauseRampResponse)(nil),          // 32: prefixroute.v1.PauseRampResponse
+	(*ResumeRampResponse)(nil),         // 33: prefixroute.v1.ResumeRampResponse
+	(*AbortRampResponse)(nil),          // 34: prefixroute.v1.AbortRampResponse
+	(*GetMigrationStatusResponse)(nil), // 35: prefixroute.v1.GetMigrationStatusResponse
 }
 var file_prefixroute_v1_admin_proto_depIdxs = []int32{
-	16, // 0: prefixroute.v1.SetWeightsRequest.weights:type_name -> prefixroute.v1.SetWeightsRequest.WeightsEntry
-	17, // 1: prefixroute.v1.SetWeightsResponse.weights:type_name -> prefixroute.v1.SetWeightsResponse.WeightsEntry
-	18, // 2: prefixroute.v1.GetWeightsResponse.weights:type_name -> prefixroute.v1.GetWeightsResponse.WeightsEntry
+	18, // 0: prefixroute.v1.SetWeightsRequest.weights:type_name -> prefixroute.v1.SetWeightsRequest.WeightsEntry
+	19, // 1: prefixroute.v1.SetWeightsResponse.weights:type_name -> prefixroute.v1.SetWeightsResponse.WeightsEntry
+	20, // 2: prefixroute.v1.GetWeightsResponse.weights:type_name -> prefixroute.v1.GetWeightsResponse.WeightsEntry
 	5,  // 3: prefixroute.v1.GetWeightsResponse.deployments:type_name -> prefixroute.v1.DeploymentWeight
-	19, // 4: prefixroute.v1.GetWeightsResponse.ramp:type_name -> prefixroute.v1.Ramp
-	20, // 5: prefixroute.v1.SetPolicyRequest.policy:type_name -> prefixroute.v1.Policy
-	20, // 6: prefixroute.v1.SetPolicyResponse.policy:type_name -> prefixroute.v1.Policy
-	20, // 7: prefixroute.v1.GetPolicyResponse.policy:type_name -> prefixroute.v1.Policy
+	21, // 4: prefixroute.v1.GetWeightsResponse.ramp:type_name -> prefixroute.v1.Ramp
+	22, // 5: prefixroute.v1.SetPolicyRequest.policy:type_name -> prefixroute.v1.Policy
+	22, // 6: prefixroute.v1.SetPolicyResponse.policy:type_name -> prefixroute.v1.Policy
+	22, // 7: prefixroute.v1.GetPolicyResponse.policy:type_name -> prefixroute.v1.Policy
 	12, // 8: prefixroute.v1.ListInstancesResponse.instances:type_name -> prefixroute.v1.InstanceStatus
 	0,  // 9: prefixroute.v1.InstanceStatus.state:type_name -> prefixroute.v1.InstanceState
 	15, // 10: prefixroute.v1.ListPoolsResponse.pools:type_name -> prefixroute.v1.PoolSummary
-	1,  // 11: prefixroute.v1.AdminService.SetWeights:input_type -> prefixroute.v1.SetWeightsRequest
-	3,  // 12: prefixroute.v1.AdminService.GetWeights:input_type -> prefixroute.v1.GetWeightsRequest
-	6,  // 13: prefixroute.v1.AdminService.SetPolicy:input_type -> prefixroute.v1.SetPolicyRequest
-	8,  // 14: prefixroute.v1.AdminService.GetPolicy:input_type -> prefixroute.v1.GetPolicyRequest
-	10, // 15: prefixroute.v1.AdminService.ListInstances:input_type -> prefixroute.v1.ListInstancesRequest
-	13, // 16: prefixroute.v1.AdminService.ListPools:input_type -> prefixroute.v1.ListPoolsRequest
-	21, // 17: prefixroute.v1.AdminService.StartRamp:input_type -> prefixroute.v1.StartRampRequest
-	22, // 18: prefixroute.v1.AdminService.GetRamp:input_type -> prefixroute.v1.GetRampRequest
-	23, // 19: prefixroute.v1.AdminService.PauseRamp:input_type -> prefixroute.v1.PauseRampRequest
-	24, // 20: prefixroute.v1.AdminService.ResumeRamp:input_type -> prefixroute.v1.ResumeRampRequest
-	25, // 21: prefixroute.v1.AdminService.AbortRamp:input_type -> prefixroute.v1.AbortRampRequest
-	26, // 22: prefixroute.v1.AdminService.GetMigrationStatus:input_type -> prefixroute.v1.GetMigrationStatusRequest
-	2,  // 23: prefixroute.v1.AdminService.SetWeights:output_type -> prefixroute.v1.SetWeightsResponse
-	4,  // 24: prefixroute.v1.AdminService.GetWeights:output_type -> prefixroute.v1.GetWeightsResponse
-	7,  // 25: prefixroute.v1.AdminService.SetPolicy:output_type -> prefixroute.v1.SetPolicyResponse
-	9,  // 26: prefixroute.v1.AdminService.GetPolicy:output_type -> prefixroute.v1.GetPolicyResponse
-	11, // 27: prefixroute.v1.AdminService.ListInstances:output_type -> prefixroute.v1.ListInstancesResponse
-	14, // 28: prefixroute.v1.AdminService.ListPools:output_type -> prefixroute.v1.ListPoolsResponse
-	27, // 29: prefixroute.v1.AdminService.StartRamp:output_type -> prefixroute.v1.StartRampResponse
-	28, // 30: prefixroute.v1.AdminService.GetRamp:output_type -> prefixroute.v1.GetRampResponse
-	29, // 31: prefixroute.v1.AdminService.PauseRamp:output_type -> prefixroute.v1.PauseRampResponse
-	30, // 32: prefixroute.v1.AdminService.ResumeRamp:output_type -> prefixroute.v1.ResumeRampResponse
-	31, // 33: prefixroute.v1.AdminService.AbortRamp:output_type -> prefixroute.v1.AbortRampResponse
-	32, // 34: prefixroute.v1.AdminService.GetMigrationStatus:output_type -> prefixroute.v1.GetMigrationStatusResponse
-	23, // [23:35] is the sub-list for method output_type
-	11, // [11:23] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	23, // 11: prefixroute.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	1,  // 12: prefixroute.v1.AdminService.SetWeights:input_type -> prefixroute.v1.SetWeightsRequest
+	3,  // 13: prefixroute.v1.AdminService.GetWeights:input_type -> prefixroute.v1.GetWeightsRequest
+	6,  // 14: prefixroute.v1.AdminService.SetPolicy:input_type -> prefixroute.v1.SetPolicyRequest
+	8,  // 15: prefixroute.v1.AdminService.GetPolicy:input_type -> prefixroute.v1.GetPolicyRequest
+	10, // 16: prefixroute.v1.AdminService.ListInstances:input_type -> prefixroute.v1.ListInstancesRequest
+	13, // 17: prefixroute.v1.AdminService.ListPools:input_type -> prefixroute.v1.ListPoolsRequest
+	24, // 18: prefixroute.v1.AdminService.StartRamp:input_type -> prefixroute.v1.StartRampRequest
+	25, // 19: prefixroute.v1.AdminService.GetRamp:input_type -> prefixroute.v1.GetRampRequest
+	26, // 20: prefixroute.v1.AdminService.PauseRamp:input_type -> prefixroute.v1.PauseRampRequest
+	27, // 21: prefixroute.v1.AdminService.ResumeRamp:input_type -> prefixroute.v1.ResumeRampRequest
+	28, // 22: prefixroute.v1.AdminService.AbortRamp:input_type -> prefixroute.v1.AbortRampRequest
+	29, // 23: prefixroute.v1.AdminService.GetMigrationStatus:input_type -> prefixroute.v1.GetMigrationStatusRequest
+	16, // 24: prefixroute.v1.AdminService.GetServerInfo:input_type -> prefixroute.v1.GetServerInfoRequest
+	2,  // 25: prefixroute.v1.AdminService.SetWeights:output_type -> prefixroute.v1.SetWeightsResponse
+	4,  // 26: prefixroute.v1.AdminService.GetWeights:output_type -> prefixroute.v1.GetWeightsResponse
+	7,  // 27: prefixroute.v1.AdminService.SetPolicy:output_type -> prefixroute.v1.SetPolicyResponse
+	9,  // 28: prefixroute.v1.AdminService.GetPolicy:output_type -> prefixroute.v1.GetPolicyResponse
+	11, // 29: prefixroute.v1.AdminService.ListInstances:output_type -> prefixroute.v1.ListInstancesResponse
+	14, // 30: prefixroute.v1.AdminService.ListPools:output_type -> prefixroute.v1.ListPoolsResponse
+	30, // 31: prefixroute.v1.AdminService.StartRamp:output_type -> prefixroute.v1.StartRampResponse
+	31, // 32: prefixroute.v1.AdminService.GetRamp:output_type -> prefixroute.v1.GetRampResponse
+	32, // 33: prefixroute.v1.AdminService.PauseRamp:output_type -> prefixroute.v1.PauseRampResponse
+	33, // 34: prefixroute.v1.AdminService.ResumeRamp:output_type -> prefixroute.v1.ResumeRampResponse
+	34, // 35: prefixroute.v1.AdminService.AbortRamp:output_type -> prefixroute.v1.AbortRampResponse
+	35, // 36: prefixroute.v1.AdminService.GetMigrationStatus:output_type -> prefixroute.v1.GetMigrationStatusResponse
+	17, // 37: prefixroute.v1.AdminService.GetServerInfo:output_type -> prefixroute.v1.GetServerInfoResponse
+	25, // [25:38] is the sub-list for method output_type
+	12, // [12:25] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_admin_proto_init() }
@@ -1237,7 +1372,7 @@ func file_prefixroute_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_admin_proto_rawDesc), len(file_prefixroute_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

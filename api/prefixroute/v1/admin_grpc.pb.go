@@ -31,6 +31,7 @@ const (
 	AdminService_ResumeRamp_FullMethodName         = "/prefixroute.v1.AdminService/ResumeRamp"
 	AdminService_AbortRamp_FullMethodName          = "/prefixroute.v1.AdminService/AbortRamp"
 	AdminService_GetMigrationStatus_FullMethodName = "/prefixroute.v1.AdminService/GetMigrationStatus"
+	AdminService_GetServerInfo_FullMethodName      = "/prefixroute.v1.AdminService/GetServerInfo"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -73,6 +74,9 @@ type AdminServiceClient interface {
 	// window, the prefill `to` would absorb, its headroom, and the hot
 	// prefixes cached only on `from`.
 	GetMigrationStatus(ctx context.Context, in *GetMigrationStatusRequest, opts ...grpc.CallOption) (*GetMigrationStatusResponse, error)
+	// GetServerInfo returns the router's build (version, VCS revision, dirty
+	// flag, Go version) and when its process started ('prefixctl version').
+	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
 }
 
 type adminServiceClient struct {
@@ -203,6 +207,16 @@ func (c *adminServiceClient) GetMigrationStatus(ctx context.Context, in *GetMigr
 	return out, nil
 }
 
+func (c *adminServiceClient) GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetServerInfoResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetServerInfo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -243,6 +257,9 @@ type AdminServiceServer interface {
 	// window, the prefill `to` would absorb, its headroom, and the hot
 	// prefixes cached only on `from`.
 	GetMigrationStatus(context.Context, *GetMigrationStatusRequest) (*GetMigrationStatusResponse, error)
+	// GetServerInfo returns the router's build (version, VCS revision, dirty
+	// flag, Go version) and when its process started ('prefixctl version').
+	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -288,6 +305,9 @@ func (UnimplementedAdminServiceServer) AbortRamp(context.Context, *AbortRampRequ
 }
 func (UnimplementedAdminServiceServer) GetMigrationStatus(context.Context, *GetMigrationStatusRequest) (*GetMigrationStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetMigrationStatus not implemented")
+}
+func (UnimplementedAdminServiceServer) GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetServerInfo not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -526,6 +546,24 @@ func _AdminService_GetMigrationStatus_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetServerInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetServerInfoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetServerInfo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetServerInfo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetServerInfo(ctx, req.(*GetServerInfoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -580,6 +618,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetMigrationStatus",
 			Handler:    _AdminService_GetMigrationStatus_Handler,
+		},
+		{
+			MethodName: "GetServerInfo",
+			Handler:    _AdminService_GetServerInfo_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
