@@ -71,6 +71,12 @@ type ReporterOptions struct {
 	// Stored, Removed and Cleared, at about 40 bytes per block: convenient,
 	// but it duplicates the instance's own index.
 	Snapshot func() []uint64
+	// Hold, when set, is called before each report from the Reporter's
+	// goroutine; while it returns true nothing is sent (queued events
+	// wait), so the sidecar sees the instance go stale after its
+	// stale_after and ends the stream after forget_after. For an agent
+	// whose model server stopped answering. Default nil: never hold.
+	Hold func() bool
 	// Interval is the report interval until the sidecar's first ack, which
 	// names the interval it wants (report_interval_ms); the Reporter then
 	// follows the sidecar. Default DefaultReportInterval (100ms).

@@ -151,6 +151,20 @@ func (r *Reporter) stream() (acked bool, err error) {
 		return nil
 	}
 
+	// A held instance sends not even its first report.
+	for r.opts.Hold != nil && r.opts.Hold() {
+		t := time.NewTimer(time.Duration(r.interval.Load()))
+		select {
+		case <-r.closing:
+			t.Stop()
+			st.CloseSend()
+			return false, nil
+		case err := <-recvErr:
+			t.Stop()
+			return ended(err)
+		case <-t.C:
+		}
+	}
 	if err := sendOrEnd(true, batch{cleared: r.opts.CacheEvents, stored: snap}); err != nil {
 		return gotAck.Load(), err
 	}
@@ -169,6 +183,10 @@ func (r *Reporter) stream() (acked bool, err error) {
 		case err := <-recvErr:
 			return ended(err)
 		case <-timer.C:
+			if r.opts.Hold != nil && r.opts.Hold() {
+				timer.Reset(time.Duration(r.interval.Load()))
+				continue
+			}
 			r.mu.Lock()
 			var b batch
 			if r.resend.Swap(false) && r.opts.CacheEvents {
