@@ -94,6 +94,7 @@ type Batch struct {
 // Decoder decodes payloads; it keeps buffers between calls. The zero value
 // is not usable: call NewDecoder. A Decoder is not safe for concurrent use.
 type Decoder struct {
+	buf []byte // the payload being decoded
 	r   bytes.Reader
 	dec *msgpack.Decoder
 }
@@ -111,6 +112,7 @@ func (d *Decoder) Decode(payload []byte, b *Batch) error {
 	if len(payload) > MaxPayloadBytes {
 		return fmt.Errorf("%w: payload of %d bytes over the %d-byte limit", ErrMalformed, len(payload), MaxPayloadBytes)
 	}
+	d.buf = payload
 	d.r.Reset(payload)
 	d.dec.Reset(&d.r)
 	b.TS, b.DPRank, b.HasDPRank, b.Map = 0, 0, false, false

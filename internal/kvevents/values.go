@@ -1,9 +1,12 @@
 package kvevents
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 	"github.com/zeebo/xxh3"
@@ -129,7 +132,13 @@ func (d *Decoder) hashes(ev *Event) error {
 	if err != nil {
 		return err
 	}
+	ev.BlockHashes = slices.Grow(ev.BlockHashes, n)
 	for i := range n {
+		if pos := len(d.buf) - d.r.Len(); pos+9 <= len(d.buf) && d.buf[pos] == msgpcode.Uint64 {
+			ev.BlockHashes = append(ev.BlockHashes, binary.BigEndian.Uint64(d.buf[pos+1:]))
+			d.r.Seek(int64(pos+9), io.SeekStart)
+			continue
+		}
 		h, err := d.hash()
 		if err != nil {
 			return fmt.Errorf("[%d]: %v", i, err)
@@ -144,17 +153,48 @@ func (d *Decoder) tokens(ev *Event) error {
 	if err != nil {
 		return err
 	}
+	ev.TokenIDs = slices.Grow(ev.TokenIDs, n)
+	pos := len(d.buf) - d.r.Len()
 	for i := range n {
-		v, err := d.int()
-		if err != nil {
-			return fmt.Errorf("[%d]: %v", i, err)
-		}
-		if v < 0 || v > math.MaxUint32 {
-			return fmt.Errorf("[%d]: token id %d out of range", i, v)
+		v, next, ok := fastUint(d.buf, pos)
+		if !ok {
+			// Not a short non-negative integer: the general path, which
+			// says what is wrong.
+			d.r.Seek(int64(pos), io.SeekStart)
+			w, err := d.int()
+			if err != nil {
+				return fmt.Errorf("[%d]: %v", i, err)
+			}
+			if w < 0 || w > math.MaxUint32 {
+				return fmt.Errorf("[%d]: token id %d out of range", i, w)
+			}
+			v, next = uint64(w), len(d.buf)-d.r.Len()
 		}
 		ev.TokenIDs = append(ev.TokenIDs, uint32(v))
+		pos = next
 	}
+	d.r.Seek(int64(pos), io.SeekStart)
 	return nil
+}
+
+// fastUint decodes a msgpack positive fixint, uint8, uint16 or uint32 at
+// b[pos:], returning the value and the position after it; ok is false for
+// any other code or a truncated value.
+func fastUint(b []byte, pos int) (v uint64, next int, ok bool) {
+	if pos >= len(b) {
+		return 0, pos, false
+	}
+	switch c := b[pos]; {
+	case c <= msgpcode.PosFixedNumHigh:
+		return uint64(c), pos + 1, true
+	case c == msgpcode.Uint8 && pos+2 <= len(b):
+		return uint64(b[pos+1]), pos + 2, true
+	case c == msgpcode.Uint16 && pos+3 <= len(b):
+		return uint64(binary.BigEndian.Uint16(b[pos+1:])), pos + 3, true
+	case c == msgpcode.Uint32 && pos+5 <= len(b):
+		return uint64(binary.BigEndian.Uint32(b[pos+1:])), pos + 5, true
+	}
+	return 0, pos, false
 }
 
 // extraKeys decodes extra_keys: nil, or one entry per block, each nil or a
