@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/prefixroute/prefixroute/internal/kvalign"
 	"github.com/prefixroute/prefixroute/internal/kvevents"
@@ -27,14 +28,6 @@ func (a *Agent) eventLoop(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
-	sub, err := kvevents.Subscribe(ctx, kvevents.SubscriberOptions{Endpoint: a.cfg.KVEvents, Bind: a.cfg.KVEventsBind, Topic: a.cfg.Topic})
-	if err != nil {
-		return err
-	}
-	go func() {
-		<-ctx.Done()
-		sub.Close()
-	}()
 	st := &eventState{dec: kvevents.NewDecoder()}
 	if a.cfg.KVEventsReplay != "" {
 		// Learn what the engine published before the agent started.
@@ -42,6 +35,31 @@ func (a *Agent) eventLoop(ctx context.Context) error {
 			return err
 		}
 	}
+	for ctx.Err() == nil {
+		if err := a.receive(ctx, st); err != nil {
+			return err
+		}
+		// The socket failed (the engine went away): a new one after a
+		// pause; the seq check catches whatever was missed.
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// receive handles messages from one socket until it fails (nil) or an
+// event is fatal (its error).
+func (a *Agent) receive(ctx context.Context, st *eventState) error {
+	sub, err := kvevents.Subscribe(ctx, kvevents.SubscriberOptions{Endpoint: a.cfg.KVEvents, Bind: a.cfg.KVEventsBind, Topic: a.cfg.Topic})
+	if err != nil {
+		a.log.Warn("prefixagent: KV events socket", "endpoint", a.cfg.KVEvents, "err", err)
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() { sub.Close() })
+	defer stop()
+	defer sub.Close()
 	for {
 		m, err := sub.Recv()
 		if ctx.Err() != nil {
@@ -53,7 +71,8 @@ func (a *Agent) eventLoop(ctx context.Context) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("prefixagent: KV events socket %s: %w", a.cfg.KVEvents, err)
+			a.log.Warn("prefixagent: KV events socket failed; reopening", "endpoint", a.cfg.KVEvents, "err", err)
+			return nil
 		}
 		if err := a.message(ctx, st, m); err != nil {
 			return err

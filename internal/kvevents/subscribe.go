@@ -76,7 +76,9 @@ func Subscribe(ctx context.Context, o SubscriberOptions) (*Subscriber, error) {
 		o.Retry = 200 * time.Millisecond
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	sock := zmq4.NewSub(ctx, zmq4.WithAutomaticReconnect(true),
+	// A listening socket must not "reconnect": zmq4 would dial its own
+	// endpoint when a peer leaves.
+	sock := zmq4.NewSub(ctx, zmq4.WithAutomaticReconnect(!o.Bind),
 		zmq4.WithDialerRetry(o.Retry), zmq4.WithDialerMaxRetries(-1), zmq4.WithDialerTimeout(time.Second))
 	if err := sock.SetOption(zmq4.OptionSubscribe, o.Topic); err != nil {
 		cancel()

@@ -1,0 +1,173 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/agent"
+	"github.com/prefixroute/prefixroute/internal/enginemetrics"
+	"github.com/prefixroute/prefixroute/pkg/client"
+)
+
+// TestEndToEnd runs the engine stand-in, a real prefixrouted and the agent
+// for each wire form and socket direction: Pick matches a stored prompt's
+// blocks on the instance; after BlockRemoved it does not; a dropped message
+// is replayed (with a replay socket) or makes the cache unknown (without);
+// after AllBlocksCleared nothing matches; a killed engine makes the
+// instance stale.
+func TestEndToEnd(t *testing.T) {
+	needStandIn(t)
+	for _, tc := range []struct {
+		dialect, metrics string
+		engine           enginemetrics.Engine
+		agentBinds       bool
+		replay           bool
+	}{
+		{"vllm-map", "../enginemetrics/testdata/vllm.metrics", enginemetrics.VLLM, false, true},
+		{"vllm-array", "../enginemetrics/testdata/vllm.metrics", enginemetrics.VLLM, true, false},
+		{"sglang", "../enginemetrics/testdata/sglang.metrics", enginemetrics.SGLang, false, false},
+	} {
+		t.Run(tc.dialect, func(t *testing.T) {
+			endToEnd(t, tc.dialect, tc.metrics, tc.engine, tc.agentBinds, tc.replay)
+		})
+	}
+}
+
+func endToEnd(t *testing.T, dialect, metrics string, kind enginemetrics.Engine, agentBinds, replay bool) {
+	routerAddr := startRouter(t)
+	cc, err := client.Dial(routerAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	admin := pb.NewAdminServiceClient(cc)
+	if _, err := admin.SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"A": 1}}); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--dialect", dialect, "--metrics", metrics}
+	pubEP := "tcp://127.0.0.1:0"
+	if agentBinds {
+		pubEP = fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t))
+	}
+	args = append(args, "--pub", pubEP)
+	if replay {
+		args = append(args, "--replay", "tcp://127.0.0.1:0")
+	}
+	cfg := agent.Config{Engine: kind, Pool: pool, Deployment: "A", InstanceID: "gpu-0", Address: "10.0.0.1:8000",
+		BlockSize: blockSize, ScrapeInterval: 20 * time.Millisecond, Logger: quiet,
+		ReporterMinBackoff: 5 * time.Millisecond, ReporterMaxBackoff: 50 * time.Millisecond}
+	if agentBinds {
+		// The agent listens; the engine connects to it.
+		cfg.KVEvents, cfg.KVEventsBind = pubEP, true
+	}
+	e := startEngine(t, args...)
+	cfg.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", e.metricsPort)
+	if !agentBinds {
+		cfg.KVEvents = fmt.Sprintf("tcp://127.0.0.1:%d", e.pubPort)
+	}
+	if replay {
+		cfg.KVEventsReplay = fmt.Sprintf("tcp://127.0.0.1:%d", e.replayP)
+	}
+	ag := startAgent(t, cc, cfg)
+	picker, err := client.NewPicker(cc, client.PickerOptions{Pool: pool, BlockSize: blockSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(what string, toks []uint32, n uint32) {
+		t.Helper()
+		eventually(t, func() string {
+			if got := matched(t, picker, "gpu-0", toks); got != n {
+				return fmt.Sprintf("%s: %d blocks matched on gpu-0, want %d", what, got, n)
+			}
+			return ""
+		})
+	}
+	// The instance reports its load from the fixture.
+	eventually(t, func() string {
+		in := instance(picker, admin, "gpu-0")
+		if in.GetBlockSizeTokens() != blockSize || in.GetKvCapacityBlocks() == 0 || in.GetWaitingRequests() == 0 {
+			return fmt.Sprintf("instance %v", in)
+		}
+		return ""
+	})
+	// Stored: a 4-block prompt, in two events (3 blocks, then 1 child).
+	// The PUB/SUB connection may still be forming: resend until the agent
+	// saw seq 0 (a real engine's first message comes minutes after start).
+	p := prompt(1000, 4)
+	eventually(t, func() string {
+		if ag.Exact() {
+			return ""
+		}
+		e.send(map[string]any{"op": "clear"})
+		return "agent not precise yet"
+	})
+	e.send(map[string]any{"op": "store", "hashes": []int{1, 2, 3}, "parent": nil, "tokens": p[:3*blockSize]})
+	e.send(map[string]any{"op": "store", "hashes": []int{4}, "parent": 3, "tokens": p[3*blockSize:]})
+	want("stored", tokens32(p), 4)
+	// Removed in the middle of the chain: only the first two still match.
+	e.send(map[string]any{"op": "remove", "hashes": []int{3}})
+	want("after BlockRemoved", tokens32(p), 2)
+	// A dropped message.
+	q := prompt(5000, 2)
+	e.send(map[string]any{"op": "drop", "event": map[string]any{"op": "store", "hashes": []int{10, 11}, "parent": nil, "tokens": q}})
+	e.send(map[string]any{"op": "store", "hashes": []int{12}, "parent": 11, "tokens": prompt(7000, 1)})
+	if replay {
+		// Replayed: the dropped blocks are there.
+		want("after a replayed gap", tokens32(q), 2)
+		if !ag.Exact() {
+			t.Fatal("agent not precise after a replay")
+		}
+	} else {
+		eventually(t, func() string {
+			if in := instance(picker, admin, "gpu-0"); ag.Exact() || in.GetReportsCacheEvents() {
+				return fmt.Sprintf("after a gap without replay the agent is precise=%v, router sees reports_cache_events=%v",
+					ag.Exact(), in.GetReportsCacheEvents())
+			}
+			return ""
+		})
+		want("unknown cache", tokens32(p), 0)
+	}
+	// Cleared: precise again, nothing matches.
+	e.send(map[string]any{"op": "clear"})
+	eventually(t, func() string {
+		if !ag.Exact() || !instance(picker, admin, "gpu-0").GetReportsCacheEvents() {
+			return "not precise after AllBlocksCleared"
+		}
+		return ""
+	})
+	want("after AllBlocksCleared", tokens32(p), 0)
+	want("after AllBlocksCleared", tokens32(q), 0)
+	// Killed engine: the agent holds its reports and the instance goes stale.
+	e.kill()
+	eventually(t, func() string {
+		if s := instance(picker, admin, "gpu-0").GetState(); s != pb.InstanceState_INSTANCE_STATE_STALE {
+			return fmt.Sprintf("instance state %v after the engine died", s)
+		}
+		return ""
+	})
+}
+
+// startAgent runs an agent until the end of the test, which fails if Run
+// returned an error.
+func startAgent(t *testing.T, cc *grpc.ClientConn, cfg agent.Config) *agent.Agent {
+	t.Helper()
+	a, err := agent.New(cc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	return a
+}
