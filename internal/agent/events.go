@@ -234,5 +234,11 @@ func (a *Agent) apply(st *eventState, payload []byte) error {
 			a.log.Info("prefixagent: the engine cleared its cache; reporting precisely again")
 		}
 	}
+	// The batch goes out now, not with the next periodic report.
+	a.mu.Lock()
+	if a.exact {
+		a.rep.Flush()
+	}
+	a.mu.Unlock()
 	return nil
 }

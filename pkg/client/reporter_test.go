@@ -239,6 +239,26 @@ func TestReporterLoad(t *testing.T) {
 	})
 }
 
+// TestReporterFlush: with the periodic report an hour away, Flush sends
+// the queued events at once.
+func TestReporterFlush(t *testing.T) {
+	s := startSidecar(t, "127.0.0.1:0", "", func(c *server.DaemonConfig) { c.Server.ReportInterval = time.Hour })
+	cc := dial(t, s.addr)
+	r := reporter(t, cc, client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "f-1", CacheEvents: true, Interval: time.Hour})
+	eventually(t, func() string {
+		if !r.Stats().Connected {
+			return "not connected"
+		}
+		return ""
+	})
+	r.Stored(1, 2, 3)
+	r.Flush()
+	cachedBlocks(t, s, cc, "m", "f-1", 3)
+	r.Removed(1)
+	r.Flush()
+	cachedBlocks(t, s, cc, "m", "f-1", 2)
+}
+
 // TestReporterHold: while Hold returns true the Reporter sends nothing, not
 // even the first report; once it returns false the reports flow.
 func TestReporterHold(t *testing.T) {
