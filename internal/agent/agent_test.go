@@ -3,6 +3,10 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,4 +174,53 @@ func startAgent(t *testing.T, cc *grpc.ClientConn, cfg agent.Config) *agent.Agen
 		}
 	})
 	return a
+}
+
+// TestBlockSizeMismatch: an engine whose cache_config_info names another
+// block size than the pool's stops the agent with an error naming both.
+func TestBlockSizeMismatch(t *testing.T) {
+	page, err := os.ReadFile("../enginemetrics/testdata/vllm.metrics") // block_size="16"
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(page) }))
+	defer srv.Close()
+	cc, err := client.Dial(startRouter(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	a, err := agent.New(cc, agent.Config{Engine: enginemetrics.VLLM, MetricsURL: srv.URL, Pool: pool, Deployment: "A",
+		InstanceID: "gpu-0", Address: "10.0.0.1:8000", BlockSize: 32, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "block size 16 tokens, the pool's block size is 32 tokens") {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// TestHealthz: 503 with a JSON reason while the engine is unreachable.
+func TestHealthz(t *testing.T) {
+	cc, err := client.Dial(startRouter(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	a, err := agent.New(cc, agent.Config{Engine: enginemetrics.SGLang, MetricsURL: "http://127.0.0.1:1/metrics", Pool: pool,
+		Deployment: "A", InstanceID: "gpu-0", Address: "10.0.0.1:8000", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `"error":"no successful scrape of http://127.0.0.1:1/metrics for 1s"`) {
+		t.Fatalf("healthz: %d %s", rec.Code, rec.Body.String())
+	}
+	rec = httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "prefixagent_cache_precise 0") {
+		t.Fatalf("metrics: %d %s", rec.Code, rec.Body.String())
+	}
 }
