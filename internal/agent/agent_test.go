@@ -1,4 +1,4 @@
-package agent_test
+package agent
 
 import (
 	"context"
@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/internal/agent"
 	"github.com/prefixroute/prefixroute/internal/enginemetrics"
+	"github.com/prefixroute/prefixroute/internal/kvevents"
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
@@ -62,7 +63,7 @@ func endToEnd(t *testing.T, dialect, metrics string, kind enginemetrics.Engine, 
 	if replay {
 		args = append(args, "--replay", "tcp://127.0.0.1:0")
 	}
-	cfg := agent.Config{Engine: kind, Pool: pool, Deployment: "A", InstanceID: "gpu-0", Address: "10.0.0.1:8000",
+	cfg := Config{Engine: kind, Pool: pool, Deployment: "A", InstanceID: "gpu-0", Address: "10.0.0.1:8000",
 		BlockSize: blockSize, ScrapeInterval: 20 * time.Millisecond, Logger: quiet,
 		ReporterMinBackoff: 5 * time.Millisecond, ReporterMaxBackoff: 50 * time.Millisecond}
 	if agentBinds {
@@ -158,9 +159,9 @@ func endToEnd(t *testing.T, dialect, metrics string, kind enginemetrics.Engine, 
 
 // startAgent runs an agent until the end of the test, which fails if Run
 // returned an error.
-func startAgent(t *testing.T, cc *grpc.ClientConn, cfg agent.Config) *agent.Agent {
+func startAgent(t *testing.T, cc *grpc.ClientConn, cfg Config) *Agent {
 	t.Helper()
-	a, err := agent.New(cc, cfg)
+	a, err := New(cc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestBlockSizeMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	a, err := agent.New(cc, agent.Config{Engine: enginemetrics.VLLM, MetricsURL: srv.URL, Pool: pool, Deployment: "A",
+	a, err := New(cc, Config{Engine: enginemetrics.VLLM, MetricsURL: srv.URL, Pool: pool, Deployment: "A",
 		InstanceID: "gpu-0", Address: "10.0.0.1:8000", BlockSize: 32, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +209,7 @@ func TestHealthz(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	a, err := agent.New(cc, agent.Config{Engine: enginemetrics.SGLang, MetricsURL: "http://127.0.0.1:1/metrics", Pool: pool,
+	a, err := New(cc, Config{Engine: enginemetrics.SGLang, MetricsURL: "http://127.0.0.1:1/metrics", Pool: pool,
 		Deployment: "A", InstanceID: "gpu-0", Address: "10.0.0.1:8000", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -222,5 +223,38 @@ func TestHealthz(t *testing.T) {
 	a.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "prefixagent_cache_precise 0") {
 		t.Fatalf("metrics: %d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// TestMalformedBatch: a payload that does not decode is counted and
+// skipped, and the cache becomes unknown (the router stops trusting the
+// instance's exact index) rather than possibly wrong.
+func TestMalformedBatch(t *testing.T) {
+	cc, err := client.Dial(startRouter(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	a := benchAgent(t, cc, "")
+	a.cfg.Pool = pool
+	a.setMode(true)
+	defer func() { a.rep.Close() }()
+	st := &eventState{dec: kvevents.NewDecoder()}
+	stored, _, _ := storedBatch(t, 1, 4, 0)
+	ctx := context.Background()
+	if err := a.message(ctx, st, kvevents.Message{Seq: 0, Payload: stored}); err != nil || !a.Exact() || a.al.Len() != 4 {
+		t.Fatalf("seq 0: %v, precise %v, %d held", err, a.Exact(), a.al.Len())
+	}
+	if err := a.message(ctx, st, kvevents.Message{Seq: 1, Payload: []byte{0x92, 0xc1}}); err != nil {
+		t.Fatal(err)
+	}
+	if a.Exact() || a.al.Len() != 0 || testutil.ToFloat64(a.m.malformed) != 1 {
+		t.Fatalf("after a malformed batch: precise %v, %d held, malformed %v", a.Exact(), a.al.Len(), testutil.ToFloat64(a.m.malformed))
+	}
+	// Later stores are not reported until the engine clears its cache.
+	more, _, _ := storedBatch(t, 100, 2, 500)
+	a.message(ctx, st, kvevents.Message{Seq: 2, Payload: more})
+	if a.Exact() || a.al.Len() != 0 {
+		t.Fatalf("store while unknown: precise %v, %d held", a.Exact(), a.al.Len())
 	}
 }

@@ -3,8 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/binary"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -18,25 +16,12 @@ import (
 	"github.com/prefixroute/prefixroute/internal/kvalign"
 	"github.com/prefixroute/prefixroute/internal/kvevents"
 	"github.com/prefixroute/prefixroute/pkg/client"
-	"github.com/prefixroute/prefixroute/server"
 )
-
-var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // benchRouter starts an in-process prefixrouted, sets the weights of pool
 // "m" and returns a connection and a Picker.
 func benchRouter(b *testing.B) (*grpc.ClientConn, *client.Picker) {
-	d, err := server.Start(server.DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off",
-		Server: server.Options{DataDir: b.TempDir(), Logger: discard}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		d.Shutdown(ctx)
-	})
-	cc, err := client.Dial(d.Addr())
+	cc, err := client.Dial(startRouter(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,9 +38,9 @@ func benchRouter(b *testing.B) (*grpc.ClientConn, *client.Picker) {
 
 // benchAgent is an agent whose engine counts as up and whose block size
 // (16) and load are set without a scrape.
-func benchAgent(b *testing.B, cc *grpc.ClientConn, kv string) *Agent {
+func benchAgent(b testing.TB, cc *grpc.ClientConn, kv string) *Agent {
 	a, err := New(cc, Config{Engine: enginemetrics.VLLM, MetricsURL: "http://127.0.0.1:1/metrics", KVEvents: kv,
-		Pool: "m", Deployment: "A", InstanceID: "i-1", Address: "10.0.0.1:8000", BlockSize: 16, Logger: discard})
+		Pool: "m", Deployment: "A", InstanceID: "i-1", Address: "10.0.0.1:8000", BlockSize: 16, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package agent_test
+package agent
 
 import (
 	"bufio"
@@ -96,7 +96,7 @@ func freePort(t *testing.T) int {
 
 // startRouter runs a real prefixrouted in-process on loopback, with a real
 // clock (instances go stale after the default 2s).
-func startRouter(t *testing.T) string {
+func startRouter(t testing.TB) string {
 	t.Helper()
 	d, err := server.Start(server.DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off",
 		Server: server.Options{DataDir: t.TempDir(), Logger: quiet}})
