@@ -240,6 +240,10 @@ func (a *Aligner) stored(ev *kvevents.Event, d *Delta) error {
 
 // remember keeps a removed mapping for parent lookups, evicting the oldest.
 func (a *Aligner) remember(e, r uint64) {
+	if _, ok := a.gone[e]; ok {
+		a.gone[e] = r // already in the ring
+		return
+	}
 	if len(a.goneRing) < cap(a.goneRing) {
 		a.goneRing = append(a.goneRing, e)
 	} else {
