@@ -79,7 +79,7 @@ func endToEnd(t *testing.T, dialect, metrics string, kind enginemetrics.Engine, 
 		cfg.KVEventsReplay = fmt.Sprintf("tcp://127.0.0.1:%d", e.replayP)
 	}
 	ag := startAgent(t, cc, cfg)
-	picker, err := client.NewPicker(cc, client.PickerOptions{Pool: pool, BlockSize: blockSize})
+	picker, err := client.NewPicker(cc, client.PickerOptions{Pool: pool, BlockSize: blockSize, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

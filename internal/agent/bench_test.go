@@ -29,7 +29,7 @@ func benchRouter(b *testing.B) (*grpc.ClientConn, *client.Picker) {
 	if _, err := pb.NewAdminServiceClient(cc).SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 1}}); err != nil {
 		b.Fatal(err)
 	}
-	p, err := client.NewPicker(cc, client.PickerOptions{Pool: "m", BlockSize: 16})
+	p, err := client.NewPicker(cc, client.PickerOptions{Pool: "m", BlockSize: 16, Timeout: 5 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
