@@ -113,7 +113,7 @@ vet:
 	if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 
 ## test: everything CI checks. Tool builds included, well under 10 minutes.
-test: tools check-generate lint breaking vet
+test: tools test-deps check-generate lint breaking vet
 	$(GO) test $(GOTEST_FLAGS) ./...
 
 ## bench: the Go benchmarks behind BENCHMARKS.md.
@@ -168,3 +168,10 @@ fuzz:
 loadtest:
 	$(GO) build -o $(BIN)/ ./cmd/prefixrouted ./cmd/prefixload
 	$(BIN)/prefixload --daemon $(BIN)/prefixrouted $(LOADTEST_FLAGS)
+
+## test-deps: Debian packages the tests need: python3-zmq and python3-msgpack
+## for prefixagent's engine stand-in (internal/agent/testdata/engine.py).
+.PHONY: test-deps
+test-deps:
+	@dpkg -s python3-zmq python3-msgpack >/dev/null 2>&1 || \
+		(apt-get update && apt-get install -y python3-zmq python3-msgpack)

@@ -41,7 +41,11 @@
 // ReporterOptions.CacheEvents the instance also reports its KV-cache
 // events: Stored, Removed and Cleared queue them, and the next report
 // carries them, split across several messages when there are more than
-// MaxEventsPerMessage (the sidecar's per-message limit).
+// MaxEventsPerMessage (the sidecar's per-message limit). Flush sends the
+// queued events early (paced by ReporterOptions.FlushGap, within the
+// sidecar's reports-per-second limit); ReporterOptions.Hold stops the
+// reports while the instance cannot vouch for its figures, so the sidecar
+// marks it stale.
 //
 // After any stream failure (the sidecar restarting, a network error, a
 // rejected report) the Reporter reconnects with jittered exponential

@@ -41,6 +41,7 @@ const (
 	DefaultMinBackoff     = 100 * time.Millisecond
 	DefaultMaxBackoff     = 10 * time.Second
 	DefaultCloseTimeout   = 2 * time.Second
+	DefaultFlushGap       = 25 * time.Millisecond
 )
 
 // ReporterOptions configures a Reporter. Zero fields take the defaults
@@ -71,6 +72,18 @@ type ReporterOptions struct {
 	// Stored, Removed and Cleared, at about 40 bytes per block: convenient,
 	// but it duplicates the instance's own index.
 	Snapshot func() []uint64
+	// Hold, when set, is called before each report from the Reporter's
+	// goroutine; while it returns true nothing is sent (queued events
+	// wait), so the sidecar sees the instance go stale after its
+	// stale_after and ends the stream after forget_after. For an agent
+	// whose model server stopped answering. Default nil: never hold.
+	Hold func() bool
+	// FlushGap paces the early reports Flush asks for: up to 20 at once,
+	// then one per FlushGap (a later Flush waits until FlushGap after the
+	// latest report). Default DefaultFlushGap (25ms: at most 40 early
+	// reports/s, which with the periodic ones stays under the sidecar's
+	// default limit of 50 per stream).
+	FlushGap time.Duration
 	// Interval is the report interval until the sidecar's first ack, which
 	// names the interval it wants (report_interval_ms); the Reporter then
 	// follows the sidecar. Default DefaultReportInterval (100ms).
@@ -132,6 +145,7 @@ type Reporter struct {
 	interval atomic.Int64 // time.Duration
 	resend   atomic.Bool  // the sidecar asked for the whole cache (resend_cache)
 
+	flush     chan struct{} // Flush's wake-up, capacity 1
 	closing   chan struct{}
 	closeOnce sync.Once
 	done      chan struct{}
@@ -158,6 +172,7 @@ func NewReporter(cc grpc.ClientConnInterface, opts ReporterOptions) (*Reporter, 
 	def(&opts.MinBackoff, DefaultMinBackoff)
 	def(&opts.MaxBackoff, DefaultMaxBackoff)
 	def(&opts.CloseTimeout, DefaultCloseTimeout)
+	def(&opts.FlushGap, DefaultFlushGap)
 	opts.MaxBackoff = max(opts.MaxBackoff, opts.MinBackoff)
 	if opts.MaxEventsPerMessage == 0 {
 		opts.MaxEventsPerMessage = MaxEventsPerMessage
@@ -169,7 +184,7 @@ func NewReporter(cc grpc.ClientConnInterface, opts ReporterOptions) (*Reporter, 
 		rpc: pb.NewLoadServiceClient(cc), opts: opts,
 		log:     opts.Logger.With("pool", opts.Pool, "deployment", opts.Deployment, "instance", opts.InstanceID),
 		book:    newCacheBook(opts.Snapshot == nil),
-		closing: make(chan struct{}), done: make(chan struct{}),
+		closing: make(chan struct{}), done: make(chan struct{}), flush: make(chan struct{}, 1),
 	}
 	r.interval.Store(int64(opts.Interval))
 	go r.run()
@@ -206,6 +221,18 @@ func (r *Reporter) events(hashes []uint64, stored bool) {
 		r.book.event(h, stored)
 	}
 	r.mu.Unlock()
+}
+
+// Flush asks for the queued events to go out now instead of with the next
+// periodic report: at once while the early-report budget lasts (see
+// FlushGap), else FlushGap after the latest report. It never blocks. An agent that translates
+// an engine's events calls it after each batch, so that the router sees a
+// stored block within milliseconds.
+func (r *Reporter) Flush() {
+	select {
+	case r.flush <- struct{}{}:
+	default:
+	}
 }
 
 // Stats returns the Reporter's activity so far.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -151,12 +152,29 @@ func (r *Reporter) stream() (acked bool, err error) {
 		return nil
 	}
 
+	// A held instance sends not even its first report.
+	for r.opts.Hold != nil && r.opts.Hold() {
+		t := time.NewTimer(time.Duration(r.interval.Load()))
+		select {
+		case <-r.closing:
+			t.Stop()
+			st.CloseSend()
+			return false, nil
+		case err := <-recvErr:
+			t.Stop()
+			return ended(err)
+		case <-t.C:
+		}
+	}
 	if err := sendOrEnd(true, batch{cleared: r.opts.CacheEvents, stored: snap}); err != nil {
 		return gotAck.Load(), err
 	}
 	snap = nil
 	timer := time.NewTimer(time.Duration(r.interval.Load()))
 	defer timer.Stop()
+	last := time.Now()                                // of the latest report
+	due := last.Add(time.Duration(r.interval.Load())) // of the timer
+	early := rate.NewLimiter(rate.Every(r.opts.FlushGap), flushBurst)
 	for {
 		select {
 		case <-r.closing:
@@ -168,7 +186,23 @@ func (r *Reporter) stream() (acked bool, err error) {
 			return gotAck.Load(), nil
 		case err := <-recvErr:
 			return ended(err)
+		case <-r.flush:
+			// An early report: at once while the flush budget lasts (one
+			// per FlushGap, burst flushBurst), else FlushGap after the
+			// last report; the sidecar limits reports per second.
+			if early.Allow() {
+				timer.Reset(0)
+				due = time.Now()
+			} else if at := last.Add(r.opts.FlushGap); at.Before(due) {
+				timer.Reset(time.Until(at))
+				due = at
+			}
 		case <-timer.C:
+			due = time.Now().Add(time.Duration(r.interval.Load()))
+			timer.Reset(time.Until(due))
+			if r.opts.Hold != nil && r.opts.Hold() {
+				continue
+			}
 			r.mu.Lock()
 			var b batch
 			if r.resend.Swap(false) && r.opts.CacheEvents {
@@ -182,13 +216,18 @@ func (r *Reporter) stream() (acked bool, err error) {
 				b = r.book.take()
 			}
 			r.mu.Unlock()
+			last = time.Now()
 			if err := sendOrEnd(false, b); err != nil {
 				return gotAck.Load(), err
 			}
-			timer.Reset(time.Duration(r.interval.Load()))
 		}
 	}
 }
+
+// flushBurst is how many early reports Flush may ask for at once: 20,
+// which with the periodic reports stays within the sidecar's default burst
+// of 100 reports.
+const flushBurst = 20
 
 // send sends one report: the instance's load with the batch's events, split
 // into as many messages as the event limit needs (each with the same load

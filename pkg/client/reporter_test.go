@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,6 +237,66 @@ func TestReporterLoad(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestReporterFlush: with the periodic report an hour away, Flush sends
+// the queued events at once.
+func TestReporterFlush(t *testing.T) {
+	s := startSidecar(t, "127.0.0.1:0", "", func(c *server.DaemonConfig) { c.Server.ReportInterval = time.Hour })
+	cc := dial(t, s.addr)
+	r := reporter(t, cc, client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "f-1", CacheEvents: true, Interval: time.Hour})
+	eventually(t, func() string {
+		if !r.Stats().Connected {
+			return "not connected"
+		}
+		return ""
+	})
+	r.Stored(1, 2, 3)
+	r.Flush()
+	cachedBlocks(t, s, cc, "m", "f-1", 3)
+	r.Removed(1)
+	r.Flush()
+	cachedBlocks(t, s, cc, "m", "f-1", 2)
+}
+
+// TestReporterHold: while Hold returns true the Reporter sends nothing, not
+// even the first report; once it returns false the reports flow.
+func TestReporterHold(t *testing.T) {
+	s := startSidecar(t, "127.0.0.1:0", "")
+	cc := dial(t, s.addr)
+	var held atomic.Bool
+	var calls atomic.Int64
+	held.Store(true)
+	r := reporter(t, cc, client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "h-1", Interval: 5 * time.Millisecond,
+		Hold: func() bool { calls.Add(1); return held.Load() }})
+	eventually(t, func() string {
+		if calls.Load() < 5 {
+			return "Hold not called 5 times yet"
+		}
+		return ""
+	})
+	if st := r.Stats(); st.Reports != 0 || instanceStatus(cc, "m", "h-1") != nil {
+		t.Fatalf("held Reporter sent %d reports (sidecar sees %v)", st.Reports, instanceStatus(cc, "m", "h-1"))
+	}
+	held.Store(false)
+	eventually(t, func() string {
+		if instanceStatus(cc, "m", "h-1") == nil {
+			return "instance not reported after the hold ended"
+		}
+		return ""
+	})
+	held.Store(true)
+	n := r.Stats().Reports
+	c := calls.Load()
+	eventually(t, func() string {
+		if calls.Load() < c+5 {
+			return "Hold not called again"
+		}
+		return ""
+	})
+	if got := r.Stats().Reports; got > n+1 {
+		t.Fatalf("held again, the Reporter sent %d more reports", got-n)
+	}
 }
 
 // TestReporterClose: Close ends the stream cleanly, the sidecar marks the

@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/prefixroute/prefixroute/internal/kvalign"
+	"github.com/prefixroute/prefixroute/internal/kvevents"
+)
+
+// metrics are the agent's own Prometheus series (prefixagent_*).
+type metrics struct {
+	reg                                            *prometheus.Registry
+	messages, malformed, gaps, unknowns, otherRank prometheus.Counter
+	scrapeErrors, misses                           prometheus.Counter
+	eventsByKind                                   *prometheus.CounterVec
+	skipped                                        *prometheus.CounterVec
+	replays                                        *prometheus.CounterVec
+	exact, held, reportLag, waiting, queueMs       prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	r := prometheus.NewRegistry()
+	c := func(name, help string) prometheus.Counter {
+		m := prometheus.NewCounter(prometheus.CounterOpts{Name: "prefixagent_" + name, Help: help})
+		r.MustRegister(m)
+		return m
+	}
+	g := func(name, help string) prometheus.Gauge {
+		m := prometheus.NewGauge(prometheus.GaugeOpts{Name: "prefixagent_" + name, Help: help})
+		r.MustRegister(m)
+		return m
+	}
+	v := func(name, help, label string) *prometheus.CounterVec {
+		m := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "prefixagent_" + name, Help: help}, []string{label})
+		r.MustRegister(m)
+		return m
+	}
+	return &metrics{reg: r,
+		messages:     c("kv_messages_total", "KV event messages received from the engine."),
+		malformed:    c("kv_malformed_total", "KV event messages or batches that did not decode (skipped; the cache view became unknown)."),
+		gaps:         c("kv_gaps_total", "Seq gaps in the engine's KV event stream."),
+		unknowns:     c("cache_unknown_total", "Times the cache view became unknown (reporting approximate)."),
+		otherRank:    c("kv_other_rank_batches_total", "Batches of another data-parallel rank, dropped."),
+		scrapeErrors: c("scrape_errors_total", "Failed scrapes of the engine's /metrics."),
+		misses:       c("translation_misses_total", "Events not translated: unknown parent, removal of a block not held, tokens not matching the block count."),
+		eventsByKind: v("kv_events_total", "KV events received, by kind.", "kind"),
+		skipped:      v("blocks_skipped_total", "Stored or removed blocks not reported, by reason.", "reason"),
+		replays:      v("kv_replays_total", "Replay requests, by result (ok, incomplete, failed).", "result"),
+		exact:        g("cache_precise", "1 while the agent reports cache events (precise), 0 while it reports load only."),
+		held:         g("blocks_held", "Blocks the agent reports held (router hashes)."),
+		reportLag:    g("report_lag_seconds", "Age of the load figures in the latest report, in seconds."),
+		waiting:      g("engine_waiting_requests", "The engine's waiting requests at the latest scrape."),
+		queueMs:      g("engine_queue_ms", "The agent's queue estimate at the latest scrape, in ms."),
+	}
+}
+
+func (m *metrics) events(k kvevents.Kind) prometheus.Counter {
+	return m.eventsByKind.WithLabelValues(k.String())
+}
+
+// aligned counts what an Apply added to the aligner's stats.
+func (m *metrics) aligned(before, after kvalign.Stats, held int) {
+	add := func(c prometheus.Counter, d uint64) {
+		if d > 0 {
+			c.Add(float64(d))
+		}
+	}
+	add(m.misses, after.Misses-before.Misses)
+	add(m.skipped.WithLabelValues("lora"), after.LoRA-before.LoRA)
+	add(m.skipped.WithLabelValues("medium"), after.OtherMedium-before.OtherMedium)
+	add(m.skipped.WithLabelValues("extra_keys"), after.ExtraKeys-before.ExtraKeys)
+	add(m.skipped.WithLabelValues("group"), after.OtherGroup-before.OtherGroup)
+	m.held.Set(float64(held))
+}
+
+// handler serves /metrics and /healthz (200 "ok", or 503 with a JSON error
+// saying what is wrong).
+func (m *metrics) handler(healthy func() string) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if why := healthy(); why != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			json.NewEncoder(w).Encode(map[string]string{"error": why})
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	return mux
+}
