@@ -51,6 +51,49 @@ func ParseStrategy(s string) (Strategy, error) {
 	return Softmax, fmt.Errorf("%w: strategy must be softmax, threshold or argmin, got %q", ErrInvalidPolicy, s)
 }
 
+// Saturation is what Decide does when no instance is eligible and some
+// were excluded only for load (kv_full or queue_full): the pool is
+// saturated rather than down. A plain value, safe for concurrent use.
+type Saturation uint8
+
+const (
+	// SaturationLeastLoaded picks the cheapest (least CostMs) saturated
+	// instance of a deployment with weight > 0 and marks the decision
+	// Saturated. The default.
+	SaturationLeastLoaded Saturation = iota
+	// SaturationShed returns ErrSaturated so that the caller sheds the
+	// request.
+	SaturationShed
+	numSaturations
+)
+
+var saturationNames = [numSaturations]string{
+	SaturationLeastLoaded: "least_loaded",
+	SaturationShed:        "shed",
+}
+
+// String returns "least_loaded" or "shed", and "Saturation(N)" for an
+// unknown value.
+func (s Saturation) String() string {
+	if s < numSaturations {
+		return saturationNames[s]
+	}
+	return "Saturation(" + strconv.Itoa(int(s)) + ")"
+}
+
+// ParseSaturation parses "least_loaded" or "shed" (case and surrounding
+// spaces ignored). Any other string gives an error wrapping
+// ErrInvalidPolicy.
+func ParseSaturation(s string) (Saturation, error) {
+	t := strings.TrimSpace(s)
+	for i, name := range saturationNames {
+		if strings.EqualFold(t, name) {
+			return Saturation(i), nil
+		}
+	}
+	return SaturationLeastLoaded, fmt.Errorf("%w: on_saturation must be shed or least_loaded, got %q", ErrInvalidPolicy, s)
+}
+
 // Policy holds every scheduling parameter of a pool. The zero value is not
 // valid; start from DefaultPolicy. A Policy is a plain value: safe to copy,
 // safe for concurrent reads (Decide only reads it).
@@ -100,6 +143,9 @@ type Policy struct {
 	// Decide and not checked by Validate (its meaning, 0 included, belongs to
 	// the state layer).
 	DefaultKVCapacityBlocks uint64
+	// OnSaturation is what Decide does when every live instance is excluded
+	// for load. Default SaturationLeastLoaded.
+	OnSaturation Saturation
 }
 
 // DefaultPolicy returns the defaults stated on each Policy field. It is safe
@@ -120,6 +166,7 @@ func DefaultPolicy() Policy {
 		StaleAfter:                    2 * time.Second,
 		ForgetAfter:                   30 * time.Second,
 		DefaultKVCapacityBlocks:       16384,
+		OnSaturation:                  SaturationLeastLoaded,
 	}
 }
 
@@ -129,7 +176,8 @@ func DefaultPolicy() Policy {
 // and infinities everywhere, negative numbers, an unknown strategy,
 // lambda_h > 100, delta_ms <= 0, block_size_tokens 0,
 // default_prefill_tokens_per_second <= 0, max_kv_usage outside (0, 1],
-// stale_after <= 0 and forget_after < stale_after. A nil p is invalid.
+// stale_after <= 0, forget_after < stale_after and an unknown
+// on_saturation. A nil p is invalid.
 // Validate does not allocate when p is valid; it is safe for concurrent use.
 func (p *Policy) Validate() error {
 	if p != nil && p.valid() {
@@ -154,7 +202,8 @@ func (p *Policy) valid() bool {
 		p.MaxKVUsage > 0 && p.MaxKVUsage <= 1 &&
 		p.MaxQueueMs >= 0 && p.MaxQueueMs <= maxF &&
 		p.DeploymentDeltaMs >= 0 && p.DeploymentDeltaMs <= maxF &&
-		p.StaleAfter > 0 && p.ForgetAfter >= p.StaleAfter
+		p.StaleAfter > 0 && p.ForgetAfter >= p.StaleAfter &&
+		p.OnSaturation < numSaturations
 }
 
 // explain returns the error for the first invalid field of p, or nil.
@@ -200,6 +249,9 @@ func (p *Policy) explain() error {
 	}
 	if p.ForgetAfter < p.StaleAfter {
 		return fmt.Errorf("%w: forget_after must be >= stale_after (%v), got %v", ErrInvalidPolicy, p.StaleAfter, p.ForgetAfter)
+	}
+	if p.OnSaturation >= numSaturations {
+		return fmt.Errorf("%w: on_saturation must be shed or least_loaded, got %v", ErrInvalidPolicy, p.OnSaturation)
 	}
 	return nil
 }
