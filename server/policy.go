@@ -20,6 +20,13 @@ func strategyProto(s scheduler.Strategy) pb.Strategy {
 	return pb.Strategy_STRATEGY_SOFTMAX
 }
 
+func saturationProto(s scheduler.Saturation) pb.OnSaturation {
+	if s == scheduler.SaturationShed {
+		return pb.OnSaturation_ON_SATURATION_SHED
+	}
+	return pb.OnSaturation_ON_SATURATION_LEAST_LOADED
+}
+
 // policyProto renders every field of p.
 func policyProto(p *scheduler.Policy) *pb.Policy {
 	return &pb.Policy{
@@ -37,6 +44,7 @@ func policyProto(p *scheduler.Policy) *pb.Policy {
 		StaleAfter:                    durationpb.New(p.StaleAfter),
 		ForgetAfter:                   durationpb.New(p.ForgetAfter),
 		DefaultKvCapacityBlocks:       &p.DefaultKVCapacityBlocks,
+		OnSaturation:                  saturationProto(p.OnSaturation),
 	}
 }
 
@@ -57,6 +65,15 @@ func mergePolicy(base scheduler.Policy, m *pb.Policy) (scheduler.Policy, error) 
 		p.Strategy = scheduler.Argmin
 	default:
 		return p, fmt.Errorf("%w: strategy %d is not one of softmax, threshold, argmin", scheduler.ErrInvalidPolicy, m.GetStrategy())
+	}
+	switch m.GetOnSaturation() {
+	case pb.OnSaturation_ON_SATURATION_UNSPECIFIED:
+	case pb.OnSaturation_ON_SATURATION_LEAST_LOADED:
+		p.OnSaturation = scheduler.SaturationLeastLoaded
+	case pb.OnSaturation_ON_SATURATION_SHED:
+		p.OnSaturation = scheduler.SaturationShed
+	default:
+		return p, fmt.Errorf("%w: on_saturation %d is not one of least_loaded, shed", scheduler.ErrInvalidPolicy, m.GetOnSaturation())
 	}
 	set(&p.LambdaH, m.LambdaH)
 	set(&p.DeltaMs, m.DeltaMs)
