@@ -31,24 +31,36 @@ var strategyNames = [numStrategies]string{
 
 // String returns "softmax", "threshold" or "argmin", and "Strategy(N)" for an
 // unknown value.
-func (s Strategy) String() string {
-	if s < numStrategies {
-		return strategyNames[s]
-	}
-	return "Strategy(" + strconv.Itoa(int(s)) + ")"
-}
+func (s Strategy) String() string { return nameOf(strategyNames[:], int(s), "Strategy") }
 
 // ParseStrategy parses "softmax", "threshold" or "argmin" (case and
 // surrounding spaces ignored). Any other string gives an error wrapping
 // ErrInvalidPolicy.
 func ParseStrategy(s string) (Strategy, error) {
-	t := strings.TrimSpace(s)
-	for i, name := range strategyNames {
-		if strings.EqualFold(t, name) {
-			return Strategy(i), nil
-		}
+	if i, ok := lookupName(strategyNames[:], s); ok {
+		return Strategy(i), nil
 	}
 	return Softmax, fmt.Errorf("%w: strategy must be softmax, threshold or argmin, got %q", ErrInvalidPolicy, s)
+}
+
+// nameOf returns names[i], or kind(i) when i is out of range.
+func nameOf(names []string, i int, kind string) string {
+	if i >= 0 && i < len(names) {
+		return names[i]
+	}
+	return kind + "(" + strconv.Itoa(i) + ")"
+}
+
+// lookupName returns the index of s in names, case and surrounding spaces
+// ignored.
+func lookupName(names []string, s string) (int, bool) {
+	t := strings.TrimSpace(s)
+	for i, name := range names {
+		if strings.EqualFold(t, name) {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // Saturation is what Decide does when no instance is eligible and some
@@ -74,22 +86,14 @@ var saturationNames = [numSaturations]string{
 
 // String returns "least_loaded" or "shed", and "Saturation(N)" for an
 // unknown value.
-func (s Saturation) String() string {
-	if s < numSaturations {
-		return saturationNames[s]
-	}
-	return "Saturation(" + strconv.Itoa(int(s)) + ")"
-}
+func (s Saturation) String() string { return nameOf(saturationNames[:], int(s), "Saturation") }
 
 // ParseSaturation parses "least_loaded" or "shed" (case and surrounding
 // spaces ignored). Any other string gives an error wrapping
 // ErrInvalidPolicy.
 func ParseSaturation(s string) (Saturation, error) {
-	t := strings.TrimSpace(s)
-	for i, name := range saturationNames {
-		if strings.EqualFold(t, name) {
-			return Saturation(i), nil
-		}
+	if i, ok := lookupName(saturationNames[:], s); ok {
+		return Saturation(i), nil
 	}
 	return SaturationLeastLoaded, fmt.Errorf("%w: on_saturation must be shed or least_loaded, got %q", ErrInvalidPolicy, s)
 }

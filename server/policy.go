@@ -20,6 +20,12 @@ func strategyProto(s scheduler.Strategy) pb.Strategy {
 	return pb.Strategy_STRATEGY_SOFTMAX
 }
 
+// saturations maps the proto's on_saturation values to the scheduler's.
+var saturations = map[pb.OnSaturation]scheduler.Saturation{
+	pb.OnSaturation_ON_SATURATION_LEAST_LOADED: scheduler.SaturationLeastLoaded,
+	pb.OnSaturation_ON_SATURATION_SHED:         scheduler.SaturationShed,
+}
+
 func saturationProto(s scheduler.Saturation) pb.OnSaturation {
 	if s == scheduler.SaturationShed {
 		return pb.OnSaturation_ON_SATURATION_SHED
@@ -66,14 +72,12 @@ func mergePolicy(base scheduler.Policy, m *pb.Policy) (scheduler.Policy, error) 
 	default:
 		return p, fmt.Errorf("%w: strategy %d is not one of softmax, threshold, argmin", scheduler.ErrInvalidPolicy, m.GetStrategy())
 	}
-	switch m.GetOnSaturation() {
-	case pb.OnSaturation_ON_SATURATION_UNSPECIFIED:
-	case pb.OnSaturation_ON_SATURATION_LEAST_LOADED:
-		p.OnSaturation = scheduler.SaturationLeastLoaded
-	case pb.OnSaturation_ON_SATURATION_SHED:
-		p.OnSaturation = scheduler.SaturationShed
-	default:
-		return p, fmt.Errorf("%w: on_saturation %d is not one of least_loaded, shed", scheduler.ErrInvalidPolicy, m.GetOnSaturation())
+	if v := m.GetOnSaturation(); v != pb.OnSaturation_ON_SATURATION_UNSPECIFIED {
+		s, ok := saturations[v]
+		if !ok {
+			return p, fmt.Errorf("%w: on_saturation %d is not one of least_loaded, shed", scheduler.ErrInvalidPolicy, v)
+		}
+		p.OnSaturation = s
 	}
 	set(&p.LambdaH, m.LambdaH)
 	set(&p.DeltaMs, m.DeltaMs)
