@@ -11,7 +11,11 @@ import "fmt"
 //   - ErrNoInstances: snap is nil or has no instance;
 //   - ErrInvalidSnapshot: a bad deployment index or a NaN, infinite or
 //     negative figure; the error names the instance or deployment and field;
-//   - ErrNoEligibleInstance: every instance failed an eligibility check;
+//   - ErrNoEligibleInstance: every instance failed an eligibility check,
+//     none of them only for load;
+//   - ErrSaturated: no instance is eligible, some only for load (kv_full,
+//     queue_full), and p.OnSaturation is SaturationShed, or no such instance
+//     is in a deployment with weight > 0 (see saturation);
 //   - ErrAllWeightsZero: eligible instances exist, only in weight 0
 //     deployments.
 //
@@ -21,13 +25,19 @@ import "fmt"
 //     the order of the Reason constants; d.Excluded counts the reasons;
 //  2. every deployment: weight, hit ratio, optional load term, reason and
 //     P(d) (deploymentLevel);
-//  3. every deployment with an eligible instance: P(i|d) under p.Strategy
-//     and Joint (instanceWeights, normalise);
+//  3. every deployment with an eligible instance (only the drawn one when
+//     req.ChosenOnly): P(i|d) under p.Strategy and Joint (instanceWeights,
+//     normalise);
 //  4. the first draw picks the deployment by cumulative P(d), the second the
 //     instance by cumulative P(i|d) (see Decision.DeploymentDraw).
 //
+// When no instance is eligible but some were excluded only for load, the
+// pool is saturated: under SaturationLeastLoaded Decide makes both draws
+// and picks the cheapest of those (d.Saturated), else it returns
+// ErrSaturated; d.DrainMs says when the first of them should drain.
+//
 // On error d.Deployment = d.Instance = -1, no draw is made, and d holds what
-// was computed before the error: for ErrNoEligibleInstance and
+// was computed before the error: for ErrNoEligibleInstance, ErrSaturated and
 // ErrAllWeightsZero the whole audit (with every P(d) 0), for
 // ErrInvalidSnapshot the instances before the bad one.
 //
@@ -56,16 +66,21 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 		return ErrNoInstances
 	}
 	if eligible == 0 {
-		return ErrNoEligibleInstance
+		return saturation(p, snap, rng, d)
 	}
-	instanceWeights(p, snap, d)
 	if participating == 0 {
+		instanceWeights(p, snap, d, -1)
 		normalise(snap, d, -1, 0)
 		return ErrAllWeightsZero
 	}
-
+	if !req.ChosenOnly {
+		instanceWeights(p, snap, d, -1)
+	}
 	d.DeploymentDraw = rng.Float64()
 	dep := pickDeployment(d, d.DeploymentDraw)
+	if req.ChosenOnly && dep >= 0 {
+		instanceWeights(p, snap, d, dep)
+	}
 	d.InstanceDraw = rng.Float64()
 	inst := normalise(snap, d, dep, d.InstanceDraw)
 	if dep < 0 || inst < 0 {

@@ -72,6 +72,18 @@ type Decision struct {
 	// entry.
 	DeploymentDraw float64
 	InstanceDraw   float64
+	// Saturated is true when no instance was eligible, some were excluded
+	// only for load, and Policy.OnSaturation = SaturationLeastLoaded made
+	// Decide pick the cheapest of those: the chosen instance keeps its
+	// ReasonKVFull / ReasonQueueFull (the others theirs), its P(i|d) and
+	// Joint are 1, its deployment's P(d) is 1.
+	Saturated bool
+	// DrainMs, when the pool is saturated (Saturated, or ErrSaturated), is
+	// the least expected drain time over the instances excluded for load:
+	// QueueMs − MaxQueueMs for a queue_full instance (until it is back
+	// under the limit), QueueMs for a kv_full one (until its queued prefill
+	// work is done). 0 otherwise.
+	DrainMs float64
 	// Deployments and Instances parallel Snapshot.Deployments and
 	// Snapshot.Instances.
 	Deployments []DeploymentResult
@@ -100,6 +112,7 @@ type depState struct {
 func (d *Decision) reset(nd, ni int) {
 	d.Deployment, d.Instance = -1, -1
 	d.DeploymentDraw, d.InstanceDraw = 0, 0
+	d.Saturated, d.DrainMs = false, 0
 	d.Excluded = [NumReasons]int{}
 	d.Deployments = resize(d.Deployments, nd)
 	// Decide's first pass writes every field of every instance result.

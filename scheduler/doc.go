@@ -17,7 +17,10 @@
 // Decide fills the Decision with the chosen deployment and instance and an
 // audit of every deployment and instance: weight, hit ratio, P(d); cost
 // parts, P(i|d), Joint = P(d)·P(i|d) and, for those with probability 0, the
-// Reason. Errors are the sentinels of this package (errors.Is). A reused
+// Reason. With Request.ChosenOnly it computes P(i|d) for the drawn
+// deployment only (the instance level never changes a deployment's share),
+// everything else exactly as the full audit. Errors are the sentinels of
+// this package (errors.Is). A reused
 // Decision makes Decide allocation-free. Policy values come from
 // DefaultPolicy and are checked by Policy.Validate. Everything is safe for
 // concurrent use as long as each goroutine has its own Decision and RNG;
@@ -66,6 +69,11 @@
 // Every exponential is computed after subtracting the largest exponent
 // (log-sum-exp), so costs of 1e−6 ms or 1e6 ms, any finite weights and
 // λ_h up to 100 give finite probabilities that sum to 1.
+//
+// Saturation: when no instance is eligible but some failed only the load
+// checks (KVUsage, queue), Policy.OnSaturation decides: SaturationLeastLoaded
+// picks the cheapest of those (Decision.Saturated), SaturationShed returns
+// ErrSaturated; Decision.DrainMs estimates when the first one drains.
 //
 // The first RNG draw picks the deployment by cumulative P(d), the second the
 // instance by cumulative P(i|d); a draw past the last cumulative sum picks the

@@ -12,16 +12,19 @@ package scheduler
 //     ThresholdMinMs), else 0 and ReasonThreshold.
 //   - Argmin: 1 when S_i == S_min exactly, else 0 and ReasonNotMinimum.
 //
-// Every deployment with an eligible instance gets a sum >= 1, weight 0
-// deployments included, so that P(i|d) exists for the whole pool.
-func instanceWeights(p *Policy, snap *Snapshot, d *Decision) {
+// With only < 0, every deployment with an eligible instance gets a sum >= 1,
+// weight 0 deployments included, so that P(i|d) exists for the whole pool;
+// with only >= 0, just the instances of deployment only are weighed (the
+// others keep Probability 0, which normalise skips).
+func instanceWeights(p *Policy, snap *Snapshot, d *Decision, only int) {
 	negInvDelta := -1 / p.DeltaMs // may be -Inf for a subnormal DeltaMs: weight 0
 	for i := range snap.Instances {
 		r := &d.Instances[i]
-		if r.Reason != ReasonNone {
+		k := snap.Instances[i].Deployment
+		if r.Reason != ReasonNone || (only >= 0 && k != only) {
 			continue
 		}
-		st := &d.deps[snap.Instances[i].Deployment]
+		st := &d.deps[k]
 		diff := r.CostMs - st.minCost
 		w := 1.0
 		switch p.Strategy {

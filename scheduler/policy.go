@@ -31,24 +31,71 @@ var strategyNames = [numStrategies]string{
 
 // String returns "softmax", "threshold" or "argmin", and "Strategy(N)" for an
 // unknown value.
-func (s Strategy) String() string {
-	if s < numStrategies {
-		return strategyNames[s]
-	}
-	return "Strategy(" + strconv.Itoa(int(s)) + ")"
-}
+func (s Strategy) String() string { return nameOf(strategyNames[:], int(s), "Strategy") }
 
 // ParseStrategy parses "softmax", "threshold" or "argmin" (case and
 // surrounding spaces ignored). Any other string gives an error wrapping
 // ErrInvalidPolicy.
 func ParseStrategy(s string) (Strategy, error) {
-	t := strings.TrimSpace(s)
-	for i, name := range strategyNames {
-		if strings.EqualFold(t, name) {
-			return Strategy(i), nil
-		}
+	if i, ok := lookupName(strategyNames[:], s); ok {
+		return Strategy(i), nil
 	}
 	return Softmax, fmt.Errorf("%w: strategy must be softmax, threshold or argmin, got %q", ErrInvalidPolicy, s)
+}
+
+// nameOf returns names[i], or kind(i) when i is out of range.
+func nameOf(names []string, i int, kind string) string {
+	if i >= 0 && i < len(names) {
+		return names[i]
+	}
+	return kind + "(" + strconv.Itoa(i) + ")"
+}
+
+// lookupName returns the index of s in names, case and surrounding spaces
+// ignored.
+func lookupName(names []string, s string) (int, bool) {
+	t := strings.TrimSpace(s)
+	for i, name := range names {
+		if strings.EqualFold(t, name) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// Saturation is what Decide does when no instance is eligible and some
+// were excluded only for load (kv_full or queue_full): the pool is
+// saturated rather than down. A plain value, safe for concurrent use.
+type Saturation uint8
+
+const (
+	// SaturationLeastLoaded picks the cheapest (least CostMs) saturated
+	// instance of a deployment with weight > 0 and marks the decision
+	// Saturated. The default.
+	SaturationLeastLoaded Saturation = iota
+	// SaturationShed returns ErrSaturated so that the caller sheds the
+	// request.
+	SaturationShed
+	numSaturations
+)
+
+var saturationNames = [numSaturations]string{
+	SaturationLeastLoaded: "least_loaded",
+	SaturationShed:        "shed",
+}
+
+// String returns "least_loaded" or "shed", and "Saturation(N)" for an
+// unknown value.
+func (s Saturation) String() string { return nameOf(saturationNames[:], int(s), "Saturation") }
+
+// ParseSaturation parses "least_loaded" or "shed" (case and surrounding
+// spaces ignored). Any other string gives an error wrapping
+// ErrInvalidPolicy.
+func ParseSaturation(s string) (Saturation, error) {
+	if i, ok := lookupName(saturationNames[:], s); ok {
+		return Saturation(i), nil
+	}
+	return SaturationLeastLoaded, fmt.Errorf("%w: on_saturation must be shed or least_loaded, got %q", ErrInvalidPolicy, s)
 }
 
 // Policy holds every scheduling parameter of a pool. The zero value is not
@@ -100,6 +147,9 @@ type Policy struct {
 	// Decide and not checked by Validate (its meaning, 0 included, belongs to
 	// the state layer).
 	DefaultKVCapacityBlocks uint64
+	// OnSaturation is what Decide does when every live instance is excluded
+	// for load. Default SaturationLeastLoaded.
+	OnSaturation Saturation
 }
 
 // DefaultPolicy returns the defaults stated on each Policy field. It is safe
@@ -120,6 +170,7 @@ func DefaultPolicy() Policy {
 		StaleAfter:                    2 * time.Second,
 		ForgetAfter:                   30 * time.Second,
 		DefaultKVCapacityBlocks:       16384,
+		OnSaturation:                  SaturationLeastLoaded,
 	}
 }
 
@@ -129,7 +180,8 @@ func DefaultPolicy() Policy {
 // and infinities everywhere, negative numbers, an unknown strategy,
 // lambda_h > 100, delta_ms <= 0, block_size_tokens 0,
 // default_prefill_tokens_per_second <= 0, max_kv_usage outside (0, 1],
-// stale_after <= 0 and forget_after < stale_after. A nil p is invalid.
+// stale_after <= 0, forget_after < stale_after and an unknown
+// on_saturation. A nil p is invalid.
 // Validate does not allocate when p is valid; it is safe for concurrent use.
 func (p *Policy) Validate() error {
 	if p != nil && p.valid() {
@@ -154,7 +206,8 @@ func (p *Policy) valid() bool {
 		p.MaxKVUsage > 0 && p.MaxKVUsage <= 1 &&
 		p.MaxQueueMs >= 0 && p.MaxQueueMs <= maxF &&
 		p.DeploymentDeltaMs >= 0 && p.DeploymentDeltaMs <= maxF &&
-		p.StaleAfter > 0 && p.ForgetAfter >= p.StaleAfter
+		p.StaleAfter > 0 && p.ForgetAfter >= p.StaleAfter &&
+		p.OnSaturation < numSaturations
 }
 
 // explain returns the error for the first invalid field of p, or nil.
@@ -200,6 +253,9 @@ func (p *Policy) explain() error {
 	}
 	if p.ForgetAfter < p.StaleAfter {
 		return fmt.Errorf("%w: forget_after must be >= stale_after (%v), got %v", ErrInvalidPolicy, p.StaleAfter, p.ForgetAfter)
+	}
+	if p.OnSaturation >= numSaturations {
+		return fmt.Errorf("%w: on_saturation must be shed or least_loaded, got %v", ErrInvalidPolicy, p.OnSaturation)
 	}
 	return nil
 }

@@ -23,6 +23,15 @@ type Request struct {
 	// hit ratio of a deployment is its best eligible instance's MatchedBlocks
 	// / Blocks; 0 when Blocks is 0. Must be >= 0.
 	Blocks int
+	// ChosenOnly limits the instance level to the deployment drawn: Decide
+	// computes P(i|d), Joint and the strategy reasons (ReasonThreshold,
+	// ReasonNotMinimum, and their Excluded counts) only for its instances.
+	// Every other field of the Decision — the choice, both draws, the whole
+	// deployment level, every instance's cost parts and eligibility reason —
+	// is exactly what a full Decide gives; the other deployments' instances
+	// keep Probability and Joint 0. For callers that report only the chosen
+	// instance (AUDIT_LEVEL_CHOSEN); false gives the full audit.
+	ChosenOnly bool
 }
 
 // Deployment is one deployment of the pool as the caller sees it. It is a
@@ -69,8 +78,10 @@ type Instance struct {
 	// AssignedTokens is the prefill work the router assigned to the instance
 	// since its last report (optimistic accounting), in tokens.
 	AssignedTokens uint64
-	// KVUsage is the fraction of the instance's KV cache in use, normally
-	// 0..1 (values above 1 are accepted and count as full).
+	// KVUsage is the fraction of the instance's KV blocks in use by running
+	// requests (vLLM's kv_cache_usage_perc), normally 0..1 (values above 1
+	// are accepted and count as full). It is not prefix-cache occupancy: a
+	// cache full of evictable blocks is not in use and must report low.
 	KVUsage float64
 	// ReportAge is the time since the instance's last report.
 	ReportAge time.Duration
@@ -99,6 +110,12 @@ var (
 	ErrNoInstances = errors.New("scheduler: pool has no instances")
 	// ErrNoEligibleInstance: every instance failed the eligibility checks.
 	ErrNoEligibleInstance = errors.New("scheduler: no eligible instance")
+	// ErrSaturated: no instance is eligible and at least one was excluded
+	// only for load (ReasonKVFull or ReasonQueueFull), under
+	// Policy.OnSaturation = SaturationShed. Decision.DrainMs is the
+	// earliest such instance's expected drain time. (Under
+	// SaturationLeastLoaded, Decide picks instead; see Decision.Saturated.)
+	ErrSaturated = errors.New("scheduler: every live instance is saturated")
 	// ErrAllWeightsZero: eligible instances exist, but only in deployments
 	// whose weight is 0 (the pool is drained).
 	ErrAllWeightsZero = errors.New("scheduler: every deployment with eligible instances has weight 0")

@@ -24,7 +24,8 @@ func codeOf(err error) codes.Code {
 		errors.Is(err, store.ErrInvalidWeights), errors.Is(err, store.ErrInvalidName),
 		errors.Is(err, scheduler.ErrInvalidPolicy), errors.Is(err, store.ErrInvalidRamp):
 		return codes.InvalidArgument
-	case errors.Is(err, state.ErrTooManyPools), errors.Is(err, state.ErrTooManyInstances):
+	case errors.Is(err, state.ErrTooManyPools), errors.Is(err, state.ErrTooManyInstances),
+		errors.Is(err, scheduler.ErrSaturated):
 		return codes.ResourceExhausted
 	case errors.Is(err, state.ErrSessionEnded):
 		return codes.Aborted

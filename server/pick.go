@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/state"
@@ -50,7 +52,8 @@ func (ps *pickService) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickR
 	}
 	sc := s.picks.Get().(*pickScratch)
 	defer s.picks.Put(sc)
-	sc.in = state.PickInput{Hashes: req.GetPrefixHashes(), PromptTokens: req.GetPromptTokens(), Exclude: req.GetExcludeInstances()}
+	sc.in = state.PickInput{Hashes: req.GetPrefixHashes(), PromptTokens: req.GetPromptTokens(), Exclude: req.GetExcludeInstances(),
+		ChosenOnly: chosenOnly(ctx, req)}
 	sc.overrides = sc.overrides[:0]
 	for _, l := range req.GetLoadSnapshot().GetInstances() {
 		sc.overrides = append(sc.overrides, state.Override{
@@ -85,6 +88,10 @@ func pickError(pool string, pk *state.Pick, err error) error {
 	switch {
 	case errors.Is(err, scheduler.ErrNoInstances):
 		return status.Errorf(codes.Unavailable, "pool %q has no instances: none has reported yet, or all were forgotten", pool)
+	case errors.Is(err, scheduler.ErrSaturated):
+		return status.Errorf(codes.ResourceExhausted,
+			"pool %q is saturated: %s; the earliest instance drains in about %.1f ms (on_saturation: %v)",
+			pool, d.ExcludedSummary(), d.DrainMs, pk.Config.Policy.OnSaturation)
 	case errors.Is(err, scheduler.ErrNoEligibleInstance):
 		return status.Errorf(codes.Unavailable, "pool %q has no eligible instance: %s", pool, d.ExcludedSummary())
 	case errors.Is(err, scheduler.ErrAllWeightsZero):
@@ -95,57 +102,100 @@ func pickError(pool string, pk *state.Pick, err error) error {
 	return status.Error(codeOf(err), fmt.Sprintf("pool %q: %v", pool, err))
 }
 
+// chosenOnly reports whether the scheduler may compute the instance level
+// of the drawn deployment only: the response lists no other instance
+// (AUDIT_LEVEL_NONE or CHOSEN) and the decision log did not sample the call
+// (it records the full audit).
+func chosenOnly(ctx context.Context, req *pb.PickRequest) bool {
+	a := req.GetAudit()
+	if a != pb.AuditLevel_AUDIT_LEVEL_NONE && a != pb.AuditLevel_AUDIT_LEVEL_CHOSEN {
+		return false
+	}
+	slot, _ := ctx.Value(auditSlotKey{}).(*auditSlot)
+	return slot == nil
+}
+
 // pickResponse renders a decision with its full audit.
 func pickResponse(pk *state.Pick, seed uint64, blocks int, promptTokens uint32) *pb.PickResponse {
 	return pickResponseAt(pb.AuditLevel_AUDIT_LEVEL_FULL, pk, seed, blocks, promptTokens)
 }
 
 // pickResponseAt renders a decision with the audit the level asks for.
+// Every message of the response comes from three allocations whatever the
+// pool's size: the response with its decision, policy, chosen instance and
+// durations in one block, and the deployments' messages and pointers in
+// two; FULL adds two more for the instances.
 func pickResponseAt(level pb.AuditLevel, pk *state.Pick, seed uint64, blocks int, promptTokens uint32) *pb.PickResponse {
 	d := &pk.Decision
 	snap := &pk.Snapshot
 	chosen := &snap.Instances[d.Instance]
-	resp := &pb.PickResponse{
-		Address:    pk.Addresses[d.Instance],
-		InstanceId: chosen.ID,
-		Deployment: snap.Deployments[d.Deployment].Name,
-	}
 	if level == pb.AuditLevel_AUDIT_LEVEL_NONE {
-		return resp
+		return &pb.PickResponse{Address: pk.Addresses[d.Instance], InstanceId: chosen.ID,
+			Deployment: snap.Deployments[d.Deployment].Name}
 	}
-	first, last := 0, len(snap.Instances)
-	if level == pb.AuditLevel_AUDIT_LEVEL_CHOSEN {
-		first, last = d.Instance, d.Instance+1
+	m := new(pickMessages)
+	resp, dec := &m.resp, &m.dec
+	resp.Address, resp.InstanceId, resp.Deployment = pk.Addresses[d.Instance], chosen.ID, snap.Deployments[d.Deployment].Name
+	pol := &pk.Config.Policy
+	m.policy = pb.Policy{
+		Strategy: strategyProto(pol.Strategy), LambdaH: &pol.LambdaH, DeltaMs: &pol.DeltaMs,
+		ThresholdRatio: &pol.ThresholdRatio, ThresholdMinMs: &pol.ThresholdMinMs, BatchWaitMs: &pol.BatchWaitMs,
+		BlockSizeTokens: &pol.BlockSizeTokens, DefaultPrefillTokensPerSecond: &pol.DefaultPrefillTokensPerSecond,
+		MaxKvUsage: &pol.MaxKVUsage, MaxQueueMs: &pol.MaxQueueMs, DeploymentDeltaMs: &pol.DeploymentDeltaMs,
+		StaleAfter: durationOf(&m.staleAfter, pol.StaleAfter), ForgetAfter: durationOf(&m.forgetAfter, pol.ForgetAfter),
+		DefaultKvCapacityBlocks: &pol.DefaultKVCapacityBlocks, OnSaturation: saturationProto(pol.OnSaturation),
 	}
-	dec := &pb.Decision{
-		Strategy:       strategyProto(pk.Config.Policy.Strategy),
-		Policy:         policyProto(&pk.Config.Policy),
-		DeploymentDraw: d.DeploymentDraw,
-		InstanceDraw:   d.InstanceDraw,
-		Seed:           seed,
-		WeightsVersion: pk.Config.WeightsVersion,
-		Deployments:    make([]*pb.DeploymentDecision, len(snap.Deployments)),
-		Instances:      make([]*pb.InstanceDecision, 0, last-first),
-		Blocks:         uint32(blocks),
-		PromptTokens:   promptTokens,
-	}
+	dec.Strategy, dec.Policy = m.policy.Strategy, &m.policy
+	dec.DeploymentDraw, dec.InstanceDraw, dec.Seed = d.DeploymentDraw, d.InstanceDraw, seed
+	dec.WeightsVersion, dec.Blocks, dec.PromptTokens = pk.Config.WeightsVersion, uint32(blocks), promptTokens
+	dec.Saturated, dec.DrainMs = d.Saturated, d.DrainMs
+	deps := make([]pb.DeploymentDecision, len(snap.Deployments))
+	dec.Deployments = make([]*pb.DeploymentDecision, len(snap.Deployments))
 	for i := range snap.Deployments {
-		r := &d.Deployments[i]
-		dec.Deployments[i] = &pb.DeploymentDecision{
-			Deployment: snap.Deployments[i].Name, Weight: r.Weight, HitRatio: r.HitRatio,
-			Probability: r.Probability, ExcludedReason: r.Reason.String(),
-			MatchedBlocks: uint32(r.MatchedBlocks), EligibleInstances: uint32(r.Eligible), LoadMs: r.LoadMs,
-		}
+		r, dd := &d.Deployments[i], &deps[i]
+		dd.Deployment, dd.Weight, dd.HitRatio = snap.Deployments[i].Name, r.Weight, r.HitRatio
+		dd.Probability, dd.ExcludedReason, dd.LoadMs = r.Probability, r.Reason.String(), r.LoadMs
+		dd.MatchedBlocks, dd.EligibleInstances = uint32(r.MatchedBlocks), uint32(r.Eligible)
+		dec.Deployments[i] = dd
 	}
-	for i := first; i < last; i++ {
-		in, r := &snap.Instances[i], &d.Instances[i]
-		dec.Instances = append(dec.Instances, &pb.InstanceDecision{
-			InstanceId: in.ID, Deployment: snap.Deployments[in.Deployment].Name, Address: pk.Addresses[i],
-			CostMs: r.CostMs, PrefillMs: r.PrefillMs, QueueMs: r.QueueMs, BatchWaitMs: r.BatchWaitMs,
-			MatchedBlocks: uint32(in.MatchedBlocks), Probability: r.Probability, JointProbability: r.Joint,
-			ExcludedReason: r.Reason.String(), UncachedTokens: r.UncachedTokens,
-		})
+	if level == pb.AuditLevel_AUDIT_LEVEL_CHOSEN {
+		instanceDecision(&m.chosen, pk, d.Instance)
+		m.instances[0] = &m.chosen
+		dec.Instances = m.instances[:]
+	} else {
+		insts := make([]pb.InstanceDecision, len(snap.Instances))
+		dec.Instances = make([]*pb.InstanceDecision, len(snap.Instances))
+		for i := range insts {
+			instanceDecision(&insts[i], pk, i)
+			dec.Instances[i] = &insts[i]
+		}
 	}
 	resp.Decision = dec
 	return resp
+}
+
+// pickMessages holds the messages of one audited response, allocated
+// together.
+type pickMessages struct {
+	resp                    pb.PickResponse
+	dec                     pb.Decision
+	policy                  pb.Policy
+	chosen                  pb.InstanceDecision
+	instances               [1]*pb.InstanceDecision
+	staleAfter, forgetAfter durationpb.Duration
+}
+
+// durationOf sets dst to v (as durationpb.New does) and returns it.
+func durationOf(dst *durationpb.Duration, v time.Duration) *durationpb.Duration {
+	dst.Seconds, dst.Nanos = int64(v/time.Second), int32(v%time.Second)
+	return dst
+}
+
+// instanceDecision fills dst with the audit of instance i of pk.
+func instanceDecision(dst *pb.InstanceDecision, pk *state.Pick, i int) {
+	in, r := &pk.Snapshot.Instances[i], &pk.Decision.Instances[i]
+	dst.InstanceId, dst.Deployment, dst.Address = in.ID, pk.Snapshot.Deployments[in.Deployment].Name, pk.Addresses[i]
+	dst.CostMs, dst.PrefillMs, dst.QueueMs, dst.BatchWaitMs = r.CostMs, r.PrefillMs, r.QueueMs, r.BatchWaitMs
+	dst.MatchedBlocks, dst.Probability, dst.JointProbability = uint32(in.MatchedBlocks), r.Probability, r.Joint
+	dst.ExcludedReason, dst.UncachedTokens = r.Reason.String(), r.UncachedTokens
 }

@@ -20,6 +20,19 @@ func strategyProto(s scheduler.Strategy) pb.Strategy {
 	return pb.Strategy_STRATEGY_SOFTMAX
 }
 
+// saturations maps the proto's on_saturation values to the scheduler's.
+var saturations = map[pb.OnSaturation]scheduler.Saturation{
+	pb.OnSaturation_ON_SATURATION_LEAST_LOADED: scheduler.SaturationLeastLoaded,
+	pb.OnSaturation_ON_SATURATION_SHED:         scheduler.SaturationShed,
+}
+
+func saturationProto(s scheduler.Saturation) pb.OnSaturation {
+	if s == scheduler.SaturationShed {
+		return pb.OnSaturation_ON_SATURATION_SHED
+	}
+	return pb.OnSaturation_ON_SATURATION_LEAST_LOADED
+}
+
 // policyProto renders every field of p.
 func policyProto(p *scheduler.Policy) *pb.Policy {
 	return &pb.Policy{
@@ -37,6 +50,7 @@ func policyProto(p *scheduler.Policy) *pb.Policy {
 		StaleAfter:                    durationpb.New(p.StaleAfter),
 		ForgetAfter:                   durationpb.New(p.ForgetAfter),
 		DefaultKvCapacityBlocks:       &p.DefaultKVCapacityBlocks,
+		OnSaturation:                  saturationProto(p.OnSaturation),
 	}
 }
 
@@ -57,6 +71,13 @@ func mergePolicy(base scheduler.Policy, m *pb.Policy) (scheduler.Policy, error) 
 		p.Strategy = scheduler.Argmin
 	default:
 		return p, fmt.Errorf("%w: strategy %d is not one of softmax, threshold, argmin", scheduler.ErrInvalidPolicy, m.GetStrategy())
+	}
+	if v := m.GetOnSaturation(); v != pb.OnSaturation_ON_SATURATION_UNSPECIFIED {
+		s, ok := saturations[v]
+		if !ok {
+			return p, fmt.Errorf("%w: on_saturation %d is not one of least_loaded, shed", scheduler.ErrInvalidPolicy, v)
+		}
+		p.OnSaturation = s
 	}
 	set(&p.LambdaH, m.LambdaH)
 	set(&p.DeltaMs, m.DeltaMs)

@@ -38,7 +38,7 @@ type benchPool struct {
 // holdings are recorded as a pick would record them.
 func newBenchPool(b *testing.B, n, deps int, exact bool) *benchPool {
 	b.Helper()
-	_, p := newTestPool(b, Limits{})
+	_, p := newTestPool(b, Limits{MaxInstancesPerPool: max(n, 4096)})
 	cfg := DefaultConfig()
 	cfg.Weights = map[string]float64{}
 	for d := range deps {
@@ -109,8 +109,42 @@ func BenchmarkPick(b *testing.B) {
 	}
 }
 
+// BenchmarkPickScale measures exact-mode Pool.Pick at fleet scale, for the
+// chosen deployment's audit (PickInput.ChosenOnly, what AUDIT_LEVEL_CHOSEN
+// and NONE ask for) and the full one, with p50/p99 of single calls. The
+// 10,000-instance pool also reports the live heap per instance and per
+// (block, instance) pair of the pool it built (index, LRUs, template).
+func BenchmarkPickScale(b *testing.B) {
+	for _, g := range []struct{ n, deps int }{{1000, 16}, {10000, 64}} {
+		var bp *benchPool
+		var perInstance, perPair float64
+		for _, audit := range []string{"chosen", "full"} {
+			b.Run(fmt.Sprintf("inst=%d/deps=%d/audit=%s", g.n, g.deps, audit), func(b *testing.B) {
+				if bp == nil {
+					before := heapInUse()
+					bp = newBenchPool(b, g.n, g.deps, true)
+					after := heapInUse()
+					_, pairs := bp.p.IndexStats()
+					perInstance = float64(after-before) / float64(g.n)
+					perPair = float64(after-before) / float64(pairs)
+				}
+				benchPickOn(b, bp, g.n, audit == "chosen")
+				// After the loop: b.Loop's reset drops metrics reported before it.
+				b.ReportMetric(perInstance, "heap-B/instance")
+				b.ReportMetric(perPair, "heap-B/pair")
+			})
+		}
+	}
+}
+
 func benchPick(b *testing.B, n, deps int, exact bool) {
-	bp := newBenchPool(b, n, deps, exact)
+	benchPickOn(b, newBenchPool(b, n, deps, exact), n, false)
+}
+
+func benchPickOn(b *testing.B, bp *benchPool, n int, chosenOnly bool) {
+	for i := range bp.reqs {
+		bp.reqs[i].ChosenOnly = chosenOnly
+	}
 	rng := rand.New(rand.NewPCG(7, 7))
 	order := make([]int, 1<<16)
 	for i := range order {

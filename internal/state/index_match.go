@@ -29,6 +29,9 @@ func (x *prefixIndex) match(hashes []uint64, live []uint64, matched []int32, act
 		if few(active) {
 			break
 		}
+		if k%peekAhead == 1 {
+			x.peekBatch(hashes[k:], next)
+		}
 		e = x.find(hashes[k])
 		if e == nil {
 			setMatched(active, matched, int32(k))
@@ -61,6 +64,9 @@ func (x *prefixIndex) match(hashes []uint64, live []uint64, matched []int32, act
 		}
 	}
 	for ; k < len(hashes) && nc > 0; k++ {
+		if k%peekAhead == 1 {
+			x.peekBatch(hashes[k:], next)
+		}
 		e = x.find(hashes[k])
 		if e == nil {
 			break
@@ -79,6 +85,23 @@ func (x *prefixIndex) match(hashes []uint64, live []uint64, matched []int32, act
 	for _, c := range cand[:nc] {
 		matched[c] = int32(k)
 	}
+}
+
+// peekAhead is how many blocks match looks up ahead of the one it is at:
+// their home slots are loaded together, so that the cache misses of a long
+// prefix overlap instead of coming one after another. A prefix that stops
+// matching early pays for at most peekAhead-1 loads it did not need.
+const peekAhead = 8
+
+// peekBatch loads the home slots of the first peekAhead hashes (or fewer)
+// and stores what it read in scratch[0], scratch of the caller's that is
+// overwritten before it is read.
+func (x *prefixIndex) peekBatch(hashes []uint64, scratch []uint64) {
+	var sum uint64
+	for _, h := range hashes[:min(len(hashes), peekAhead)] {
+		sum += x.peek(h)
+	}
+	scratch[0] = sum
 }
 
 // maxCandidates is the number of matching slots below which match checks

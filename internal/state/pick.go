@@ -19,6 +19,11 @@ type PickInput struct {
 	// Overrides replace the router's load figures for this pick only.
 	// Unknown ids are ignored.
 	Overrides []Override
+	// ChosenOnly asks the scheduler for the instance level of the drawn
+	// deployment only (scheduler.Request.ChosenOnly): the same choice and
+	// deployment audit for less work, when the caller reports no other
+	// instance's probability.
+	ChosenOnly bool
 }
 
 // Override is a gateway's own view of one instance's load; nil fields keep
@@ -87,7 +92,7 @@ func (r *Registry) ValidatePick(in *PickInput) error {
 // sentinels; out is filled in as far as the decision got.
 func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) error {
 	p.snapshot(now, in, out)
-	err := scheduler.Decide(&out.Config.Policy, scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes)},
+	err := scheduler.Decide(&out.Config.Policy, scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: in.ChosenOnly},
 		&out.Snapshot, rng, &out.Decision)
 	if err != nil {
 		return err

@@ -514,7 +514,7 @@ func TestPickReuseAcrossPools(t *testing.T) {
 }
 
 // TestPickDoesNotAllocate: with a reused Pick, a pick on a warm pool
-// allocates nothing.
+// allocates nothing, with the full audit or the chosen deployment's.
 func TestPickDoesNotAllocate(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
@@ -523,17 +523,19 @@ func TestPickDoesNotAllocate(t *testing.T) {
 	for i := range 100 {
 		connect(t, p, t0, fmt.Sprint("d", i%4), fmt.Sprint("i", i), &Report{ReportsCacheEvents: i%2 == 0, Stored: []uint64{1, 2}})
 	}
-	in := &PickInput{Hashes: []uint64{1, 2, 3}, PromptTokens: 48}
-	var pk Pick
-	rng := rand.New(rand.NewPCG(1, 2))
-	pickOnce(t, p, t0, in, 1, &pk)
-	allocs := testing.AllocsPerRun(200, func() {
-		if err := p.Pick(t0, in, rng, &pk); err != nil {
-			t.Fatal(err)
+	for _, chosenOnly := range []bool{false, true} {
+		in := &PickInput{Hashes: []uint64{1, 2, 3}, PromptTokens: 48, ChosenOnly: chosenOnly}
+		var pk Pick
+		rng := rand.New(rand.NewPCG(1, 2))
+		pickOnce(t, p, t0, in, 1, &pk)
+		allocs := testing.AllocsPerRun(200, func() {
+			if err := p.Pick(t0, in, rng, &pk); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("Pick (ChosenOnly %v) allocates %v times per call", chosenOnly, allocs)
 		}
-	})
-	if allocs != 0 {
-		t.Errorf("Pick allocates %v times per call", allocs)
 	}
 }
 

@@ -161,6 +161,8 @@ func TestPolicyJSONCoversEveryField(t *testing.T) {
 		switch {
 		case f.Type() == reflect.TypeFor[scheduler.Strategy]():
 			f.Set(reflect.ValueOf(scheduler.Argmin))
+		case f.Type() == reflect.TypeFor[scheduler.Saturation]():
+			f.Set(reflect.ValueOf(scheduler.SaturationShed))
 		case f.Type() == reflect.TypeFor[time.Duration]():
 			f.SetInt(int64(time.Duration(i+1)*time.Second + 7*time.Millisecond))
 		case f.CanFloat() && f.Float() != 0:
@@ -190,7 +192,7 @@ func TestPolicyJSONCoversEveryField(t *testing.T) {
 				v.Type().Field(i).Name, got.Field(i), v.Field(i))
 		}
 	}
-	for _, key := range []string{`"lambda_h": 5`, `"strategy": "argmin"`, `"stale_after": "`} {
+	for _, key := range []string{`"lambda_h": 5`, `"strategy": "argmin"`, `"stale_after": "`, `"on_saturation": "shed"`} {
 		if !bytes.Contains(data, []byte(key)) {
 			t.Errorf("state file does not contain %s:\n%s", key, data)
 		}

@@ -32,6 +32,7 @@ type policyJSON struct {
 	StaleAfter                    *string  `json:"stale_after,omitempty"`
 	ForgetAfter                   *string  `json:"forget_after,omitempty"`
 	DefaultKVCapacityBlocks       *uint64  `json:"default_kv_capacity_blocks,omitempty"`
+	OnSaturation                  *string  `json:"on_saturation,omitempty"`
 }
 
 // encodePolicy returns p with every field set. It fails, wrapping
@@ -41,6 +42,11 @@ func encodePolicy(p scheduler.Policy) (*policyJSON, error) {
 	name := p.Strategy.String()
 	if s, err := scheduler.ParseStrategy(name); err != nil || s != p.Strategy {
 		return nil, invalid(fmt.Sprintf("unknown strategy %d; want softmax, threshold or argmin", p.Strategy),
+			ErrInvalidPolicy)
+	}
+	sat := p.OnSaturation.String()
+	if v, err := scheduler.ParseSaturation(sat); err != nil || v != p.OnSaturation {
+		return nil, invalid(fmt.Sprintf("unknown on_saturation %d; want shed or least_loaded", p.OnSaturation),
 			ErrInvalidPolicy)
 	}
 	floats := []struct {
@@ -74,6 +80,7 @@ func encodePolicy(p scheduler.Policy) (*policyJSON, error) {
 		StaleAfter:                    ptr(p.StaleAfter.String()),
 		ForgetAfter:                   ptr(p.ForgetAfter.String()),
 		DefaultKVCapacityBlocks:       &p.DefaultKVCapacityBlocks,
+		OnSaturation:                  &sat,
 	}, nil
 }
 
@@ -88,6 +95,13 @@ func (j *policyJSON) decode() (scheduler.Policy, error) {
 			return p, fmt.Errorf("unknown strategy %q; want softmax, threshold or argmin", *j.Strategy)
 		}
 		p.Strategy = s
+	}
+	if j.OnSaturation != nil {
+		v, err := scheduler.ParseSaturation(*j.OnSaturation)
+		if err != nil {
+			return p, fmt.Errorf("unknown on_saturation %q; want shed or least_loaded", *j.OnSaturation)
+		}
+		p.OnSaturation = v
 	}
 	setIf(&p.LambdaH, j.LambdaH)
 	setIf(&p.DeltaMs, j.DeltaMs)

@@ -49,12 +49,14 @@ type PickerOptions struct {
 	// codes.NotFound and the sidecar's own codes.Unavailable here.
 	FallbackOn func(error) bool
 	// Audit is how much of the decision the sidecar returns in
-	// Result.Response (the choice is the same at every level). Default
-	// AUDIT_LEVEL_UNSPECIFIED, which the sidecar treats as
-	// AUDIT_LEVEL_FULL: every deployment and every instance, about 100
-	// bytes an instance. A gateway that does not log decisions should ask
-	// for AUDIT_LEVEL_NONE (or AUDIT_LEVEL_CHOSEN) and set Request.Audit on
-	// the requests it samples.
+	// Result.Response (the choice is the same at every level). 0
+	// (AUDIT_LEVEL_UNSPECIFIED) means AUDIT_LEVEL_CHOSEN: every
+	// deployment's probability plus the chosen instance's, the auditable
+	// answer, and the sidecar computes instance probabilities for the
+	// chosen deployment only. AUDIT_LEVEL_FULL lists every instance (about
+	// 100 bytes each, and the sidecar's work grows with the pool): set it
+	// here, or on Request.Audit for the requests a gateway samples.
+	// AUDIT_LEVEL_NONE returns the choice alone.
 	Audit pb.AuditLevel
 	// CallOptions are added to every Pick call.
 	CallOptions []grpc.CallOption
@@ -138,6 +140,9 @@ func NewPicker(cc grpc.ClientConnInterface, opts PickerOptions) (*Picker, error)
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultPickTimeout
+	}
+	if opts.Audit == pb.AuditLevel_AUDIT_LEVEL_UNSPECIFIED {
+		opts.Audit = pb.AuditLevel_AUDIT_LEVEL_CHOSEN
 	}
 	if opts.FallbackOn == nil {
 		opts.FallbackOn = Unreachable

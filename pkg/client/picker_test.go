@@ -299,4 +299,16 @@ func TestPickAudit(t *testing.T) {
 			t.Errorf("audit %v: decision %v with %d instances, chose %q", tc.level, dec != nil, len(dec.GetInstances()), res.InstanceID)
 		}
 	}
+	// The default Picker asks for AUDIT_LEVEL_CHOSEN: every deployment, the
+	// chosen instance alone.
+	def := newPicker(t, cc, client.PickerOptions{Pool: "m", Timeout: 5 * time.Second})
+	res, err := def.Pick(context.Background(), client.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := res.Response.GetDecision()
+	if got := dec.GetInstances(); len(got) != 1 || got[0].GetInstanceId() != res.InstanceID || len(dec.GetDeployments()) != 1 {
+		t.Errorf("default audit: %d instances, %d deployments; want the chosen instance %q and 1 deployment",
+			len(got), len(dec.GetDeployments()), res.InstanceID)
+	}
 }

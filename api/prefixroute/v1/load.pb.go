@@ -38,7 +38,10 @@ type ReportLoadRequest struct {
 	// queue_ms is the instance's own estimate of its queued and running
 	// prefill time; when set it is used instead of queued_prefill_tokens.
 	QueueMs *float64 `protobuf:"fixed64,9,opt,name=queue_ms,json=queueMs,proto3,oneof" json:"queue_ms,omitempty"`
-	// kv_cache_usage is the used fraction of the KV cache, 0..1.
+	// kv_cache_usage is the fraction of KV blocks in use by running requests,
+	// 0..1 (vLLM's kv_cache_usage_perc); not prefix-cache occupancy: blocks
+	// that only hold an evictable cached prefix do not count, so a cache full
+	// of them never looks saturated.
 	KvCacheUsage           float64 `protobuf:"fixed64,10,opt,name=kv_cache_usage,json=kvCacheUsage,proto3" json:"kv_cache_usage,omitempty"`
 	KvCapacityBlocks       uint64  `protobuf:"varint,11,opt,name=kv_capacity_blocks,json=kvCapacityBlocks,proto3" json:"kv_capacity_blocks,omitempty"`
 	PrefillTokensPerSecond float64 `protobuf:"fixed64,12,opt,name=prefill_tokens_per_second,json=prefillTokensPerSecond,proto3" json:"prefill_tokens_per_second,omitempty"`

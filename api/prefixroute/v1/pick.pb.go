@@ -249,7 +249,10 @@ type InstanceLoad struct {
 	QueuedPrefillTokens *uint64                `protobuf:"varint,4,opt,name=queued_prefill_tokens,json=queuedPrefillTokens,proto3,oneof" json:"queued_prefill_tokens,omitempty"`
 	// queue_ms is the queued and running prefill time in ms.
 	QueueMs *float64 `protobuf:"fixed64,5,opt,name=queue_ms,json=queueMs,proto3,oneof" json:"queue_ms,omitempty"`
-	// kv_cache_usage is the used fraction of the KV cache, 0..1.
+	// kv_cache_usage is the fraction of KV blocks in use by running requests,
+	// 0..1 (vLLM's kv_cache_usage_perc); not prefix-cache occupancy: blocks
+	// that only hold an evictable cached prefix do not count, so a cache full
+	// of them never looks saturated.
 	KvCacheUsage           *float64 `protobuf:"fixed64,6,opt,name=kv_cache_usage,json=kvCacheUsage,proto3,oneof" json:"kv_cache_usage,omitempty"`
 	PrefillTokensPerSecond *float64 `protobuf:"fixed64,7,opt,name=prefill_tokens_per_second,json=prefillTokensPerSecond,proto3,oneof" json:"prefill_tokens_per_second,omitempty"`
 	Draining               *bool    `protobuf:"varint,8,opt,name=draining,proto3,oneof" json:"draining,omitempty"`
@@ -430,8 +433,16 @@ type Decision struct {
 	// instances lists every instance of the pool, eligible or not.
 	Instances []*InstanceDecision `protobuf:"bytes,8,rep,name=instances,proto3" json:"instances,omitempty"`
 	// blocks is the number of prefix hashes in the request.
-	Blocks        uint32 `protobuf:"varint,9,opt,name=blocks,proto3" json:"blocks,omitempty"`
-	PromptTokens  uint32 `protobuf:"varint,10,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	Blocks       uint32 `protobuf:"varint,9,opt,name=blocks,proto3" json:"blocks,omitempty"`
+	PromptTokens uint32 `protobuf:"varint,10,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	// saturated is true when no instance was eligible, some only for load
+	// (kv_full, queue_full), and on_saturation least_loaded picked the
+	// cheapest of those; the other instances keep their excluded_reason.
+	Saturated bool `protobuf:"varint,11,opt,name=saturated,proto3" json:"saturated,omitempty"`
+	// drain_ms, when saturated, is the least expected drain time of the
+	// instances excluded for load, in ms: queue_ms - max_queue_ms for
+	// queue_full, queue_ms for kv_full.
+	DrainMs       float64 `protobuf:"fixed64,12,opt,name=drain_ms,json=drainMs,proto3" json:"drain_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -532,6 +543,20 @@ func (x *Decision) GetBlocks() uint32 {
 func (x *Decision) GetPromptTokens() uint32 {
 	if x != nil {
 		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *Decision) GetSaturated() bool {
+	if x != nil {
+		return x.Saturated
+	}
+	return false
+}
+
+func (x *Decision) GetDrainMs() float64 {
+	if x != nil {
+		return x.DrainMs
 	}
 	return 0
 }
@@ -824,7 +849,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\n" +
 	"deployment\x18\x03 \x01(\tR\n" +
 	"deployment\x124\n" +
-	"\bdecision\x18\x04 \x01(\v2\x18.prefixroute.v1.DecisionR\bdecision\"\xbe\x03\n" +
+	"\bdecision\x18\x04 \x01(\v2\x18.prefixroute.v1.DecisionR\bdecision\"\xf7\x03\n" +
 	"\bDecision\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12.\n" +
 	"\x06policy\x18\x02 \x01(\v2\x16.prefixroute.v1.PolicyR\x06policy\x12'\n" +
@@ -836,7 +861,9 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\tinstances\x18\b \x03(\v2 .prefixroute.v1.InstanceDecisionR\tinstances\x12\x16\n" +
 	"\x06blocks\x18\t \x01(\rR\x06blocks\x12#\n" +
 	"\rprompt_tokens\x18\n" +
-	" \x01(\rR\fpromptTokens\"\xa3\x02\n" +
+	" \x01(\rR\fpromptTokens\x12\x1c\n" +
+	"\tsaturated\x18\v \x01(\bR\tsaturated\x12\x19\n" +
+	"\bdrain_ms\x18\f \x01(\x01R\adrainMs\"\xa3\x02\n" +
 	"\x12DeploymentDecision\x12\x1e\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\tR\n" +

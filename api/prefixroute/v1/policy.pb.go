@@ -80,6 +80,62 @@ func (Strategy) EnumDescriptor() ([]byte, []int) {
 	return file_prefixroute_v1_policy_proto_rawDescGZIP(), []int{0}
 }
 
+// OnSaturation is what Pick does when no instance is eligible and some
+// were excluded only for load (kv_full or queue_full).
+type OnSaturation int32
+
+const (
+	// ON_SATURATION_UNSPECIFIED keeps the current value in SetPolicy.
+	OnSaturation_ON_SATURATION_UNSPECIFIED OnSaturation = 0
+	// ON_SATURATION_LEAST_LOADED picks the cheapest saturated instance and
+	// marks the decision saturated. Default.
+	OnSaturation_ON_SATURATION_LEAST_LOADED OnSaturation = 1
+	// ON_SATURATION_SHED answers RESOURCE_EXHAUSTED with the reasons and the
+	// earliest instance's expected drain time, so the gateway sheds load.
+	OnSaturation_ON_SATURATION_SHED OnSaturation = 2
+)
+
+// Enum value maps for OnSaturation.
+var (
+	OnSaturation_name = map[int32]string{
+		0: "ON_SATURATION_UNSPECIFIED",
+		1: "ON_SATURATION_LEAST_LOADED",
+		2: "ON_SATURATION_SHED",
+	}
+	OnSaturation_value = map[string]int32{
+		"ON_SATURATION_UNSPECIFIED":  0,
+		"ON_SATURATION_LEAST_LOADED": 1,
+		"ON_SATURATION_SHED":         2,
+	}
+)
+
+func (x OnSaturation) Enum() *OnSaturation {
+	p := new(OnSaturation)
+	*p = x
+	return p
+}
+
+func (x OnSaturation) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OnSaturation) Descriptor() protoreflect.EnumDescriptor {
+	return file_prefixroute_v1_policy_proto_enumTypes[1].Descriptor()
+}
+
+func (OnSaturation) Type() protoreflect.EnumType {
+	return &file_prefixroute_v1_policy_proto_enumTypes[1]
+}
+
+func (x OnSaturation) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OnSaturation.Descriptor instead.
+func (OnSaturation) EnumDescriptor() ([]byte, []int) {
+	return file_prefixroute_v1_policy_proto_rawDescGZIP(), []int{1}
+}
+
 // Policy holds a pool's scheduling parameters. In SetPolicy, unset fields
 // keep their current value; in responses every field is set.
 type Policy struct {
@@ -121,8 +177,10 @@ type Policy struct {
 	// default_kv_capacity_blocks bounds the approximate prefix index of an
 	// instance that reports no kv_capacity_blocks. Default 16384.
 	DefaultKvCapacityBlocks *uint64 `protobuf:"varint,14,opt,name=default_kv_capacity_blocks,json=defaultKvCapacityBlocks,proto3,oneof" json:"default_kv_capacity_blocks,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// on_saturation: see OnSaturation. Default least_loaded.
+	OnSaturation  OnSaturation `protobuf:"varint,15,opt,name=on_saturation,json=onSaturation,proto3,enum=prefixroute.v1.OnSaturation" json:"on_saturation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
@@ -253,11 +311,18 @@ func (x *Policy) GetDefaultKvCapacityBlocks() uint64 {
 	return 0
 }
 
+func (x *Policy) GetOnSaturation() OnSaturation {
+	if x != nil {
+		return x.OnSaturation
+	}
+	return OnSaturation_ON_SATURATION_UNSPECIFIED
+}
+
 var File_prefixroute_v1_policy_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xad\a\n" +
+	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xf0\a\n" +
 	"\x06Policy\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12\x1e\n" +
 	"\blambda_h\x18\x02 \x01(\x01H\x00R\alambdaH\x88\x01\x01\x12\x1e\n" +
@@ -277,7 +342,8 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"staleAfter\x12<\n" +
 	"\fforget_after\x18\r \x01(\v2\x19.google.protobuf.DurationR\vforgetAfter\x12@\n" +
 	"\x1adefault_kv_capacity_blocks\x18\x0e \x01(\x04H\n" +
-	"R\x17defaultKvCapacityBlocks\x88\x01\x01B\v\n" +
+	"R\x17defaultKvCapacityBlocks\x88\x01\x01\x12A\n" +
+	"\ron_saturation\x18\x0f \x01(\x0e2\x1c.prefixroute.v1.OnSaturationR\fonSaturationB\v\n" +
 	"\t_lambda_hB\v\n" +
 	"\t_delta_msB\x12\n" +
 	"\x10_threshold_ratioB\x13\n" +
@@ -293,7 +359,11 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\x14STRATEGY_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STRATEGY_SOFTMAX\x10\x01\x12\x16\n" +
 	"\x12STRATEGY_THRESHOLD\x10\x02\x12\x13\n" +
-	"\x0fSTRATEGY_ARGMIN\x10\x03B\xbf\x01\n" +
+	"\x0fSTRATEGY_ARGMIN\x10\x03*e\n" +
+	"\fOnSaturation\x12\x1d\n" +
+	"\x19ON_SATURATION_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aON_SATURATION_LEAST_LOADED\x10\x01\x12\x16\n" +
+	"\x12ON_SATURATION_SHED\x10\x02B\xbf\x01\n" +
 	"\x12com.prefixroute.v1B\vPolicyProtoP\x01ZCgithub.com/prefixroute/prefixroute/api/prefixroute/v1;prefixroutev1\xa2\x02\x03PXX\xaa\x02\x0ePrefixroute.V1\xca\x02\x0ePrefixroute\\V1\xe2\x02\x1aPrefixroute\\V1\\GPBMetadata\xea\x02\x0fPrefixroute::V1b\x06proto3"
 
 var (
@@ -308,22 +378,24 @@ func file_prefixroute_v1_policy_proto_rawDescGZIP() []byte {
 	return file_prefixroute_v1_policy_proto_rawDescData
 }
 
-var file_prefixroute_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_prefixroute_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_prefixroute_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_prefixroute_v1_policy_proto_goTypes = []any{
 	(Strategy)(0),               // 0: prefixroute.v1.Strategy
-	(*Policy)(nil),              // 1: prefixroute.v1.Policy
-	(*durationpb.Duration)(nil), // 2: google.protobuf.Duration
+	(OnSaturation)(0),           // 1: prefixroute.v1.OnSaturation
+	(*Policy)(nil),              // 2: prefixroute.v1.Policy
+	(*durationpb.Duration)(nil), // 3: google.protobuf.Duration
 }
 var file_prefixroute_v1_policy_proto_depIdxs = []int32{
 	0, // 0: prefixroute.v1.Policy.strategy:type_name -> prefixroute.v1.Strategy
-	2, // 1: prefixroute.v1.Policy.stale_after:type_name -> google.protobuf.Duration
-	2, // 2: prefixroute.v1.Policy.forget_after:type_name -> google.protobuf.Duration
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	3, // 1: prefixroute.v1.Policy.stale_after:type_name -> google.protobuf.Duration
+	3, // 2: prefixroute.v1.Policy.forget_after:type_name -> google.protobuf.Duration
+	1, // 3: prefixroute.v1.Policy.on_saturation:type_name -> prefixroute.v1.OnSaturation
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_policy_proto_init() }
@@ -337,7 +409,7 @@ func file_prefixroute_v1_policy_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_policy_proto_rawDesc), len(file_prefixroute_v1_policy_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   1,
 			NumExtensions: 0,
 			NumServices:   0,
