@@ -15,7 +15,7 @@ import (
 )
 
 type pickService struct {
-	pb.UnimplementedPickServiceServer
+	pb.UnsafePickServiceServer
 	s *Server
 }
 
