@@ -14,7 +14,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
-	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/auth"
@@ -184,10 +183,4 @@ var authCalls = map[string]func(context.Context, *grpc.ClientConn) error{
 		_, err = st.Recv()
 		return err
 	},
-}
-
-// statusText is a short form of an error for failure messages.
-func statusText(err error) string {
-	s, _ := status.FromError(err)
-	return s.Code().String() + ": " + s.Message()
 }
