@@ -7,13 +7,14 @@ import (
 	"google.golang.org/grpc/peer"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/internal/store"
 	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 type adminService struct {
-	pb.UnimplementedAdminServiceServer
+	pb.UnsafeAdminServiceServer
 	s *Server
 }
 
@@ -26,8 +27,8 @@ func caller(ctx context.Context) string {
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		addr = p.Addr.String()
 	}
-	if p := principalFrom(ctx); p != nil {
-		return p.id.Name + " via " + p.via + " from " + addr
+	if c := auth.CallerFrom(ctx); c != nil {
+		return c.Name + " via " + c.Via + " from " + addr
 	}
 	return addr
 }

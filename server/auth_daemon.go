@@ -1,27 +1,42 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
-	"github.com/prefixroute/prefixroute/internal/netaddr"
+	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc"
+
+	"github.com/prefixroute/prefixroute/internal/auth"
+	"github.com/prefixroute/prefixroute/internal/netaddr"
 )
+
+// authorizer decides whether a call may run: *auth.Authenticator, which
+// authenticates the caller by the tokens file and authorizes the method by
+// its table. Authorize returns the context the handler runs with (carrying
+// the caller, auth.CallerFrom) or a status error. Safe for concurrent use.
+type authorizer interface {
+	Authorize(ctx context.Context, fullMethod string) (context.Context, error)
+}
 
 // startSecurity loads the tokens file and the TLS files and sets up the
 // stream limits, for Start.
 func (d *Daemon) startSecurity(cfg *DaemonConfig, meter metric.Meter) error {
-	var err error
 	if cfg.TokensFile != "" {
-		path := cfg.TokensFile
-		if d.auth, err = newReloader("tokens file", []string{path}, cfg.TLS.ReloadInterval, d.log,
-			func() (*authTable, error) { return loadTokensFile(path) }); err != nil {
+		a, err := auth.NewAuthenticator(cfg.TokensFile, cfg.TLS.ReloadInterval, d.log)
+		if err != nil {
 			return err
 		}
+		d.auth = a
 	}
-	if d.tls, err = newTLSServer(cfg.TLS, d.log); err != nil {
-		return err
+	if cfg.TLS.Enabled() {
+		t, err := auth.NewTLSServer(cfg.TLS, d.log)
+		if err != nil {
+			return err
+		}
+		d.tls = t
 	}
 	if cfg.TLS.ClientCAFile != "" && d.auth == nil {
 		return errors.New("--tls-client-ca needs --tokens-file, which maps client certificates to roles")
@@ -30,18 +45,28 @@ func (d *Daemon) startSecurity(cfg *DaemonConfig, meter metric.Meter) error {
 		d.log.Warn("--insecure: listeners may be reachable without authentication or TLS; see SECURITY.md",
 			"auth", d.auth != nil, "tls", d.tls != nil)
 	}
+	var err error
 	d.guard, err = newStreamGuard(cfg.Transport, meter)
 	return err
 }
 
 // authFunc is the auth interceptors' function, or nil when authentication
 // is off.
-func (d *Daemon) authFunc() auth.AuthFunc {
+func (d *Daemon) authFunc() grpcauth.AuthFunc {
 	if d.auth == nil {
 		return nil
 	}
-	a := &authenticator{table: d.auth.get}
-	return a.authFunc
+	a := d.auth
+	return func(ctx context.Context) (context.Context, error) {
+		method, _ := grpc.Method(ctx)
+		return a.Authorize(ctx, method)
+	}
+}
+
+// SetSecurity sets the tokens file (authentication on) and the TLS files
+// of the listeners in one call; internal/testpki's PKI.Secure uses it.
+func (c *DaemonConfig) SetSecurity(tokensFile string, tls TLSFiles) {
+	c.TokensFile, c.TLS = tokensFile, tls
 }
 
 // checkExposure enforces the safe default: without a tokens file (no
@@ -52,13 +77,13 @@ func checkExposure(cfg *DaemonConfig) error {
 	if cfg.Insecure {
 		return nil
 	}
-	auth, tlsOn := cfg.TokensFile != "", cfg.TLS.enabled()
+	authOn, tlsOn := cfg.TokensFile != "", cfg.TLS.Enabled()
 	for _, l := range []struct{ flag, addr string }{{"--listen", cfg.Listen}, {"--http-listen", cfg.HTTPListen}} {
 		if l.addr == "off" || netaddr.IsLoopback(l.addr) {
 			continue
 		}
 		switch {
-		case !auth:
+		case !authOn:
 			return fmt.Errorf("refusing %s %s: no --tokens-file is set, so anyone who can reach it could steer traffic (SetWeights, forged load reports); listen on 127.0.0.1, set --tokens-file (see SECURITY.md), or pass --insecure",
 				l.flag, l.addr)
 		case l.flag == "--listen" && !tlsOn:

@@ -3,11 +3,9 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,72 +14,32 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
-	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/auth"
+	"github.com/prefixroute/prefixroute/internal/testpki"
 )
 
 // secureEnv is a daemon with a tokens file, TLS and a client CA, on
-// loopback, with the tokens and client certificates of its identities.
+// loopback, with the tokens and client certificates of its identities
+// (testpki.PKI lists them).
 type secureEnv struct {
-	t          *testing.T
-	d          *Daemon
-	ca         *testCA // issues the server certificate
-	clientCA   *testCA // issues client certificates
-	files      TLSFiles
-	tokensPath string
-	token      map[string]string // identity name -> bearer token
-	cert       map[string]leaf   // name -> client certificate
+	t *testing.T
+	d *Daemon
+	*testpki.PKI
+	files TLSFiles // as the daemon runs with them
 }
 
-// testToken is the bearer token of an identity in these tests.
-func testToken(name string) string { return "test-token-of-" + name + "-0123456789" }
-
-// testTokensFile is a tokens file with one identity per role, bound and
-// certificate identities.
-func testTokensFile() string {
-	var b strings.Builder
-	b.WriteString("# identities of the auth tests\nidentities:\n")
-	for _, e := range []struct{ name, roles, extra string }{
-		{"gw", "[gateway]", ""},
-		{"inst", "[instance]", ""},
-		{"inst-a", "[instance]", "    bind: {pool: chat, deployment: a}\n"},
-		{"reader", "[operator-read]", ""},
-		{"ops", "[operator]", ""},
-	} {
-		fmt.Fprintf(&b, "  - name: %s\n    roles: %s\n    token_sha256: %s\n%s", e.name, e.roles, HashToken(testToken(e.name)), e.extra)
-	}
-	b.WriteString(`  - name: alice
-    roles: [operator]
-    cert: [dns:alice.ops.test]
-  - name: inst-b-cert
-    roles: instance
-    cert: uri:spiffe://fleet/chat/b
-    bind: {pool: chat, deployment: b}
-`)
-	return b.String()
-}
-
-// startSecure runs the daemon with TLS, the client CA and testTokensFile;
-// mutate may change the config first.
+// startSecure runs the daemon with a testpki.PKI's TLS, client CA and
+// tokens file, its files checked every 20 ms; mutate may change the config
+// first.
 func startSecure(t *testing.T, mutate func(*DaemonConfig)) *secureEnv {
 	t.Helper()
-	dir := t.TempDir()
-	e := &secureEnv{t: t, ca: newTestCA(t, "server-ca"), clientCA: newTestCA(t, "client-ca"),
-		token: map[string]string{}, cert: map[string]leaf{}}
-	e.files = tlsFiles(t, dir, e.ca.serverLeaf(t), e.clientCA)
+	e := &secureEnv{t: t, PKI: testpki.New(t)}
+	e.files = e.TLS
 	e.files.ReloadInterval = 20 * time.Millisecond
-	e.tokensPath = filepath.Join(dir, "tokens.yaml")
-	writeTestFile(t, e.tokensPath, []byte(testTokensFile()))
-	for _, n := range []string{"gw", "inst", "inst-a", "reader", "ops"} {
-		e.token[n] = testToken(n)
-	}
-	e.cert["alice"] = e.clientCA.issue(t, certSpec{cn: "Alice", dns: []string{"alice.ops.test"}})
-	e.cert["inst-b-cert"] = e.clientCA.issue(t, certSpec{cn: "chat-b-7", uris: []string{"spiffe://fleet/chat/b"}})
-	e.cert["stranger"] = e.clientCA.issue(t, certSpec{cn: "stranger", dns: []string{"stranger.test"}})
-	e.cert["untrusted"] = newTestCA(t, "other-ca").issue(t, certSpec{cn: "alice", dns: []string{"alice.ops.test"}})
-	cfg := DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", TokensFile: e.tokensPath, TLS: e.files,
-		Server: Options{DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	cfg := DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", TokensFile: e.TokensFile, TLS: e.files,
+		Server: Options{DataDir: filepath.Join(e.Dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -98,19 +56,25 @@ func startSecure(t *testing.T, mutate func(*DaemonConfig)) *secureEnv {
 	return e
 }
 
+// reloadStats are the reload counts of the daemon's tokens file and TLS
+// files.
+func (e *secureEnv) reloadStats() (tokens, tls auth.ReloadStats) {
+	return e.d.auth.(*auth.Authenticator).ReloadStats(), e.d.tls.(*auth.TLSServer).ReloadStats()
+}
+
 // dial connects over TLS trusting the test server CA, presenting the named
 // client certificate ("" for none).
 func (e *secureEnv) dial(certName string) *grpc.ClientConn {
 	e.t.Helper()
-	cfg := &tls.Config{RootCAs: e.ca.pool(), ServerName: "localhost"}
+	cfg := &tls.Config{RootCAs: e.CA.Pool(), ServerName: "localhost"}
 	if certName != "" {
-		c, ok := e.cert[certName]
+		c, ok := e.Cert[certName]
 		if !ok {
 			e.t.Fatalf("no test certificate %q", certName)
 		}
 		// Sent whatever CAs the server names (Certificates would be
 		// withheld when its issuer is not among them).
-		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &c.tls, nil }
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &c.TLS, nil }
 	}
 	cc, err := grpc.NewClient(e.d.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {
@@ -128,7 +92,7 @@ func (e *secureEnv) as(name string) context.Context {
 	if name == "" {
 		return ctx
 	}
-	tok, ok := e.token[name]
+	tok, ok := e.Token[name]
 	if !ok {
 		tok = "not-a-known-token-" + name
 	}
@@ -219,10 +183,4 @@ var authCalls = map[string]func(context.Context, *grpc.ClientConn) error{
 		_, err = st.Recv()
 		return err
 	},
-}
-
-// statusText is a short form of an error for failure messages.
-func statusText(err error) string {
-	s, _ := status.FromError(err)
-	return s.Code().String() + ": " + s.Message()
 }

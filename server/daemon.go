@@ -75,8 +75,8 @@ type Daemon struct {
 	lis     net.Listener
 	httpLis net.Listener
 	http    *http.Server
-	auth    *reloader[authTable] // nil: authentication off
-	tls     *tlsServer           // nil: plaintext
+	auth    authorizer  // nil: authentication off
+	tls     listenerTLS // nil: plaintext
 	guard   *streamGuard
 	ready   atomic.Bool
 	cancel  context.CancelFunc
@@ -111,7 +111,7 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 	if err := checkExposure(&cfg); err != nil {
 		return nil, err
 	}
-	if err := cfg.TLS.check(); err != nil {
+	if err := cfg.TLS.Check(); err != nil {
 		return nil, err
 	}
 	log := cfg.Server.Logger

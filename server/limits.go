@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/auth"
 )
 
 // TransportLimits bounds what connections and report streams may cost the
@@ -115,8 +116,8 @@ func (g *streamGuard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	defer g.open.Add(-1)
 	gs := &guardedStream{ServerStream: ss, g: g, first: true,
 		lim: rate.NewLimiter(rate.Limit(g.l.ReportsPerSecond), g.l.ReportBurst)}
-	if p := principalFrom(ctx); p != nil {
-		gs.who, gs.bind = p.id.Name, p.id.Bind
+	if c := auth.CallerFrom(ctx); c != nil && c.Bind != nil {
+		gs.bound = c.Principal
 	}
 	return handler(srv, gs)
 }
@@ -129,8 +130,7 @@ type guardedStream struct {
 	g     *streamGuard
 	lim   *rate.Limiter
 	first bool
-	who   string
-	bind  *Binding
+	bound *auth.Principal // nil: no binding to check
 }
 
 // RecvMsg receives one report: the first within FirstReportTimeout, each
@@ -152,8 +152,8 @@ func (s *guardedStream) RecvMsg(m any) error {
 			"report rate over the limit of %g reports/s (burst %d) per stream (--max-reports-per-second); report at the interval the acks ask for (report_interval_ms)",
 			s.g.l.ReportsPerSecond, s.g.l.ReportBurst)
 	}
-	if r, ok := m.(*pb.ReportLoadRequest); ok && s.bind != nil {
-		if err := s.checkBinding(r); err != nil {
+	if r, ok := m.(*pb.ReportLoadRequest); ok && s.bound != nil {
+		if err := s.bound.CheckReport(r); err != nil {
 			s.g.hit(s.Context(), "binding")
 			return err
 		}
@@ -179,26 +179,6 @@ func (s *guardedStream) recvFirst(m any) error {
 	}
 }
 
-// checkBinding refuses a report for a pool, deployment or instance outside
-// the identity's binding. Empty fields of later reports mean "unchanged"
-// and were checked on the first.
-func (s *guardedStream) checkBinding(r *pb.ReportLoadRequest) error {
-	b := s.bind
-	bad := func(field, got string) error {
-		return status.Errorf(codes.PermissionDenied, "identity %q is bound to %s; this stream reports %s %q",
-			s.who, b, field, got)
-	}
-	switch {
-	case r.GetPool() != "" && r.GetPool() != b.Pool:
-		return bad("pool", r.GetPool())
-	case b.Deployment != "" && r.GetDeployment() != "" && r.GetDeployment() != b.Deployment:
-		return bad("deployment", r.GetDeployment())
-	case b.Instance != "" && r.GetInstanceId() != "" && r.GetInstanceId() != b.Instance:
-		return bad("instance_id", r.GetInstanceId())
-	}
-	return nil
-}
-
 // serverOptions are the gRPC server's transport settings: credentials,
 // message and header sizes, streams per connection, keepalive, and the
 // handshake deadline (a connection that does not finish its TLS handshake
@@ -213,7 +193,7 @@ func (d *Daemon) serverOptions(cfg *DaemonConfig) []grpc.ServerOption {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}
 	if d.tls != nil {
-		opts = append(opts, grpc.Creds(d.tls.grpcCredentials()))
+		opts = append(opts, grpc.Creds(d.tls.GRPCCredentials()))
 	}
 	return opts
 }

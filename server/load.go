@@ -13,7 +13,7 @@ import (
 )
 
 type loadService struct {
-	pb.UnimplementedLoadServiceServer
+	pb.UnsafeLoadServiceServer
 	s *Server
 }
 

@@ -32,7 +32,7 @@ import (
 //   - a count of the unary calls in flight (outermost), for Shutdown;
 //   - logging, through log/slog, with the call's trace id (for Pick, only the
 //     calls that fail: see logFailedPicks);
-//   - authentication and authorization (auth.go), when authFn is not nil:
+//   - authentication and authorization (internal/auth), when authFn is not nil:
 //     the go-grpc-middleware auth interceptor with the tokens file's roles;
 //   - for ReportLoad only, the stream guard (limits.go): report streams per
 //     daemon, first-report deadline, reports per second, instance binding;

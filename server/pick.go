@@ -17,7 +17,7 @@ import (
 )
 
 type pickService struct {
-	pb.UnimplementedPickServiceServer
+	pb.UnsafePickServiceServer
 	s *Server
 }
 

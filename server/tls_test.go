@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prefixroute/prefixroute/internal/testpki"
 )
 
 // serialOf handshakes with addr and returns the server certificate's
 // serial number.
-func serialOf(t *testing.T, addr string, ca *testCA) string {
+func serialOf(t *testing.T, addr string, ca *testpki.CA) string {
 	t.Helper()
-	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.pool(), ServerName: "localhost", NextProtos: []string{"h2"}})
+	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", NextProtos: []string{"h2"}})
 	if err != nil {
 		t.Fatalf("handshake with %s: %v", addr, err)
 	}
@@ -33,24 +35,29 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // TestCertificateReload rotates the server certificate on disk: new
 // handshakes on both listeners get the new one without a restart; a
-// half-written rotation (a certificate without its key) keeps the old one
-// serving until the key arrives.
+// half-written rotation (a certificate without its key), once a check has
+// refused it, keeps the old one serving until the key arrives.
 func TestCertificateReload(t *testing.T) {
 	e := startSecure(t, nil)
-	first := e.d.tls.serial()
-	if got := serialOf(t, e.d.Addr(), e.ca); got != first {
+	first := e.Server.Serial
+	if got := serialOf(t, e.d.Addr(), e.CA); got != first {
 		t.Fatalf("gRPC serves serial %s, want %s", got, first)
 	}
-	next := e.ca.serverLeaf(t)
-	writeTestFile(t, e.files.CertFile, next.certPEM) // the key still is the old one
-	time.Sleep(3 * e.files.ReloadInterval)
-	if got := serialOf(t, e.d.Addr(), e.ca); got != first {
+	next := e.CA.ServerLeaf(t)
+	_, before := e.reloadStats()
+	testpki.WriteFile(t, e.files.CertFile, next.CertPEM) // the key still is the old one
+	waitFor(t, "a check to refuse the certificate without its key", func() bool {
+		serialOf(t, e.d.Addr(), e.CA) // handshakes are what trigger a check
+		_, now := e.reloadStats()
+		return now.Failures > before.Failures
+	})
+	if got := serialOf(t, e.d.Addr(), e.CA); got != first {
 		t.Fatalf("after a certificate without its key: serial %s, want the old %s", got, first)
 	}
-	writeTestFile(t, e.files.KeyFile, next.keyPEM)
-	waitFor(t, "the new certificate", func() bool { return serialOf(t, e.d.Addr(), e.ca) == next.serial })
-	if got := serialOf(t, e.d.HTTPAddr(), e.ca); got != next.serial {
-		t.Errorf("HTTP listener serves serial %s, want %s", got, next.serial)
+	testpki.WriteFile(t, e.files.KeyFile, next.KeyPEM)
+	waitFor(t, "the new certificate", func() bool { return serialOf(t, e.d.Addr(), e.CA) == next.Serial })
+	if got := serialOf(t, e.d.HTTPAddr(), e.CA); got != next.Serial {
+		t.Errorf("HTTP listener serves serial %s, want %s", got, next.Serial)
 	}
 	// Calls keep working on a connection made after the rotation.
 	if err := authCalls["GetWeights"](e.as("ops"), e.dial("")); err != nil && !strings.Contains(err.Error(), "not found") {
@@ -62,7 +69,7 @@ func TestCertificateReload(t *testing.T) {
 // same certificate; plaintext HTTP is refused.
 func TestHTTPListenerTLS(t *testing.T) {
 	e := startSecure(t, nil)
-	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.ca.pool(), ServerName: "localhost"}}}
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.CA.Pool(), ServerName: "localhost"}}}
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 		resp, err := c.Get("https://" + e.d.HTTPAddr() + path)
 		if err != nil {
@@ -85,9 +92,8 @@ func TestHTTPListenerTLS(t *testing.T) {
 // TestTLSConfigErrors: a partial or broken TLS configuration stops Start
 // with a message naming the flag.
 func TestTLSConfigErrors(t *testing.T) {
-	dir := t.TempDir()
-	ca := newTestCA(t, "ca")
-	good := tlsFiles(t, dir, ca.serverLeaf(t), ca)
+	p := testpki.New(t)
+	dir, good := p.Dir, p.TLS
 	tests := []struct {
 		name string
 		f    TLSFiles

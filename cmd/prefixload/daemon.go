@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prefixroute/prefixroute/server"
+	"github.com/prefixroute/prefixroute/internal/auth"
 )
 
 // The bearer tokens of the load test's identities.
@@ -44,7 +44,7 @@ func startDaemon(c config) (*daemon, error) {
 	if c.auth {
 		tokens := filepath.Join(dir, "tokens.yaml")
 		body := fmt.Sprintf("identities:\n  - {name: loadgen-gateway, roles: gateway, token_sha256: %s}\n  - {name: loadgen-instances, roles: instance, token_sha256: %s}\n",
-			server.HashToken(gatewayToken), server.HashToken(instanceToken))
+			auth.HashToken(gatewayToken), auth.HashToken(instanceToken))
 		if err := os.WriteFile(tokens, []byte(body), 0o600); err != nil {
 			return nil, err
 		}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/server"
 )
@@ -159,7 +160,7 @@ func hashToken(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		b := make([]byte, 32)
 		rand.Read(b)
 		token := base64.RawURLEncoding.EncodeToString(b)
-		fmt.Fprintf(stdout, "token: %s\ntoken_sha256: %s\n", token, server.HashToken(token))
+		fmt.Fprintf(stdout, "token: %s\ntoken_sha256: %s\n", token, auth.HashToken(token))
 		return 0
 	}
 	line, err := bufio.NewReader(io.LimitReader(stdin, 4096)).ReadString('\n')
@@ -168,6 +169,6 @@ func hashToken(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "prefixrouted hash-token: want a token of at least 16 characters on stdin (or use -generate)")
 		return 2
 	}
-	fmt.Fprintln(stdout, server.HashToken(token))
+	fmt.Fprintln(stdout, auth.HashToken(token))
 	return 0
 }

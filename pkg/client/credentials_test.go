@@ -16,7 +16,13 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/pkg/client"
+	"github.com/prefixroute/prefixroute/server"
 )
+
+// secure is testpki's PKI.Secure as a startSidecar option.
+func secure(p *testpki.PKI, withTLS bool) func(*server.DaemonConfig) {
+	return func(c *server.DaemonConfig) { p.Secure(withTLS)(c) }
+}
 
 // dialAs connects over TLS (trusting the test CA) with the named identity's
 // token ("" for none), closed at the end of the test.
@@ -39,7 +45,7 @@ func dialAs(t *testing.T, p *testpki.PKI, addr, who string) *grpc.ClientConn {
 // tokens file, TLS and a client CA, over loopback.
 func TestSecureReporterAndPicker(t *testing.T) {
 	p := testpki.New(t)
-	s := startSidecar(t, "127.0.0.1:0", "", p.Secure(true))
+	s := startSidecar(t, "127.0.0.1:0", "", secure(p, true))
 
 	inst := dialAs(t, p, s.addr, "inst-a")
 	r := reporter(t, inst, client.ReporterOptions{Pool: "chat", Deployment: "a", InstanceID: "a-1"})
@@ -88,7 +94,7 @@ func TestSecureReporterAndPicker(t *testing.T) {
 // alice (operator) without a token.
 func TestSecureMutualTLS(t *testing.T) {
 	p := testpki.New(t)
-	s := startSidecar(t, "127.0.0.1:0", "", p.Secure(true))
+	s := startSidecar(t, "127.0.0.1:0", "", secure(p, true))
 	cfg, err := client.TLSConfig(p.ServerCA, p.AliceCert, p.AliceKey, "localhost")
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +116,7 @@ func TestSecureMutualTLS(t *testing.T) {
 // file accepts the token.
 func TestInsecureToken(t *testing.T) {
 	p := testpki.New(t)
-	s := startSidecar(t, "127.0.0.1:0", "", p.Secure(false))
+	s := startSidecar(t, "127.0.0.1:0", "", secure(p, false))
 	if _, err := client.DialWith(s.addr, client.DialOptions{Token: p.Token["reader"]}); err == nil || !strings.Contains(err.Error(), "needs TLS") {
 		t.Fatalf("token without TLS: %v, want a refusal", err)
 	}

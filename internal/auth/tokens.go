@@ -1,8 +1,7 @@
-package server
+package auth
 
 import (
 	"bytes"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,8 +14,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// tokensFile is the --tokens-file format (YAML; JSON is YAML too). See
-// SECURITY.md for an example.
+// tokensFile is the --tokens-file format (YAML; JSON is YAML too), which
+// the package doc specifies.
 type tokensFile struct {
 	Identities []identityEntry `yaml:"identities"`
 }
@@ -60,24 +59,16 @@ func (l *stringList) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// authTable is a loaded tokens file. Immutable; safe for concurrent use.
-type authTable struct {
-	identities []*Identity
-	tokens     map[[32]byte]tokenEntry
-	certs      map[string]*Identity // by certificate name ("dns:x.example")
-}
-
-type tokenEntry struct {
-	hash [32]byte
-	id   *Identity
-}
-
 // maxTokensFileBytes bounds the tokens file: about 50,000 identities.
 const maxTokensFileBytes = 16 << 20
 
-// loadTokensFile reads and checks a tokens file. Every error names the file
-// and, where it applies, the identity.
-func loadTokensFile(path string) (*authTable, error) {
+// loadTokensFile reads and checks a tokens file of at most
+// maxTokensFileBytes. Every error names the file and, where it applies,
+// the identity.
+func loadTokensFile(path string) (*table, error) { return loadTokensFileMax(path, maxTokensFileBytes) }
+
+// loadTokensFileMax is loadTokensFile with a size limit of limit bytes.
+func loadTokensFileMax(path string, limit int) (*table, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokens file: %w", err)
@@ -87,12 +78,12 @@ func loadTokensFile(path string) (*authTable, error) {
 		return nil, fmt.Errorf("tokens file %s is world-writable (mode %v): anyone on the host could add an identity; chmod o-w it",
 			path, fi.Mode().Perm())
 	}
-	raw, err := io.ReadAll(io.LimitReader(f, maxTokensFileBytes+1))
+	raw, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
 	if err != nil {
 		return nil, fmt.Errorf("tokens file %s: %w", path, err)
 	}
-	if len(raw) > maxTokensFileBytes {
-		return nil, fmt.Errorf("tokens file %s is over %d bytes", path, maxTokensFileBytes)
+	if len(raw) > limit {
+		return nil, fmt.Errorf("tokens file %s is over %d bytes", path, limit)
 	}
 	t, err := parseTokens(raw)
 	if err != nil {
@@ -102,14 +93,14 @@ func loadTokensFile(path string) (*authTable, error) {
 }
 
 // parseTokens parses and checks the content of a tokens file.
-func parseTokens(raw []byte) (*authTable, error) {
+func parseTokens(raw []byte) (*table, error) {
 	var tf tokensFile
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(&tf); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	t := &authTable{tokens: make(map[[32]byte]tokenEntry), certs: make(map[string]*Identity)}
+	t := &table{tokens: make(map[[32]byte]tokenEntry), certs: make(map[string]*Principal)}
 	names := make(map[string]bool)
 	for i, e := range tf.Identities {
 		id, err := t.add(e, names)
@@ -122,7 +113,7 @@ func parseTokens(raw []byte) (*authTable, error) {
 }
 
 // add checks one entry and indexes its tokens and certificate names.
-func (t *authTable) add(e identityEntry, names map[string]bool) (*Identity, error) {
+func (t *table) add(e identityEntry, names map[string]bool) (*Principal, error) {
 	if err := checkIdentityName(e.Name); err != nil {
 		return nil, err
 	}
@@ -130,7 +121,7 @@ func (t *authTable) add(e identityEntry, names map[string]bool) (*Identity, erro
 		return nil, errors.New("name used by another identity")
 	}
 	names[e.Name] = true
-	id := &Identity{Name: e.Name}
+	id := &Principal{Name: e.Name}
 	for _, r := range e.Roles {
 		i := slices.IndexFunc(roleNames, func(n roleName) bool { return n.name == r })
 		if i < 0 {
@@ -163,7 +154,7 @@ func (t *authTable) add(e identityEntry, names map[string]bool) (*Identity, erro
 		if _, dup := t.tokens[sum]; dup {
 			return nil, fmt.Errorf("token_sha256 %s… is also another identity's", strings.ToLower(h[:12]))
 		}
-		t.tokens[sum] = tokenEntry{hash: sum, id: id}
+		t.tokens[sum] = tokenEntry{hash: sum, p: id}
 	}
 	for _, c := range e.Cert {
 		key, err := certName(c)
@@ -175,8 +166,8 @@ func (t *authTable) add(e identityEntry, names map[string]bool) (*Identity, erro
 		}
 		t.certs[key] = id
 	}
-	id.viaToken = &principal{id: id, via: "token"}
-	id.viaCert = &principal{id: id, via: "cert"}
+	id.viaToken = &Caller{Principal: id, Via: "token"}
+	id.viaCert = &Caller{Principal: id, Via: "cert"}
 	return id, nil
 }
 
@@ -214,39 +205,4 @@ func certName(s string) (string, error) {
 		return "ip:" + ip.String(), nil
 	}
 	return "", fmt.Errorf("cert %q: kind %q is not dns, uri, email, ip or cn", s, kind)
-}
-
-// byCert returns the one identity a verified client certificate proves: its
-// SANs and its subject CN are looked up; none or two identities is an error.
-func (t *authTable) byCert(c *x509.Certificate) (*Identity, error) {
-	keys := make([]string, 0, len(c.DNSNames)+len(c.URIs)+len(c.EmailAddresses)+len(c.IPAddresses)+1)
-	for _, n := range c.DNSNames {
-		keys = append(keys, "dns:"+strings.ToLower(n))
-	}
-	for _, u := range c.URIs {
-		keys = append(keys, "uri:"+u.String())
-	}
-	for _, e := range c.EmailAddresses {
-		keys = append(keys, "email:"+e)
-	}
-	for _, ip := range c.IPAddresses {
-		keys = append(keys, "ip:"+ip.String())
-	}
-	if c.Subject.CommonName != "" {
-		keys = append(keys, "cn:"+c.Subject.CommonName)
-	}
-	var found *Identity
-	for _, k := range keys {
-		switch id := t.certs[k]; {
-		case id == nil || id == found:
-		case found != nil:
-			return nil, fmt.Errorf("client certificate proves two identities, %q and %q; give each certificate one", found.Name, id.Name)
-		default:
-			found = id
-		}
-	}
-	if found == nil {
-		return nil, fmt.Errorf("client certificate [%s] is trusted but maps to no identity of the tokens file", strings.Join(keys, " "))
-	}
-	return found, nil
 }
