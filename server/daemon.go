@@ -177,10 +177,8 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 	if err := registerBuildInfo(meter); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	if d.srv.repl != nil {
-		if err := d.srv.repl.registerClusterMetrics(meter); err != nil {
-			return fmt.Errorf("metrics: %w", err)
-		}
+	if err := d.srv.repl.RegisterMetrics(meter); err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
 	if cfg.DecisionLog != "" {
 		if d.dlog, err = openDecisionLog(cfg.DecisionLog, cfg.DecisionLogRate, cfg.DecisionLogBuffer, meter); err != nil {

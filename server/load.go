@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/protoconv"
 	"github.com/prefixroute/prefixroute/internal/state"
 )
 
@@ -40,28 +41,19 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 	if err != nil {
 		return statusOf(err)
 	}
-	if s.repl != nil {
-		// Before Connect: from here on, other replicas' events for this
-		// instance no longer drive it, so none can replace the new session.
-		s.repl.streamOpened(id.Pool, id.Instance)
-	}
+	// Before Connect: from here on, other replicas' events for this
+	// instance no longer drive it, so none can replace the new session.
+	s.repl.StreamOpened(id.Pool, id.Instance)
 	sess, err := pool.Connect(s.opts.Now(), id)
 	if err != nil {
-		if s.repl != nil {
-			s.repl.streamEnded(id.Pool, id.Instance, false)
-		}
+		s.repl.StreamEnded(id.Pool, id.Instance, false)
 		return statusOf(err)
 	}
 	defer func() { sess.Close(s.opts.Now()) }()
-	if s.repl != nil {
-		defer s.repl.streamEnded(id.Pool, id.Instance, true)
-	}
+	defer s.repl.StreamEnded(id.Pool, id.Instance, true)
 	s.log.Debug("report stream opened", "pool", id.Pool, "deployment", id.Deployment, "instance", id.Instance, "address", id.Address)
 
-	var resendSeen uint64 // the cluster's resend requests already passed on
-	if s.repl != nil {
-		resendSeen = s.repl.resendEpoch.Load()
-	}
+	resendSeen := s.repl.ResendEpoch() // the cluster's resend requests already passed on
 	msgs := make(chan *pb.ReportLoadRequest)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -92,14 +84,10 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 			return replacedError(id)
 		}
 		s.obs.reported(stream.Context(), id.Pool, id.Deployment) // observability hook (metrics.go)
-		if s.repl != nil {
-			s.repl.reported(id, m)
-		}
+		s.repl.Reported(id, m)
 		ack := &pb.ReportLoadResponse{Seq: m.GetSeq(), ReportIntervalMs: uint32(s.opts.ReportInterval.Milliseconds())}
-		if s.repl != nil {
-			if e := s.repl.resendEpoch.Load(); e != resendSeen {
-				ack.ResendCache, resendSeen = true, e
-			}
+		if e := s.repl.ResendEpoch(); e != resendSeen {
+			ack.ResendCache, resendSeen = true, e
 		}
 		if err := stream.Send(ack); err != nil {
 			return err
@@ -120,40 +108,10 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 
 // convert fills rep from m and validates it.
 func (ls *loadService) convert(m *pb.ReportLoadRequest, rep *state.Report) error {
-	if err := reportOf(ls.s.reg, m, rep); err != nil {
+	if err := protoconv.ReportOf(ls.s.reg, m, rep); err != nil {
 		return status.Errorf(codes.InvalidArgument, "report seq %d: %v", m.GetSeq(), err)
 	}
 	return nil
-}
-
-// reportOf fills rep from m and validates it against reg's limits.
-func reportOf(reg *state.Registry, m *pb.ReportLoadRequest, rep *state.Report) error {
-	*rep = state.Report{
-		Seq: m.GetSeq(), RunningRequests: m.GetRunningRequests(), WaitingRequests: m.GetWaitingRequests(),
-		QueuedPrefillTokens: m.GetQueuedPrefillTokens(), QueueMs: m.GetQueueMs(), HasQueueMs: m.QueueMs != nil,
-		KVCacheUsage: m.GetKvCacheUsage(), KVCapacityBlocks: m.GetKvCapacityBlocks(),
-		PrefillTokensPerSecond: m.GetPrefillTokensPerSecond(), BlockSizeTokens: m.GetBlockSizeTokens(),
-		Draining: m.GetDraining(), ReportsCacheEvents: m.GetReportsCacheEvents(), CacheCleared: m.GetCacheCleared(),
-		Stored: m.GetStoredBlockHashes(), Removed: m.GetRemovedBlockHashes(),
-	}
-	return reg.ValidateReport(rep)
-}
-
-// reportProto is the inverse of reportOf, for snapshots: id and rep as one
-// report message.
-func reportProto(id state.Identity, rep *state.Report) *pb.ReportLoadRequest {
-	m := &pb.ReportLoadRequest{
-		Pool: id.Pool, Deployment: id.Deployment, InstanceId: id.Instance, Address: id.Address,
-		Seq: rep.Seq, RunningRequests: rep.RunningRequests, WaitingRequests: rep.WaitingRequests,
-		QueuedPrefillTokens: rep.QueuedPrefillTokens, KvCacheUsage: rep.KVCacheUsage, KvCapacityBlocks: rep.KVCapacityBlocks,
-		PrefillTokensPerSecond: rep.PrefillTokensPerSecond, BlockSizeTokens: rep.BlockSizeTokens, Draining: rep.Draining,
-		ReportsCacheEvents: rep.ReportsCacheEvents, CacheCleared: rep.CacheCleared,
-		StoredBlockHashes: rep.Stored, RemovedBlockHashes: rep.Removed,
-	}
-	if rep.HasQueueMs {
-		m.QueueMs = &rep.QueueMs
-	}
-	return m
 }
 
 // sameIdentity checks that a later report does not rename the stream's

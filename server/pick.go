@@ -76,9 +76,7 @@ func (ps *pickService) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickR
 	if err != nil {
 		return nil, pickError(pool.Name(), &sc.pick, err)
 	}
-	if s.repl != nil {
-		s.repl.picked(pool.Name(), &sc.pick, req.GetPrefixHashes())
-	}
+	s.repl.Picked(pool.Name(), &sc.pick, req.GetPrefixHashes())
 	return pickResponseAt(req.GetAudit(), &sc.pick, seed, len(req.GetPrefixHashes()), req.GetPromptTokens()), nil
 }
 

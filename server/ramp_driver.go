@@ -36,24 +36,27 @@ func (s *Server) AdvanceRamps() int {
 }
 
 // stepRamp applies the next step of pool's ramp r, or pauses r when
-// auto-hold says so. It reports whether a step was applied.
+// auto-hold says so. It reports whether a step was applied. Every failure
+// is logged: a change not made is retried on the next tick, one stored but
+// not put in force here is not (the stored ramp has moved on).
 func (s *Server) stepRamp(pool string, r *rollout.Ramp) bool {
 	s.adminMu.Lock()
 	defer s.adminMu.Unlock()
 	by := fmt.Sprintf("ramp %d step %d/%d (started by %s)", r.ID, r.Applied+1, len(r.Steps), r.StartedBy)
 	if reason := s.holdReason(pool, r); reason != "" {
 		e, err := store.UpdateRampEdit(pool, r.ID, store.RampPause, reason)
-		if err != nil {
-			return false
+		var pc store.PoolConfig
+		if err == nil {
+			pc, err = s.applyEdit(pool, e, by)
 		}
-		pc, err := s.applyEdit(pool, e, by)
 		if err != nil {
-			s.log.Error("ramp auto-hold: cannot pause; retrying on the next tick", "pool", pool, "ramp", r.ID, "error", err)
+			s.log.Error("ramp auto-hold: cannot pause; retrying on the next tick", "pool", pool, "ramp", r.ID,
+				"reason", reason, "error", err)
 			return false
 		}
 		s.log.Warn("ramp paused by auto-hold; resume it once the target has headroom", "pool", pool, "ramp", r.ID,
 			"reason", reason)
-		_ = s.publish(pool, pc)
+		s.installRamp(pool, r, "ramp pause", pc)
 		return false
 	}
 	pc, err := s.applyEdit(pool, store.StepRampEdit(pool, r.ID, r.Applied), by)
@@ -65,10 +68,16 @@ func (s *Server) stepRamp(pool string, r *rollout.Ramp) bool {
 			"step", r.Applied+1, "error", err)
 		return false
 	}
-	if err := s.publish(pool, pc); err != nil {
-		s.log.Error("ramp step stored but not in force", "pool", pool, "ramp", r.ID, "error", err)
-	}
+	s.installRamp(pool, r, "ramp step", pc)
 	s.log.Info("ramp step applied", "pool", pool, "ramp", r.ID, "step", pc.Ramp.Applied, "steps", len(pc.Ramp.Steps),
 		"weights", pc.Weights, "weights_version", pc.WeightsVersion, "state", pc.Ramp.State.String())
 	return true
+}
+
+// installRamp puts pc, the configuration stored by what (a step or a pause
+// of ramp r), in force, and logs when it cannot. Called with adminMu held.
+func (s *Server) installRamp(pool string, r *rollout.Ramp, what string, pc store.PoolConfig) {
+	if err := s.publish(pool, pc); err != nil {
+		s.log.Error(what+" stored but not in force", "pool", pool, "ramp", r.ID, "error", err)
+	}
 }

@@ -57,9 +57,9 @@ type Server struct {
 	adminMu  sync.Mutex // orders store writes with their publication to the pools
 	stopping chan struct{}
 	stopOnce sync.Once
-	picks    sync.Pool // of *pickScratch
-	obs      *observer // observability hooks (metrics.go); nil records nothing
-	repl     *replica  // the cluster (replica.go); nil when single
+	picks    sync.Pool  // of *pickScratch
+	obs      *observer  // observability hooks (metrics.go); nil records nothing
+	repl     Replicator // the cluster, or standalone (replica.go)
 }
 
 // New opens the data dir, restores every configured pool and returns a
@@ -100,16 +100,9 @@ func New(opts Options) (*Server, error) {
 		}
 		p.SetConfig(configOf(pc))
 	}
-	if opts.Cluster != nil {
-		if err := opts.Cluster.Validate(); err != nil {
-			st.Close()
-			return nil, fmt.Errorf("server: %w", err)
-		}
-		if c := opts.ClusterCatchUp; c != "" && c != CatchUpSnapshot && c != CatchUpResend {
-			st.Close()
-			return nil, fmt.Errorf("server: cluster catch-up %q: want %q or %q", c, CatchUpSnapshot, CatchUpResend)
-		}
-		s.repl = newReplica(s, opts.Cluster.WithDefaults(), opts.ClusterCatchUp)
+	if s.repl, err = newReplicator(s, opts); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	return s, nil
 }
@@ -117,11 +110,7 @@ func New(opts Options) (*Server, error) {
 // StartCluster joins the cluster when Options.Cluster is set: it waits up
 // to the link's ApplyTimeout for NATS, then goes on in the background
 // (fail-static). A no-op for a single process.
-func (s *Server) StartCluster() {
-	if s.repl != nil {
-		s.repl.start()
-	}
-}
+func (s *Server) StartCluster() { s.repl.Start() }
 
 // Register adds the three services to gs.
 func (s *Server) Register(gs grpc.ServiceRegistrar) {
@@ -164,9 +153,7 @@ func (s *Server) Drain() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // Close leaves the cluster and releases the data dir.
 func (s *Server) Close() error {
-	if s.repl != nil {
-		s.repl.close()
-	}
+	s.repl.Close()
 	return s.store.Close()
 }
 

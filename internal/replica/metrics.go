@@ -1,4 +1,4 @@
-package server
+package replica
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 	"github.com/prefixroute/prefixroute/internal/cluster"
 )
 
-// registerClusterMetrics exports the cluster link's state and counters,
-// read from cluster.Link.Stats at scrape time.
-func (r *replica) registerClusterMetrics(m metric.Meter) error {
+// RegisterMetrics exports the cluster link's state and counters on m
+// (prefixroute_cluster_*), read from cluster.Link.Stats at scrape time.
+func (r *Replica) RegisterMetrics(m metric.Meter) error {
 	up, err := m.Int64ObservableGauge("prefixroute_cluster_link_up",
 		metric.WithDescription("1 while this replica is connected to NATS; 0 while it routes fail-static on its last view."))
 	if err != nil {

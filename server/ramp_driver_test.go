@@ -1,0 +1,105 @@
+package server
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prefixroute/prefixroute/internal/rollout"
+	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/internal/store"
+)
+
+// rampDriverServer is a Server on a new data dir with clock, logging JSON
+// to logs, holding at most maxPools pools.
+func rampDriverServer(t *testing.T, clock *obsClock, logs *syncBuffer, maxPools int) *Server {
+	t.Helper()
+	s, err := New(Options{DataDir: t.TempDir(), Logger: slog.New(slog.NewJSONHandler(logs, nil)), Now: clock.Now,
+		Limits: state.Limits{MaxPools: maxPools}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// logged returns the log lines whose message is msg.
+func logged(t *testing.T, logs *syncBuffer, msg string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range logs.lines(t) {
+		if l["msg"] == msg {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestRampAutoHoldLogsAPauseNotMade: when auto-hold must pause a ramp but
+// the pause cannot even be prepared (store.UpdateRampEdit refuses it), the
+// driver logs why instead of returning silently. The registry accepts
+// pool names the store refuses (a zero-width space is no control
+// character, but it is unprintable), which is how the refusal is provoked
+// here: the ramp is handed to stepRamp directly.
+func TestRampAutoHoldLogsAPauseNotMade(t *testing.T) {
+	clock := &obsClock{t: time.Unix(1_800_000_000, 0)}
+	var logs syncBuffer
+	s := rampDriverServer(t, clock, &logs, 0)
+	const pool = "chat\u200b"
+	if _, err := s.reg.Ensure(pool); err != nil {
+		t.Fatal(err)
+	}
+	r := rollout.New(1, map[string]float64{"a": 1, "b": 0}, []rollout.Step{{Weights: map[string]float64{"a": 0, "b": 1}, After: time.Minute}},
+		rollout.AutoHold{MinHeadroomPct: 20, From: "a", To: "b"}, clock.Now(), "test")
+	if s.holdReason(pool, &r) == "" {
+		t.Fatal("auto-hold would not pause: b has no instance, so its headroom cannot be estimated")
+	}
+	if s.stepRamp(pool, &r) {
+		t.Fatal("stepRamp applied a step")
+	}
+	got := logged(t, &logs, "ramp auto-hold: cannot pause; retrying on the next tick")
+	if len(got) != 1 {
+		t.Fatalf("%d lines say the pause was not made, want 1; logs:\n%s", len(got), logs.b.String())
+	}
+	if e, _ := got[0]["error"].(string); !strings.Contains(e, "unprintable") || got[0]["reason"] == "" {
+		t.Errorf("the line has error %q and reason %q; want the store's refusal of the name and the hold's reason", e, got[0]["reason"])
+	}
+}
+
+// TestRampStepLogsAStepNotInForce: a step stored but not put in force here
+// (install refused: the registry holds its pool limit, and the ramp's pool
+// came into the store without it, as a mirrored pool does on a replica)
+// is logged as such. A pause auto-hold makes goes through the same
+// installRamp, whose failure used to be dropped there; it cannot fail
+// there (auto-hold only pauses a pool the registry holds), so the step is
+// where the line is provoked.
+func TestRampStepLogsAStepNotInForce(t *testing.T) {
+	clock := &obsClock{t: time.Unix(1_800_000_000, 0)}
+	var logs syncBuffer
+	s := rampDriverServer(t, clock, &logs, 1)
+	if _, err := s.reg.Ensure("full"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := store.StartRampEdit("chat", map[string]float64{"a": 1, "b": 0},
+		[]rollout.Step{{Weights: map[string]float64{"a": 0, "b": 1}, After: time.Minute}}, rollout.AutoHold{}, 0, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.Change("chat", e, "test"); err != nil {
+		t.Fatal(err)
+	}
+	clock.mu.Lock()
+	clock.t = clock.t.Add(time.Minute)
+	clock.mu.Unlock()
+	if n := s.AdvanceRamps(); n != 1 {
+		t.Fatalf("AdvanceRamps applied %d steps, want 1 (stored)", n)
+	}
+	got := logged(t, &logs, "ramp step stored but not in force")
+	if len(got) != 1 {
+		t.Fatalf("%d lines say the step is not in force, want 1; logs:\n%s", len(got), logs.b.String())
+	}
+	if e, _ := got[0]["error"].(string); !strings.Contains(e, "limit") {
+		t.Errorf("the line has error %q, want the registry's pool limit", e)
+	}
+}
