@@ -40,6 +40,7 @@ var policyKeys = []policyKey{
 	{"stale_after", "dur", "exclude without a report for"},
 	{"forget_after", "dur", "forget disconnected after"},
 	{"default_kv_capacity_blocks", "blk", "index size if none reported"},
+	{"on_saturation", "", "if all saturated: least_loaded, shed"},
 }
 
 func policyKeyNames() []string {
@@ -95,13 +96,14 @@ func parsePolicy(args []string) (*pb.Policy, error) {
 func parsePolicyValue(fd protoreflect.FieldDescriptor, key *policyKey, v string) (protoreflect.Value, error) {
 	switch fd.Kind() {
 	case protoreflect.EnumKind:
+		prefix, names := enumNames(fd.Enum())
 		name := strings.ToUpper(v)
-		if !strings.HasPrefix(name, "STRATEGY_") {
-			name = "STRATEGY_" + name
+		if !strings.HasPrefix(name, prefix) {
+			name = prefix + name
 		}
 		ev := fd.Enum().Values().ByName(protoreflect.Name(name))
 		if ev == nil || ev.Number() == 0 {
-			return protoreflect.Value{}, fmt.Errorf("want softmax, threshold or argmin")
+			return protoreflect.Value{}, fmt.Errorf("want %s", orList(names))
 		}
 		return protoreflect.ValueOfEnum(ev.Number()), nil
 	case protoreflect.DoubleKind:
@@ -142,6 +144,26 @@ func parsePolicyValue(fd protoreflect.FieldDescriptor, key *policyKey, v string)
 	return protoreflect.Value{}, fmt.Errorf("field kind %v is not supported", fd.Kind())
 }
 
+// enumNames returns an enum's value prefix (its zero value's name without
+// UNSPECIFIED, e.g. "STRATEGY_") and its other values' short lower-case
+// names, as prefixctl accepts and prints them.
+func enumNames(ed protoreflect.EnumDescriptor) (prefix string, names []string) {
+	vals := ed.Values()
+	prefix = strings.TrimSuffix(string(vals.Get(0).Name()), "UNSPECIFIED")
+	for i := 1; i < vals.Len(); i++ {
+		names = append(names, strings.ToLower(strings.TrimPrefix(string(vals.Get(i).Name()), prefix)))
+	}
+	return prefix, names
+}
+
+// orList joins names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 // policyValue formats one field of a policy with its unit.
 func policyValue(p *pb.Policy, key *policyKey) string {
 	m := p.ProtoReflect()
@@ -153,7 +175,12 @@ func policyValue(p *pb.Policy, key *policyKey) string {
 	switch key.unit {
 	case "":
 		if fd.Kind() == protoreflect.EnumKind {
-			return strings.ToLower(strings.TrimPrefix(p.GetStrategy().String(), "STRATEGY_"))
+			prefix, _ := enumNames(fd.Enum())
+			ev := fd.Enum().Values().ByNumber(v.Enum())
+			if ev == nil {
+				return strconv.Itoa(int(v.Enum()))
+			}
+			return strings.ToLower(strings.TrimPrefix(string(ev.Name()), prefix))
 		}
 		return fmtNum(v.Float())
 	case "%":

@@ -52,7 +52,8 @@ func defaultPolicy() *pb.Policy {
 	return &pb.Policy{Strategy: pb.Strategy_STRATEGY_SOFTMAX, LambdaH: f64(10), DeltaMs: f64(20), ThresholdRatio: f64(0.1),
 		ThresholdMinMs: f64(20), BatchWaitMs: f64(0), BlockSizeTokens: u32(16), DefaultPrefillTokensPerSecond: f64(10000),
 		MaxKvUsage: f64(0.95), MaxQueueMs: f64(0), DeploymentDeltaMs: f64(0), StaleAfter: durationpb.New(2e9),
-		ForgetAfter: durationpb.New(30e9), DefaultKvCapacityBlocks: u64(16384)}
+		ForgetAfter: durationpb.New(30e9), DefaultKvCapacityBlocks: u64(16384),
+		OnSaturation: pb.OnSaturation_ON_SATURATION_LEAST_LOADED}
 }
 
 // seedPick is the seed's cutover example: weights 1:9, A holding the whole
