@@ -37,7 +37,7 @@ func TestDecideErrors(t *testing.T) {
 		{name: "nil decision", snap: good(), nilD: true, want: scheduler.ErrInvalidArgument, message: "Decision"},
 		{name: "nil rng", snap: good(), nilRNG: true, want: scheduler.ErrInvalidArgument, message: "RNG"},
 		{name: "nil policy", p: nil, snap: good(), want: scheduler.ErrInvalidPolicy, message: "nil"},
-		{name: "invalid policy", p: policy(func(p *scheduler.Policy) { p.DeltaMs = -1 }), snap: good(), want: scheduler.ErrInvalidPolicy, message: "delta_ms must be > 0, got -1"},
+		{name: "invalid policy", p: policy(func(p *scheduler.Policy) { p.DeltaMs = -1 }), snap: good(), want: scheduler.ErrInvalidPolicy, message: "delta_ms must be in [0.001, 1000000] ms, got -1"},
 		{name: "nil snapshot", snap: nil, want: scheduler.ErrNoInstances},
 		{name: "no instances", snap: &scheduler.Snapshot{Deployments: deps(1)}, want: scheduler.ErrNoInstances},
 		{name: "no deployments, no instances", snap: &scheduler.Snapshot{}, want: scheduler.ErrNoInstances},

@@ -246,7 +246,7 @@ func TestLoadTermSoftMinBounds(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for trial := range 200 {
 		n := 1 + rng.IntN(20)
-		delta := math.Pow(10, rng.Float64()*8-4) // 1e-4 .. 1e4 ms
+		delta := math.Pow(10, rng.Float64()*7-3) // 1e-3 .. 1e4 ms
 		inst := make([]scheduler.Instance, n, n+1)
 		lo, mean := math.Inf(1), 0.0
 		for i := range inst {

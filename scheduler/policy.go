@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -100,52 +99,58 @@ func ParseSaturation(s string) (Saturation, error) {
 
 // Policy holds every scheduling parameter of a pool. The zero value is not
 // valid; start from DefaultPolicy. A Policy is a plain value: safe to copy,
-// safe for concurrent reads (Decide only reads it).
+// safe for concurrent reads (Decide only reads it). Every field has a range,
+// stated on it and enforced by Validate; the bounds are the Min*/Max*
+// constants of policy_range.go.
 type Policy struct {
-	// Strategy is the instance-level rule. Default Softmax.
+	// Strategy is the instance-level rule. Default Softmax. One of softmax,
+	// threshold, argmin.
 	Strategy Strategy
 	// LambdaH is the hit-ratio bias of the deployment level: each +1/LambdaH
 	// of hit ratio doubles a deployment's odds. 0 turns the bias off.
 	// Default 10. Range [0, 100].
 	LambdaH float64
 	// DeltaMs is the softmax decay: every DeltaMs of extra cost halves an
-	// instance's odds. Default 20. Must be finite and > 0.
+	// instance's odds. Default 20. Range [0.001, 1000000] ms.
 	DeltaMs float64
 	// ThresholdRatio and ThresholdMinMs set the Threshold band
-	// max(ThresholdRatio*S_min, ThresholdMinMs). Defaults 0.1 and 20. Both
-	// >= 0.
+	// max(ThresholdRatio*S_min, ThresholdMinMs). Defaults 0.1 and 20 ms.
+	// Ranges [0, 10] and [0, 1000000] ms.
 	ThresholdRatio float64
 	ThresholdMinMs float64
 	// BatchWaitMs is the router-side batching wait added to every cost.
-	// Default 0. Must be >= 0.
+	// Default 0. Range [0, 60000] ms.
 	BatchWaitMs float64
 	// BlockSizeTokens is the KV block size of instances that do not report
-	// one. Default 16. Must be > 0.
+	// one. Default 16. Range [1, 1048576] tokens, the limit of a load
+	// report's block_size_tokens.
 	BlockSizeTokens uint32
 	// DefaultPrefillTokensPerSecond is the prefill throughput of instances
-	// that do not report one. Default 10000. Must be > 0.
+	// that do not report one. Default 10000. Range [1, 100000000] tokens/s.
 	DefaultPrefillTokensPerSecond float64
 	// MaxKVUsage excludes instances whose KV usage is at or over it.
 	// Default 0.95. Range (0, 1]; 1 excludes only a completely full cache.
 	MaxKVUsage float64
-	// MaxQueueMs excludes instances whose queue_ms is over it. Default 0: off.
+	// MaxQueueMs excludes instances whose queue_ms is over it. Default 0:
+	// off. Range [0, 600000] ms.
 	MaxQueueMs float64
 	// DeploymentDeltaMs turns on the deployment-level load term: every
 	// DeploymentDeltaMs of extra queueing (soft-min over the deployment's
 	// eligible instances, relative to the least-loaded deployment) halves a
 	// deployment's odds. Default 0: off, and the seed's formula holds exactly.
+	// 0 or in [0.001, 1000000] ms.
 	DeploymentDeltaMs float64
 	// StaleAfter excludes instances whose last report is older. Default 2s.
-	// Must be > 0.
+	// Range [10ms, 1h].
 	StaleAfter time.Duration
 	// ForgetAfter is how long the state layer keeps a disconnected instance,
-	// or one silent on an open stream, and its cache entries. Default 30s. Must be >= StaleAfter. Not
-	// used by Decide.
+	// or one silent on an open stream, and its cache entries. Default 30s.
+	// Range [StaleAfter, 24h]. Not used by Decide.
 	ForgetAfter time.Duration
 	// DefaultKVCapacityBlocks bounds the approximate prefix index of an
-	// instance that reports no kv_capacity_blocks. Default 16384. Not used by
-	// Decide and not checked by Validate (its meaning, 0 included, belongs to
-	// the state layer).
+	// instance that reports no kv_capacity_blocks. Default 16384. Range
+	// [1, 1073741824] blocks; the state layer further caps it at its
+	// MaxBlocksPerInstance limit. Not used by Decide.
 	DefaultKVCapacityBlocks uint64
 	// OnSaturation is what Decide does when every live instance is excluded
 	// for load. Default SaturationLeastLoaded.
@@ -174,15 +179,13 @@ func DefaultPolicy() Policy {
 	}
 }
 
-// Validate reports the first invalid field of p, in field order, as an error
-// wrapping ErrInvalidPolicy that names the field by its proto name, e.g.
-// "scheduler: invalid policy: delta_ms must be > 0, got -1". It rejects NaN
-// and infinities everywhere, negative numbers, an unknown strategy,
-// lambda_h > 100, delta_ms <= 0, block_size_tokens 0,
-// default_prefill_tokens_per_second <= 0, max_kv_usage outside (0, 1],
-// stale_after <= 0, forget_after < stale_after and an unknown
-// on_saturation. A nil p is invalid.
-// Validate does not allocate when p is valid; it is safe for concurrent use.
+// Validate reports every field of p outside its range (see the Policy
+// fields), in field order, as one *PolicyError wrapping ErrInvalidPolicy
+// that names each field by its proto name, e.g. "invalid policy: delta_ms
+// must be in [0.001, 1000000] ms, got 1e-300; batch_wait_ms must be in
+// [0, 60000] ms, got 1e+300". NaN and infinities are outside every range.
+// An unknown on_saturation is invalid too. A nil p is invalid. Validate does not allocate when p is valid; it is safe
+// for concurrent use.
 func (p *Policy) Validate() error {
 	if p != nil && p.valid() {
 		return nil
@@ -194,105 +197,64 @@ func (p *Policy) Validate() error {
 // comparisons, false for NaN. explain is authoritative and must return nil
 // whenever valid is true.
 func (p *Policy) valid() bool {
-	const maxF = math.MaxFloat64
+	in := func(v, lo, hi float64) bool { return v >= lo && v <= hi }
 	return p.Strategy < numStrategies &&
-		p.LambdaH >= 0 && p.LambdaH <= 100 &&
-		p.DeltaMs > 0 && p.DeltaMs <= maxF &&
-		p.ThresholdRatio >= 0 && p.ThresholdRatio <= maxF &&
-		p.ThresholdMinMs >= 0 && p.ThresholdMinMs <= maxF &&
-		p.BatchWaitMs >= 0 && p.BatchWaitMs <= maxF &&
-		p.BlockSizeTokens > 0 &&
-		p.DefaultPrefillTokensPerSecond > 0 && p.DefaultPrefillTokensPerSecond <= maxF &&
+		in(p.LambdaH, 0, MaxLambdaH) &&
+		in(p.DeltaMs, MinDeltaMs, MaxDeltaMs) &&
+		in(p.ThresholdRatio, 0, MaxThresholdRatio) &&
+		in(p.ThresholdMinMs, 0, MaxThresholdMinMs) &&
+		in(p.BatchWaitMs, 0, MaxBatchWaitMs) &&
+		p.BlockSizeTokens >= 1 && p.BlockSizeTokens <= MaxBlockSizeTokens &&
+		in(p.DefaultPrefillTokensPerSecond, MinPrefillTokensPerSecond, MaxPrefillTokensPerSecond) &&
 		p.MaxKVUsage > 0 && p.MaxKVUsage <= 1 &&
-		p.MaxQueueMs >= 0 && p.MaxQueueMs <= maxF &&
-		p.DeploymentDeltaMs >= 0 && p.DeploymentDeltaMs <= maxF &&
-		p.StaleAfter > 0 && p.ForgetAfter >= p.StaleAfter &&
+		in(p.MaxQueueMs, 0, MaxMaxQueueMs) &&
+		(p.DeploymentDeltaMs == 0 || in(p.DeploymentDeltaMs, MinDeltaMs, MaxDeltaMs)) &&
+		p.StaleAfter >= MinStaleAfter && p.StaleAfter <= MaxStaleAfter &&
+		p.ForgetAfter >= p.StaleAfter && p.ForgetAfter <= MaxForgetAfter &&
+		p.DefaultKVCapacityBlocks >= 1 && p.DefaultKVCapacityBlocks <= MaxDefaultKVCapacityBlocks &&
 		p.OnSaturation < numSaturations
 }
 
-// explain returns the error for the first invalid field of p, or nil.
+// explain returns a *PolicyError listing every invalid field of p, or nil.
 func (p *Policy) explain() error {
 	if p == nil {
-		return fmt.Errorf("%w: policy is nil", ErrInvalidPolicy)
+		return &PolicyError{Problems: []string{"policy is nil"}}
 	}
+	var c checker
 	if p.Strategy >= numStrategies {
-		return fmt.Errorf("%w: strategy must be softmax, threshold or argmin, got %v", ErrInvalidPolicy, p.Strategy)
+		c.add("strategy must be softmax, threshold or argmin, got %v", p.Strategy)
 	}
-	if err := checkRange("lambda_h", p.LambdaH, 0, 100); err != nil {
-		return err
-	}
-	if err := checkPositive("delta_ms", p.DeltaMs); err != nil {
-		return err
-	}
-	if err := checkNonNegative("threshold_ratio", p.ThresholdRatio); err != nil {
-		return err
-	}
-	if err := checkNonNegative("threshold_min_ms", p.ThresholdMinMs); err != nil {
-		return err
-	}
-	if err := checkNonNegative("batch_wait_ms", p.BatchWaitMs); err != nil {
-		return err
-	}
-	if p.BlockSizeTokens == 0 {
-		return fmt.Errorf("%w: block_size_tokens must be > 0, got 0", ErrInvalidPolicy)
-	}
-	if err := checkPositive("default_prefill_tokens_per_second", p.DefaultPrefillTokensPerSecond); err != nil {
-		return err
-	}
+	c.float("lambda_h", p.LambdaH, 0, MaxLambdaH, "")
+	c.float("delta_ms", p.DeltaMs, MinDeltaMs, MaxDeltaMs, "ms")
+	c.float("threshold_ratio", p.ThresholdRatio, 0, MaxThresholdRatio, "")
+	c.float("threshold_min_ms", p.ThresholdMinMs, 0, MaxThresholdMinMs, "ms")
+	c.float("batch_wait_ms", p.BatchWaitMs, 0, MaxBatchWaitMs, "ms")
+	c.uint("block_size_tokens", uint64(p.BlockSizeTokens), 1, MaxBlockSizeTokens, "tokens")
+	c.float("default_prefill_tokens_per_second", p.DefaultPrefillTokensPerSecond,
+		MinPrefillTokensPerSecond, MaxPrefillTokensPerSecond, "tokens/s")
 	if v := p.MaxKVUsage; !(v > 0 && v <= 1) {
-		return fmt.Errorf("%w: max_kv_usage must be in (0, 1], got %v", ErrInvalidPolicy, v)
+		c.add("max_kv_usage must be in (0, 1], got %s", fmtNum(v))
 	}
-	if err := checkNonNegative("max_queue_ms", p.MaxQueueMs); err != nil {
-		return err
+	c.float("max_queue_ms", p.MaxQueueMs, 0, MaxMaxQueueMs, "ms")
+	if v := p.DeploymentDeltaMs; v != 0 && !(v >= MinDeltaMs && v <= MaxDeltaMs) {
+		c.add("deployment_delta_ms must be 0 (off) or in [%s, %s] ms, got %s",
+			fmtNum(MinDeltaMs), fmtNum(MaxDeltaMs), fmtNum(v))
 	}
-	if err := checkNonNegative("deployment_delta_ms", p.DeploymentDeltaMs); err != nil {
-		return err
+	staleOK := p.StaleAfter >= MinStaleAfter && p.StaleAfter <= MaxStaleAfter
+	if !staleOK {
+		c.add("stale_after must be in [%v, %v], got %v", MinStaleAfter, MaxStaleAfter, p.StaleAfter)
 	}
-	if p.StaleAfter <= 0 {
-		return fmt.Errorf("%w: stale_after must be > 0, got %v", ErrInvalidPolicy, p.StaleAfter)
-	}
-	if p.ForgetAfter < p.StaleAfter {
-		return fmt.Errorf("%w: forget_after must be >= stale_after (%v), got %v", ErrInvalidPolicy, p.StaleAfter, p.ForgetAfter)
+	switch {
+	case p.ForgetAfter > MaxForgetAfter:
+		c.add("forget_after must be in [stale_after, %v], got %v", MaxForgetAfter, p.ForgetAfter)
+	case p.ForgetAfter < p.StaleAfter && staleOK:
+		c.add("forget_after must be >= stale_after (%v), got %v", p.StaleAfter, p.ForgetAfter)
+	case p.ForgetAfter < p.StaleAfter:
+		c.add("forget_after must be >= stale_after, got %v (stale_after %v)", p.ForgetAfter, p.StaleAfter)
 	}
 	if p.OnSaturation >= numSaturations {
-		return fmt.Errorf("%w: on_saturation must be shed or least_loaded, got %v", ErrInvalidPolicy, p.OnSaturation)
+		c.add("on_saturation must be least_loaded or shed, got %v", p.OnSaturation)
 	}
-	return nil
-}
-
-func checkFinite(name string, v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return fmt.Errorf("%w: %s must be finite, got %v", ErrInvalidPolicy, name, v)
-	}
-	return nil
-}
-
-func checkNonNegative(name string, v float64) error {
-	if err := checkFinite(name, v); err != nil {
-		return err
-	}
-	if v < 0 {
-		return fmt.Errorf("%w: %s must be >= 0, got %v", ErrInvalidPolicy, name, v)
-	}
-	return nil
-}
-
-func checkPositive(name string, v float64) error {
-	if err := checkFinite(name, v); err != nil {
-		return err
-	}
-	if v <= 0 {
-		return fmt.Errorf("%w: %s must be > 0, got %v", ErrInvalidPolicy, name, v)
-	}
-	return nil
-}
-
-func checkRange(name string, v, lo, hi float64) error {
-	if err := checkFinite(name, v); err != nil {
-		return err
-	}
-	if v < lo || v > hi {
-		return fmt.Errorf("%w: %s must be in [%v, %v], got %v", ErrInvalidPolicy, name, lo, hi, v)
-	}
-	return nil
+	c.uint("default_kv_capacity_blocks", p.DefaultKVCapacityBlocks, 1, MaxDefaultKVCapacityBlocks, "blocks")
+	return c.err()
 }

@@ -24,8 +24,8 @@ func TestNumericalStability(t *testing.T) {
 		tolL   float64
 	}{
 		{
-			name: "costs of 1e-6 ms at delta 1e-6", set: func(p *scheduler.Policy) { p.DeltaMs = 1e-6 },
-			snap: pool([]float64{1}, q(0, 1e-6), q(0, 2e-6), q(0, 3e-6)),
+			name: "costs of 1e-3 ms at the smallest delta, 1e-3", set: func(p *scheduler.Policy) { p.DeltaMs = scheduler.MinDeltaMs },
+			snap: pool([]float64{1}, q(0, 1e-3), q(0, 2e-3), q(0, 3e-3)),
 			want: []float64{4.0 / 7, 2.0 / 7, 1.0 / 7}, tol: 1e-9,
 		},
 		{
@@ -49,9 +49,9 @@ func TestNumericalStability(t *testing.T) {
 			want: []float64{2.0 / 3, 1.0 / 3}, tol: 1e-12,
 		},
 		{
-			name: "the smallest valid delta", set: func(p *scheduler.Policy) { p.DeltaMs = 5e-324 },
-			snap: pool([]float64{1}, q(0, 100), q(0, 100), q(0, 100.00000000000001)),
-			want: []float64{0.5, 0.5, 0}, tol: 0,
+			name: "the smallest valid delta: 1 ms more is 1000 halvings", set: func(p *scheduler.Policy) { p.DeltaMs = scheduler.MinDeltaMs },
+			snap: pool([]float64{1}, q(0, 100), q(0, 100), q(0, 101)),
+			want: []float64{0.5, 0.5, 0}, tol: 1e-300,
 		},
 		{
 			name: "lambda 100 with weights 1e300 : 1e-300", set: func(p *scheduler.Policy) { p.LambdaH = 100 }, blocks: 4,
@@ -85,17 +85,17 @@ func TestNumericalStability(t *testing.T) {
 		},
 		{
 			name:  "load term with the largest delta: the mean of the loads",
-			set:   func(p *scheduler.Policy) { p.DeploymentDeltaMs = math.MaxFloat64 },
-			snap:  pool([]float64{1, 1}, q(0, 0), q(0, 1e300), q(1, 5)),
-			wantD: []float64{0.5, 0.5}, tol: 1e-8, // (5e299 - 5)/MaxFloat64 of a doubling apart
-			wantL: []float64{5e299, 5}, tolL: 1e-6,
+			set:   func(p *scheduler.Policy) { p.DeploymentDeltaMs = scheduler.MaxDeltaMs },
+			snap:  pool([]float64{1, 1}, q(0, 0), q(0, 2), q(1, 5)),
+			wantD: []float64{0.5, 0.5}, tol: 1e-5, // 4 ms / 1e6 ms of a doubling apart
+			wantL: []float64{1, 5}, tolL: 1e-6,
 		},
 		{
 			name:  "load term with the smallest delta: the minimum of the loads",
-			set:   func(p *scheduler.Policy) { p.DeploymentDeltaMs = 5e-324 },
-			snap:  pool([]float64{1, 1, 1}, q(0, 1), q(0, 1e300), q(1, 1), q(2, 1.0000001)),
-			wantD: []float64{0.5, 0.5, 0}, tol: 0,
-			wantL: []float64{1, 1, 1.0000001}, tolL: 0,
+			set:   func(p *scheduler.Policy) { p.DeploymentDeltaMs = scheduler.MinDeltaMs },
+			snap:  pool([]float64{1, 1, 1}, q(0, 1), q(1, 1), q(2, 2)),
+			wantD: []float64{0.5, 0.5, 0}, tol: 1e-300,
+			wantL: []float64{1, 1, 2}, tolL: 0,
 		},
 		{
 			name: "load term with 1e6 ms queues and a tiny delta", set: func(p *scheduler.Policy) { p.DeploymentDeltaMs = 1e-3 },

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/server"
@@ -99,6 +102,17 @@ func TestAdminErrors(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument, "strategy")
 	_, err = e.admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{LambdaH: f64(101)}})
 	wantCode(t, err, codes.InvalidArgument, "lambda_h")
+	// Every problem in one message naming the pool, without package prefixes.
+	_, err = e.admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy(42),
+		DeltaMs: f64(1e-300), BatchWaitMs: f64(1e300), DefaultKvCapacityBlocks: proto.Uint64(0),
+		StaleAfter: &durationpb.Duration{Seconds: 360000}}})
+	wantMsg := `pool "m": invalid policy: strategy must be softmax, threshold or argmin, got 42; ` +
+		"delta_ms must be in [0.001, 1000000] ms, got 1e-300; batch_wait_ms must be in [0, 60000] ms, got 1e+300; " +
+		"stale_after must be in [10ms, 1h0m0s], got 100h0m0s; forget_after must be >= stale_after, got 30s (stale_after 100h0m0s); " +
+		"default_kv_capacity_blocks must be in [1, 1073741824] blocks, got 0"
+	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || st.Message() != wantMsg {
+		t.Errorf("SetPolicy with absurd values: %v\nwant InvalidArgument: %s", err, wantMsg)
+	}
 	pol, err := e.admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy_STRATEGY_THRESHOLD, DeltaMs: f64(10)}})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,6 +62,7 @@ func mergePolicy(base scheduler.Policy, m *pb.Policy) (scheduler.Policy, error) 
 		m = &pb.Policy{} // found by FuzzSetPolicy: SetPolicy without a policy panicked
 	}
 	p := base
+	var problems []string // conversion problems, reported with Validate's
 	switch m.GetStrategy() {
 	case pb.Strategy_STRATEGY_UNSPECIFIED:
 	case pb.Strategy_STRATEGY_SOFTMAX:
@@ -70,7 +72,7 @@ func mergePolicy(base scheduler.Policy, m *pb.Policy) (scheduler.Policy, error) 
 	case pb.Strategy_STRATEGY_ARGMIN:
 		p.Strategy = scheduler.Argmin
 	default:
-		return p, fmt.Errorf("%w: strategy %d is not one of softmax, threshold, argmin", scheduler.ErrInvalidPolicy, m.GetStrategy())
+		problems = append(problems, fmt.Sprintf("strategy must be softmax, threshold or argmin, got %d", m.GetStrategy()))
 	}
 	if v := m.GetOnSaturation(); v != pb.OnSaturation_ON_SATURATION_UNSPECIFIED {
 		s, ok := saturations[v]
@@ -90,27 +92,29 @@ func mergePolicy(base scheduler.Policy, m *pb.Policy) (scheduler.Policy, error) 
 	set(&p.MaxQueueMs, m.MaxQueueMs)
 	set(&p.DeploymentDeltaMs, m.DeploymentDeltaMs)
 	set(&p.DefaultKVCapacityBlocks, m.DefaultKvCapacityBlocks)
-	if err := setDuration(&p.StaleAfter, "stale_after", m.GetStaleAfter()); err != nil {
-		return p, err
+	problems = setDuration(&p.StaleAfter, "stale_after", m.GetStaleAfter(), problems)
+	problems = setDuration(&p.ForgetAfter, "forget_after", m.GetForgetAfter(), problems)
+	var pe *scheduler.PolicyError
+	if err := p.Validate(); errors.As(err, &pe) {
+		problems = append(problems, pe.Problems...)
 	}
-	if err := setDuration(&p.ForgetAfter, "forget_after", m.GetForgetAfter()); err != nil {
-		return p, err
-	}
-	if err := p.Validate(); err != nil {
-		return p, err
+	if len(problems) > 0 {
+		return p, &scheduler.PolicyError{Problems: problems}
 	}
 	return p, nil
 }
 
-func setDuration(dst *time.Duration, name string, v *durationpb.Duration) error {
+// setDuration sets *dst to v when v is set and valid, else appends the
+// problem.
+func setDuration(dst *time.Duration, name string, v *durationpb.Duration, problems []string) []string {
 	if v == nil {
-		return nil
+		return problems
 	}
 	if err := v.CheckValid(); err != nil {
-		return fmt.Errorf("%w: %s: %v", scheduler.ErrInvalidPolicy, name, err)
+		return append(problems, fmt.Sprintf("%s is not a valid duration: %v", name, err))
 	}
 	*dst = v.AsDuration()
-	return nil
+	return problems
 }
 
 func set[T any](dst *T, v *T) {

@@ -54,7 +54,7 @@ workload: {rate: 1, classes: [{name: c, share: 1}]}
 		{"unknown deployment", "weights: [{at: 0s, weights: {y: 1}}]", `unknown deployment "y"`},
 		{"bad picker", "variants: [{name: v, picker: magic}]", "picker must be"},
 		{"bad strategy", "variants: [{name: v, policy: {strategy: best}}]", "strategy must be"},
-		{"bad delta", "variants: [{name: v, policy: {delta_ms: -1}}]", "delta_ms must be > 0"},
+		{"bad delta", "variants: [{name: v, policy: {delta_ms: -1}}]", "delta_ms must be in [0.001, 1000000] ms, got -1"},
 		{"duplicate variant", "variants: [{name: v}, {name: v}]", "unique"},
 		{"trace and classes", "routers: 2\nfocus: x", ""},
 	} {

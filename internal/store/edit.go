@@ -132,7 +132,7 @@ func PolicyMergeEdit(pool string, merge func(base scheduler.Policy) (scheduler.P
 		}
 		p, err := merge(base)
 		if err != nil {
-			return err
+			return fmt.Errorf("pool %q: %w", pool, err)
 		}
 		e, err := PolicyEdit(pool, p)
 		if err != nil {

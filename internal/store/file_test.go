@@ -41,7 +41,7 @@ func TestOpenCorruptState(t *testing.T) {
 		{"unknown strategy", `{"format": 1, "pools": {"chat": {"policy": {"strategy": "fastest"}}}}`,
 			`pool "chat": policy: unknown strategy "fastest"`},
 		{"policy out of range", `{"format": 1, "pools": {"chat": {"policy": {"delta_ms": 0}}}}`,
-			`pool "chat": policy: scheduler: invalid policy: delta_ms`},
+			`pool "chat": policy: invalid policy: delta_ms must be in [0.001, 1000000] ms, got 0`},
 		{"bad duration", `{"format": 1, "pools": {"chat": {"policy": {"stale_after": "2 seconds"}}}}`,
 			`stale_after: "2 seconds" is not a duration`},
 		{"unknown ramp state", `{"format": 1, "pools": {"chat": {"ramp": {"id": 1, "state": "stopped", "steps": [{"weights": {"b": 1}, "after": "1m"}]}}}}`,
