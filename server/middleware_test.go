@@ -11,7 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"google.golang.org/grpc"
+	"time"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -49,26 +50,29 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 	return out
 }
 
-// TestPanicBecomesInternal injects a panic into one Pick through the
-// daemon's test hook: that call fails with Internal, the stack is logged,
-// the panic is counted, and the next call succeeds.
+// TestPanicBecomesInternal makes one Pick panic inside its handler (the
+// daemon's clock panics once when armed; the sweep and ramp tickers, the
+// clock's other readers, wait an hour): that call fails with Internal, the
+// stack is logged, the panic is counted, the pick is counted as failed, and
+// the next call succeeds.
 func TestPanicBecomesInternal(t *testing.T) {
 	var logs syncBuffer
 	var armed atomic.Bool
-	armed.Store(true)
 	d := obsStart(t, func(c *DaemonConfig) {
 		c.Server.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
-		c.testUnary = func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			if info.FullMethod == pb.PickService_Pick_FullMethodName && armed.CompareAndSwap(true, false) {
+		c.Server.SweepInterval, c.Server.RampTick = time.Hour, time.Hour
+		c.Server.Now = func() time.Time {
+			if armed.CompareAndSwap(true, false) {
 				var m map[string]int
 				m["boom"]++ // a real runtime panic: assignment to entry in nil map
 			}
-			return h(ctx, req)
+			return time.Now()
 		}
 	})
 	pick, load, _ := obsClients(t, d)
 	obsConnect(t, load).report(&pb.ReportLoadRequest{Pool: "p", Deployment: "d", InstanceId: "i", Address: "10.0.0.1:1"})
 
+	armed.Store(true)
 	_, err := pick.Pick(context.Background(), &pb.PickRequest{Pool: "p"})
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("Pick with a panicking handler: %v, want Internal", err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
@@ -38,9 +37,15 @@ func newPickScratch() *pickScratch {
 // draws.
 const seedStream = 0x9e3779b97f4a7c15
 
-// Pick implements PickService.Pick.
+// Pick implements PickService.Pick: PickFor with the gRPC call's context
+// (its span, from otelgrpc, carries the caller's trace context).
 func (ps *pickService) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickResponse, error) {
-	s := ps.s
+	return ps.s.PickFor(ctx, req, PickMeta{})
+}
+
+// pick decides req with the call's scratch and notes in rec what the
+// observers read: the pool, the decision and its seed.
+func (s *Server) pick(req *pb.PickRequest, sc *pickScratch, rec *pickRecord) (*pb.PickResponse, error) {
 	if req.GetPool() == "" {
 		return nil, invalid("pool is empty; name the pool to pick from")
 	}
@@ -48,8 +53,7 @@ func (ps *pickService) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickR
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	sc := s.picks.Get().(*pickScratch)
-	defer s.picks.Put(sc)
+	rec.pool = pool.Name()
 	sc.in = state.PickInput{Hashes: req.GetPrefixHashes(), PromptTokens: req.GetPromptTokens(), Exclude: req.GetExcludeInstances()}
 	sc.overrides = sc.overrides[:0]
 	for _, l := range req.GetLoadSnapshot().GetInstances() {
@@ -68,8 +72,7 @@ func (ps *pickService) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickR
 	}
 	sc.pcg.Seed(seed, seedStream)
 	err = pool.Pick(s.opts.Now(), &sc.in, sc.rng, &sc.pick)
-	s.obs.decided(ctx, pool.Name(), &sc.pick, req, seed, err) // observability hook (metrics.go)
-	sc.in = state.PickInput{}
+	rec.pk, rec.decErr, rec.seed = &sc.pick, err, seed
 	if err != nil {
 		return nil, pickError(pool.Name(), &sc.pick, err)
 	}
@@ -82,17 +85,19 @@ func (ps *pickService) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickR
 // pickError turns a failed decision into a status whose message says why.
 func pickError(pool string, pk *state.Pick, err error) error {
 	d := &pk.Decision
+	var msg string
 	switch {
 	case errors.Is(err, scheduler.ErrNoInstances):
-		return status.Errorf(codes.Unavailable, "pool %q has no instances: none has reported yet, or all were forgotten", pool)
+		msg = fmt.Sprintf("pool %q has no instances: none has reported yet, or all were forgotten", pool)
 	case errors.Is(err, scheduler.ErrNoEligibleInstance):
-		return status.Errorf(codes.Unavailable, "pool %q has no eligible instance: %s", pool, d.ExcludedSummary())
+		msg = fmt.Sprintf("pool %q has no eligible instance: %s", pool, d.ExcludedSummary())
 	case errors.Is(err, scheduler.ErrAllWeightsZero):
-		return status.Errorf(codes.FailedPrecondition,
-			"pool %q is drained: every deployment with eligible instances has weight 0 (weights version %d); raise a weight with SetWeights",
+		msg = fmt.Sprintf("pool %q is drained: every deployment with eligible instances has weight 0 (weights version %d); raise a weight with SetWeights",
 			pool, pk.Config.WeightsVersion)
+	default:
+		msg = fmt.Sprintf("pool %q: %v", pool, err)
 	}
-	return status.Error(codeOf(err), fmt.Sprintf("pool %q: %v", pool, err))
+	return status.Error(codeOf(err), msg)
 }
 
 // pickResponse renders a decision with its full audit.

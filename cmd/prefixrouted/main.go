@@ -51,7 +51,7 @@ func run() int {
 	logFormat := flag.String("log-format", "text", "text or json")
 	flag.Parse()
 
-	log, err := server.NewLogger(os.Stderr, *logFormat, *logLevel)
+	log, err := newLogger(os.Stderr, *logFormat, *logLevel)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "prefixrouted: --log-level / --log-format: %v\n", err)
 		return 2
