@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -162,6 +163,50 @@ func TestCodeToLevel(t *testing.T) {
 	} {
 		if got := slog.Level(codeToLevel(c.code)); got != c.want {
 			t.Errorf("codeToLevel(%v) = %v, want %v", c.code, got, c.want)
+		}
+	}
+}
+
+// TestCanceledReportStreamIsTheClients opens report streams and cancels
+// them from the client: each ends in the log as the client's doing, code
+// Canceled at DEBUG, not as a server fault (Unknown at ERROR).
+func TestCanceledReportStreamIsTheClients(t *testing.T) {
+	var logs syncBuffer
+	d := obsStart(t, func(c *DaemonConfig) {
+		c.Server.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	_, load, _ := obsClients(t, d)
+	const streams = 6 // the handler's select picks either ready case: each stream is one more chance to catch the wrong one
+	for i := range streams {
+		ctx, cancel := context.WithCancel(context.Background())
+		st, err := load.ReportLoad(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &obsStream{t: t, stream: st}
+		s.report(&pb.ReportLoadRequest{Pool: "p", Deployment: "d", InstanceId: fmt.Sprintf("i%d", i), Address: "10.0.0.1:1"})
+		cancel()
+	}
+	finished := func() []map[string]any {
+		var out []map[string]any
+		for _, l := range logs.lines(t) {
+			if l["msg"] == "finished call" && l["grpc.method"] == "ReportLoad" {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(finished()) < streams && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // polling the condition: the server logs after the client's cancel
+	}
+	lines := finished()
+	if len(lines) != streams {
+		t.Fatalf("%d ReportLoad lines, want %d; logs:\n%s", len(lines), streams, logs.b.String())
+	}
+	for _, l := range lines {
+		if l["grpc.code"] != "Canceled" || l["level"] != "DEBUG" {
+			t.Errorf("a stream the client canceled is logged with code %v at %v: %v", l["grpc.code"], l["level"], l)
 		}
 	}
 }
