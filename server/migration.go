@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -33,14 +32,11 @@ func (as *adminService) GetMigrationStatus(ctx context.Context, req *pb.GetMigra
 	return migrationProto(req.GetPool(), &st), nil
 }
 
-// migrationError maps the tracker's errors: a deployment the pool does not
-// know is NotFound, a bad query InvalidArgument.
+// migrationError maps the tracker's errors (codeOf): a deployment the pool
+// does not know is NotFound, with a hint; a bad query InvalidArgument.
 func migrationError(pool string, err error) error {
-	switch {
-	case errors.Is(err, readiness.ErrUnknownDeployment):
-		return status.Errorf(codes.NotFound, "pool %q: %v; list them with 'prefixctl weights get %s'", pool, err, pool)
-	case errors.Is(err, readiness.ErrSameDeployment), errors.Is(err, readiness.ErrInvalidQuery):
-		return status.Error(codes.InvalidArgument, err.Error())
+	if errors.Is(err, readiness.ErrUnknownDeployment) {
+		return status.Error(codeOf(err), fmt.Sprintf("pool %q: %v; list them with 'prefixctl weights get %s'", pool, err, pool))
 	}
 	return statusOf(err)
 }
