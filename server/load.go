@@ -176,7 +176,7 @@ func sameIdentity(id state.Identity, m *pb.ReportLoadRequest) error {
 }
 
 func replacedError(id state.Identity) error {
-	return status.Errorf(codes.Aborted,
+	return status.Errorf(codeOf(state.ErrSessionEnded),
 		"instance %q of pool %q: a newer ReportLoad stream replaced this one, or the instance was forgotten",
 		id.Instance, id.Pool)
 }

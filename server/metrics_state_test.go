@@ -66,3 +66,13 @@ func TestObserverHooksDoNotAllocate(t *testing.T) {
 		t.Errorf("recording a pick and a report allocates %v times", allocs)
 	}
 }
+
+// BenchmarkWindowAdd is the traffic window's cost per pick (the reason
+// metrics_state.go gives for keeping it beside the readiness window).
+func BenchmarkWindowAdd(b *testing.B) {
+	var w window
+	sec := int64(1_800_000_000)
+	for i := 0; b.Loop(); i++ {
+		w.add(sec+int64(i>>16), 32, 16)
+	}
+}
