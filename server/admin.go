@@ -36,23 +36,10 @@ func caller(ctx context.Context) string {
 // SetWeights implements AdminService.SetWeights.
 func (as *adminService) SetWeights(ctx context.Context, req *pb.SetWeightsRequest) (*pb.SetWeightsResponse, error) {
 	s := as.s
-	if err := checkPoolName(req.GetPool()); err != nil {
-		return nil, err
-	}
-	s.adminMu.Lock()
-	defer s.adminMu.Unlock()
-	if err := s.reg.CanHold(req.GetPool()); err != nil {
-		return nil, statusOf(err)
-	}
-	e, err := store.WeightsEdit(req.GetPool(), req.GetWeights(), req.GetExpectedVersion())
+	pc, err := s.change(ctx, req.GetPool(), func() (store.Edit, error) {
+		return store.WeightsEdit(req.GetPool(), req.GetWeights(), req.GetExpectedVersion())
+	})
 	if err != nil {
-		return nil, statusOf(err)
-	}
-	pc, err := s.applyEdit(req.GetPool(), e, caller(ctx))
-	if err != nil {
-		return nil, statusOf(err)
-	}
-	if err := s.publish(req.GetPool(), pc); err != nil {
 		return nil, err
 	}
 	drained := true
@@ -91,25 +78,12 @@ func (as *adminService) GetWeights(ctx context.Context, req *pb.GetWeightsReques
 // SetPolicy implements AdminService.SetPolicy.
 func (as *adminService) SetPolicy(ctx context.Context, req *pb.SetPolicyRequest) (*pb.SetPolicyResponse, error) {
 	s := as.s
-	if err := checkPoolName(req.GetPool()); err != nil {
-		return nil, err
-	}
-	s.adminMu.Lock()
-	defer s.adminMu.Unlock()
-	if err := s.reg.CanHold(req.GetPool()); err != nil {
-		return nil, statusOf(err)
-	}
-	e, err := store.PolicyMergeEdit(req.GetPool(), func(base scheduler.Policy) (scheduler.Policy, error) {
-		return mergePolicy(base, req.GetPolicy())
+	pc, err := s.change(ctx, req.GetPool(), func() (store.Edit, error) {
+		return store.PolicyMergeEdit(req.GetPool(), func(base scheduler.Policy) (scheduler.Policy, error) {
+			return mergePolicy(base, req.GetPolicy())
+		})
 	})
 	if err != nil {
-		return nil, statusOf(err)
-	}
-	pc, err := s.applyEdit(req.GetPool(), e, caller(ctx))
-	if err != nil {
-		return nil, statusOf(err)
-	}
-	if err := s.publish(req.GetPool(), pc); err != nil {
 		return nil, err
 	}
 	s.log.Info("policy set", "pool", req.GetPool(), "policy_version", pc.PolicyVersion, "caller", caller(ctx))
@@ -172,6 +146,35 @@ func (as *adminService) pool(name string) (*state.Pool, error) {
 		return nil, statusOf(err)
 	}
 	return p, nil
+}
+
+// change is the one path of every admin write: it checks the pool's name
+// and, under adminMu, that the registry can hold the pool (the pool limit),
+// builds the edit with edit (which may read the configuration in force:
+// adminMu is held), stores it (in the data dir, or the cluster's bucket),
+// and puts the result in force. Its errors are statuses: edit's own, or the
+// core's mapped through codeOf.
+func (s *Server) change(ctx context.Context, pool string, edit func() (store.Edit, error)) (store.PoolConfig, error) {
+	if err := checkPoolName(pool); err != nil {
+		return store.PoolConfig{}, err
+	}
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	if err := s.reg.CanHold(pool); err != nil {
+		return store.PoolConfig{}, statusOf(err)
+	}
+	e, err := edit()
+	if err != nil {
+		return store.PoolConfig{}, statusOf(err)
+	}
+	pc, err := s.applyEdit(pool, e, caller(ctx))
+	if err != nil {
+		return store.PoolConfig{}, statusOf(err)
+	}
+	if err := s.publish(pool, pc); err != nil {
+		return store.PoolConfig{}, err
+	}
+	return pc, nil
 }
 
 // publish makes a durably stored configuration the pool's configuration in

@@ -19,13 +19,26 @@ import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 )
 
+// Defaults of DaemonConfig, which prefixrouted's flags show.
+const (
+	// DefaultListen is the gRPC address: loopback, the safe default
+	// without a tokens file.
+	DefaultListen = "127.0.0.1:50051"
+	// DefaultHTTPListen is the address of /healthz, /readyz and /metrics.
+	DefaultHTTPListen = "127.0.0.1:9090"
+	// DefaultMaxRecvMsgBytes bounds one gRPC message: 4 MiB.
+	DefaultMaxRecvMsgBytes = 4 << 20
+	// DefaultMaxConcurrentStreams bounds the streams of one connection.
+	DefaultMaxConcurrentStreams = 1024
+)
+
 // DaemonConfig is what prefixrouted runs with. Zero fields take the defaults
 // stated.
 type DaemonConfig struct {
-	// Listen is the gRPC address. Default 127.0.0.1:50051.
+	// Listen is the gRPC address. Default DefaultListen (127.0.0.1:50051).
 	Listen string
 	// HTTPListen is the address of /healthz, /readyz and /metrics. Default
-	// 127.0.0.1:9090; "off" disables it.
+	// DefaultHTTPListen (127.0.0.1:9090); "off" disables it.
 	HTTPListen string
 	// MaxRecvMsgBytes bounds one gRPC message. Default 4 MiB: a Pick with
 	// 8192 hashes is about 80 KiB, a report with 65536 block events about
@@ -92,16 +105,16 @@ type Daemon struct {
 // Shutdown.
 func Start(cfg DaemonConfig) (*Daemon, error) {
 	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:50051"
+		cfg.Listen = DefaultListen
 	}
 	if cfg.HTTPListen == "" {
-		cfg.HTTPListen = "127.0.0.1:9090"
+		cfg.HTTPListen = DefaultHTTPListen
 	}
 	if cfg.MaxRecvMsgBytes <= 0 {
-		cfg.MaxRecvMsgBytes = 4 << 20
+		cfg.MaxRecvMsgBytes = DefaultMaxRecvMsgBytes
 	}
 	if cfg.MaxConcurrentStreams == 0 {
-		cfg.MaxConcurrentStreams = 1024
+		cfg.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
 	cfg.Transport = cfg.Transport.withDefaults()
 	if iv := cfg.Server.ReportInterval; iv > 0 && iv.Seconds()*cfg.Transport.ReportsPerSecond < 1 {
@@ -281,20 +294,4 @@ func (d *Daemon) shutdown(ctx context.Context) error {
 		d.log.Warn("telemetry not flushed", "err", err)
 	}
 	return d.srv.Close()
-}
-
-func (d *Daemon) httpHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !d.ready.Load() {
-			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	mux.Handle("GET /metrics", d.tel.metricsHandler())
-	return mux
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -20,7 +19,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/internal/state"
 )
 
 // DefaultDecisionLogBuffer is how many sampled picks the decision log holds
@@ -37,7 +35,8 @@ type decisionLog struct {
 	ch      chan decisionRecord
 	quit    chan struct{}
 	done    chan error
-	closed  atomic.Bool
+	mu      sync.RWMutex // add holds it for reading; Close sets closed under it
+	closed  bool
 	once    sync.Once
 	w       io.WriteCloser
 	written metric.Int64Counter
@@ -118,36 +117,32 @@ func (l *decisionLog) sample() bool {
 	return l.rate >= 1 || (l.rate > 0 && rand.Float64() < l.rate)
 }
 
-// add hands one pick to the writer without blocking.
-func (l *decisionLog) add(ctx context.Context, start time.Time, elapsed time.Duration, req *pb.PickRequest, resp *pb.PickResponse, err error) {
-	if req == nil {
+// add hands one pick to the writer without blocking: the response the
+// client got, or the decision rendered with its full audit when the client
+// asked for less (PickRequest.audit). A record that finds the buffer full,
+// or comes after Close, is dropped and counted. The read lock orders add
+// with Close: once Close holds the lock, no add is between its check and
+// its send, so the writer's final drain sees every record accepted.
+func (l *decisionLog) add(ctx context.Context, rec *pickRecord) {
+	if rec.req == nil {
 		return
 	}
-	if !l.closed.Load() {
+	resp := rec.resp
+	if a := rec.req.GetAudit(); resp != nil && a != pb.AuditLevel_AUDIT_LEVEL_UNSPECIFIED && a != pb.AuditLevel_AUDIT_LEVEL_FULL {
+		resp = pickResponse(rec.pk, rec.seed, rec.blocks(), rec.req.GetPromptTokens())
+	}
+	r := decisionRecord{start: rec.meta.Start, elapsed: rec.elapsed, trace: rec.traceContext(ctx), req: rec.req, resp: resp, err: rec.err}
+	l.mu.RLock()
+	if !l.closed {
 		select {
-		case l.ch <- decisionRecord{start: start, elapsed: elapsed, trace: trace.SpanContextFromContext(ctx), req: req, resp: resp, err: err}:
+		case l.ch <- r:
+			l.mu.RUnlock()
 			return
 		default:
 		}
 	}
+	l.mu.RUnlock()
 	l.dropped.Add(ctx, 1)
-}
-
-// auditSlot carries the full audit of a sampled pick from the handler to
-// the interceptor, when the request asked for less (PickRequest.audit).
-type auditSlot struct{ full *pb.PickResponse }
-
-type auditSlotKey struct{}
-
-// fullAudit renders the decision with its full audit into the call's slot,
-// if the decision log sampled the call and the response will carry less.
-func (l *decisionLog) fullAudit(ctx context.Context, pk *state.Pick, req *pb.PickRequest, seed uint64) {
-	if a := req.GetAudit(); a == pb.AuditLevel_AUDIT_LEVEL_UNSPECIFIED || a == pb.AuditLevel_AUDIT_LEVEL_FULL {
-		return
-	}
-	if slot, _ := ctx.Value(auditSlotKey{}).(*auditSlot); slot != nil {
-		slot.full = pickResponse(pk, seed, len(req.GetPrefixHashes()), req.GetPromptTokens())
-	}
 }
 
 // run writes records until Close, flushing whenever the buffer runs empty.
@@ -193,7 +188,12 @@ func (l *decisionLog) run() {
 // Close writes what is buffered, closes the file and returns the first write
 // error. Picks logged afterwards are dropped. Bounded by ctx.
 func (l *decisionLog) Close(ctx context.Context) error {
-	l.once.Do(func() { l.closed.Store(true); close(l.quit) })
+	l.once.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		close(l.quit)
+	})
 	select {
 	case err := <-l.done:
 		if err != nil {

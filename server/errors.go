@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/prefixroute/prefixroute/internal/readiness"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/internal/store"
 	"github.com/prefixroute/prefixroute/scheduler"
@@ -16,13 +17,14 @@ import (
 // place where they meet.
 func codeOf(err error) codes.Code {
 	switch {
-	case errors.Is(err, state.ErrPoolNotFound), errors.Is(err, store.ErrNoRamp):
+	case errors.Is(err, state.ErrPoolNotFound), errors.Is(err, store.ErrNoRamp), errors.Is(err, readiness.ErrUnknownDeployment):
 		return codes.NotFound
 	case errors.Is(err, store.ErrRampActive), errors.Is(err, store.ErrRampNotActive):
 		return codes.FailedPrecondition
 	case errors.Is(err, state.ErrInvalidPick), errors.Is(err, state.ErrInvalidReport), errors.Is(err, state.ErrInvalidName),
 		errors.Is(err, store.ErrInvalidWeights), errors.Is(err, store.ErrInvalidName),
-		errors.Is(err, scheduler.ErrInvalidPolicy), errors.Is(err, store.ErrInvalidRamp):
+		errors.Is(err, scheduler.ErrInvalidPolicy), errors.Is(err, store.ErrInvalidRamp),
+		errors.Is(err, readiness.ErrSameDeployment), errors.Is(err, readiness.ErrInvalidQuery):
 		return codes.InvalidArgument
 	case errors.Is(err, state.ErrTooManyPools), errors.Is(err, state.ErrTooManyInstances),
 		errors.Is(err, scheduler.ErrSaturated):

@@ -11,7 +11,6 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
@@ -178,29 +177,6 @@ func (s *guardedStream) recvFirst(m any) error {
 			s.g.l.FirstReportTimeout)
 	}
 }
-
-// serverOptions are the gRPC server's transport settings: credentials,
-// message and header sizes, streams per connection, keepalive, and the
-// handshake deadline (a connection that does not finish its TLS handshake
-// and HTTP/2 preface within 10 s is closed).
-func (d *Daemon) serverOptions(cfg *DaemonConfig) []grpc.ServerOption {
-	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes),
-		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
-		grpc.MaxHeaderListSize(maxHeaderListBytes),
-		grpc.ConnectionTimeout(10 * time.Second),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	}
-	if d.tls != nil {
-		opts = append(opts, grpc.Creds(d.tls.GRPCCredentials()))
-	}
-	return opts
-}
-
-// maxHeaderListBytes bounds the metadata of one call: tokens and trace
-// context are well under it.
-const maxHeaderListBytes = 64 << 10
 
 // String is the limits in force, for the start-up log line.
 func (l TransportLimits) String() string {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 
 	"google.golang.org/grpc"
@@ -31,7 +32,7 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 	id := state.Identity{Pool: first.GetPool(), Deployment: first.GetDeployment(),
 		Instance: first.GetInstanceId(), Address: first.GetAddress()}
 	if err := s.reg.ValidateIdentity(id); err != nil {
-		return status.Errorf(codes.InvalidArgument, "first report of a stream: %v", err)
+		return status.Error(codeOf(err), "first report of a stream: "+err.Error())
 	}
 	var rep state.Report
 	if err := ls.convert(first, &rep); err != nil {
@@ -101,7 +102,9 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 		case <-s.stopping:
 			return status.Error(codes.Unavailable, "router shutting down; reconnect and resend the cache snapshot")
 		case <-stream.Context().Done():
-			return stream.Context().Err()
+			// The client ended the stream (or its deadline passed): Canceled
+			// or DeadlineExceeded, logged as the client's doing.
+			return status.FromContextError(stream.Context().Err()).Err()
 		}
 	}
 }
@@ -109,7 +112,7 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 // convert fills rep from m and validates it.
 func (ls *loadService) convert(m *pb.ReportLoadRequest, rep *state.Report) error {
 	if err := protoconv.ReportOf(ls.s.reg, m, rep); err != nil {
-		return status.Errorf(codes.InvalidArgument, "report seq %d: %v", m.GetSeq(), err)
+		return status.Error(codeOf(err), fmt.Sprintf("report seq %d: %v", m.GetSeq(), err))
 	}
 	return nil
 }
@@ -131,7 +134,7 @@ func sameIdentity(id state.Identity, m *pb.ReportLoadRequest) error {
 }
 
 func replacedError(id state.Identity) error {
-	return status.Errorf(codes.Aborted,
+	return status.Errorf(codeOf(state.ErrSessionEnded),
 		"instance %q of pool %q: a newer ReportLoad stream replaced this one, or the instance was forgotten",
 		id.Instance, id.Pool)
 }

@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
-	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/scheduler"
 )
@@ -59,7 +59,7 @@ var latencyBuckets = []float64{
 }
 
 // observer records the router's own metrics and the Pick span's attributes.
-// The hot-path methods (pickDone, decided, reported) look the pool and the
+// The hot-path methods (done, reported) look the pool and the
 // deployment up in read-locked maps holding precomputed attribute options,
 // so a call allocates nothing of its own. All methods are safe for
 // concurrent use, and a nil *observer records nothing (a Server built
@@ -193,38 +193,41 @@ func (o *observer) lookup(name string) *poolObs {
 	return o.pools[name]
 }
 
-// pickDone records one finished Pick call: its outcome and latency. The
-// Pick interceptor calls it.
-func (o *observer) pickDone(ctx context.Context, req *pb.PickRequest, resp *pb.PickResponse, code codes.Code, elapsed time.Duration) {
+// done records one finished Pick from its record: outcome and latency;
+// for a decision worth auditing, exclusions by reason, eligible instances
+// per deployment and, when it succeeded, the blocks, matched blocks and
+// traffic window of the chosen deployment; the span's attributes; and, for
+// a pick the decision log samples, its line. PickFor calls it once per
+// pick.
+func (o *observer) done(ctx context.Context, rec *pickRecord) {
 	if o == nil {
 		return
 	}
-	setSpanSeed(ctx, resp)
-	p := o.pool(req.GetPool())
-	o.latency.Record(ctx, elapsed.Seconds(), p.latency...)
-	if oc := outcomeOf(code); oc != outcomeOK || resp.GetDeployment() == "" {
+	setSpan(ctx, rec)
+	p := o.pool(rec.req.GetPool())
+	o.latency.Record(ctx, rec.elapsed.Seconds(), p.latency...)
+	if oc := outcomeOf(status.Code(rec.err)); oc != outcomeOK || rec.resp.GetDeployment() == "" {
 		o.picks.Add(ctx, 1, p.failed[oc]...)
 	} else {
-		o.picks.Add(ctx, 1, p.dep(resp.GetDeployment()).ok...)
+		o.picks.Add(ctx, 1, p.dep(rec.resp.GetDeployment()).ok...)
+	}
+	if rec.audited() {
+		o.decided(ctx, p, rec)
+	}
+	if rec.logged {
+		o.dlog.add(ctx, rec)
 	}
 }
 
-// decided records what a decision shows: exclusions by reason, eligible
-// instances per deployment, the hit ratio and traffic window of the chosen
-// deployment, and the Pick span's attributes; for a pick the decision log
-// sampled, it renders the full audit. Pick calls it right after the
-// scheduler ran, with the pool's name, the request and the seed.
-func (o *observer) decided(ctx context.Context, pool string, pk *state.Pick, req *pb.PickRequest, seed uint64, err error) {
-	if o == nil {
-		return
-	}
-	blocks := len(req.GetPrefixHashes())
-	audited := err == nil || errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrAllWeightsZero)
-	setSpan(ctx, pool, pk, blocks, err)
-	if !audited {
-		return
-	}
-	p := o.pool(pool)
+// logs reports whether the decision log samples the next pick (false for a
+// nil observer or no decision log).
+func (o *observer) logs() bool {
+	return o != nil && o.dlog != nil && o.dlog.sample()
+}
+
+// decided records what an audited decision shows.
+func (o *observer) decided(ctx context.Context, p *poolObs, rec *pickRecord) {
+	pk := rec.pk
 	d := &pk.Decision
 	for r, n := range d.Excluded {
 		if n > 0 {
@@ -234,9 +237,10 @@ func (o *observer) decided(ctx context.Context, pool string, pk *state.Pick, req
 	for i := range d.Deployments {
 		p.dep(pk.Snapshot.Deployments[i].Name).eligible.Store(int64(d.Deployments[i].Eligible))
 	}
-	if err != nil {
+	if rec.decErr != nil {
 		return
 	}
+	blocks := rec.blocks()
 	dep := p.dep(pk.Snapshot.Deployments[d.Deployment].Name)
 	hit := min(pk.Snapshot.Instances[d.Instance].MatchedBlocks, blocks)
 	if blocks > 0 {
@@ -244,9 +248,12 @@ func (o *observer) decided(ctx context.Context, pool string, pk *state.Pick, req
 		o.matched.Add(ctx, int64(hit), dep.attrs...)
 	}
 	dep.window.add(o.now().Unix(), uint64(blocks), uint64(hit))
-	if o.dlog != nil {
-		o.dlog.fullAudit(ctx, pk, req, seed)
-	}
+}
+
+// decisionExplains reports whether a failed decision carries the reasons
+// worth recording: no eligible instance, or only weight-0 deployments.
+func decisionExplains(err error) bool {
+	return errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrAllWeightsZero)
 }
 
 // reported counts one applied load report. ReportLoad calls it.

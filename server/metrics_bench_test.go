@@ -62,22 +62,24 @@ func obsPickServer(tb testing.TB, obs bool) (*Server, time.Time) {
 	return s, now
 }
 
-// obsPickRequest is a 32-block request.
-func obsPickRequest() *pb.PickRequest {
+// obsPickRequest is a 32-block request with seed 1.
+func obsPickRequest() *pb.PickRequest { return obsPickRequestAt(pb.AuditLevel_AUDIT_LEVEL_UNSPECIFIED) }
+
+// obsPickRequestAt is obsPickRequest asking for the audit level.
+func obsPickRequestAt(level pb.AuditLevel) *pb.PickRequest {
 	h := make([]uint64, 32)
 	for i := range h {
 		h[i] = uint64(i + 1)
 	}
 	seed := uint64(1)
-	return &pb.PickRequest{Pool: "bench", PrefixHashes: h, PromptTokens: 512, Seed: &seed}
+	return &pb.PickRequest{Pool: "bench", PrefixHashes: h, PromptTokens: 512, Seed: &seed, Audit: level}
 }
 
-var pickInfo = &grpc.UnaryServerInfo{FullMethod: pb.PickService_Pick_FullMethodName}
-
 // BenchmarkPickHooks measures the Pick handler without the observer
-// (hooks=off: the hooks are nil checks), with it called directly
-// (hooks=on), and through the observer's interceptor as the daemon chains
-// it (hooks=on+interceptor). The difference is what the metrics cost a pick.
+// (hooks=off: the record is handed to a nil observer), with it (hooks=on),
+// and through PickFor as every front end calls it (hooks=on+interceptor,
+// the name it had when an interceptor did the recording). The difference
+// is what the metrics cost a pick.
 func BenchmarkPickHooks(b *testing.B) {
 	for _, c := range []struct {
 		name        string
@@ -88,13 +90,12 @@ func BenchmarkPickHooks(b *testing.B) {
 			ps := &pickService{s: s}
 			req := obsPickRequest()
 			ctx := context.Background()
-			handler := func(ctx context.Context, req any) (any, error) { return ps.Pick(ctx, req.(*pb.PickRequest)) }
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
 				var err error
 				if c.interc {
-					_, err = s.obs.pickInterceptor(ctx, req, pickInfo, handler)
+					_, err = s.PickFor(ctx, req, PickMeta{})
 				} else {
 					_, err = ps.Pick(ctx, req)
 				}
@@ -176,9 +177,8 @@ func obsFreshInstance(b *testing.B, s *Server) {
 	}
 }
 
-// BenchmarkObserverHooks isolates the hooks' own cost per pick: decided
-// (the pick.go hook) and pickDone (the interceptor's recording) on a
-// prepared decision of the bench pool.
+// BenchmarkObserverHooks isolates the recording's own cost per pick:
+// observer.done on the record of a prepared decision of the bench pool.
 func BenchmarkObserverHooks(b *testing.B) {
 	s, now := obsPickServer(b, true)
 	pool, err := s.reg.Pool("bench")
@@ -192,11 +192,11 @@ func BenchmarkObserverHooks(b *testing.B) {
 	if err := pool.Pick(now, &state.PickInput{Hashes: req.PrefixHashes, PromptTokens: req.PromptTokens}, sc.rng, &pk); err != nil {
 		b.Fatal(err)
 	}
-	resp := pickResponse(&pk, 1, len(req.PrefixHashes), req.PromptTokens)
+	rec := pickRecord{req: req, pool: "bench", pk: &pk, seed: 1, elapsed: time.Microsecond,
+		resp: pickResponse(&pk, 1, len(req.PrefixHashes), req.PromptTokens)}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		s.obs.decided(ctx, "bench", &pk, req, 1, nil)
-		s.obs.pickDone(ctx, req, resp, 0, time.Microsecond)
+		s.obs.done(ctx, &rec)
 	}
 }

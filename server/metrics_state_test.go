@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-
 	"github.com/prefixroute/prefixroute/internal/state"
 )
 
@@ -57,14 +55,24 @@ func TestObserverHooksDoNotAllocate(t *testing.T) {
 	if err := pool.Pick(now, &state.PickInput{Hashes: req.PrefixHashes, PromptTokens: req.PromptTokens}, sc.rng, &pk); err != nil {
 		t.Fatal(err)
 	}
-	resp := pickResponse(&pk, 1, len(req.PrefixHashes), req.PromptTokens)
+	rec := pickRecord{req: req, pool: "bench", pk: &pk, seed: 1, elapsed: time.Microsecond,
+		resp: pickResponse(&pk, 1, len(req.PrefixHashes), req.PromptTokens)}
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(100, func() {
-		s.obs.decided(ctx, "bench", &pk, req, 1, nil)
-		s.obs.pickDone(ctx, req, resp, codes.OK, time.Microsecond)
+		s.obs.done(ctx, &rec)
 		s.obs.reported(ctx, "bench", "d0")
 	})
 	if allocs != 0 {
 		t.Errorf("recording a pick and a report allocates %v times", allocs)
+	}
+}
+
+// BenchmarkWindowAdd is the traffic window's cost per pick (the reason
+// metrics_state.go gives for keeping it beside the readiness window).
+func BenchmarkWindowAdd(b *testing.B) {
+	var w window
+	sec := int64(1_800_000_000)
+	for i := 0; b.Loop(); i++ {
+		w.add(sec+int64(i>>16), 32, 16)
 	}
 }

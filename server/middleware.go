@@ -30,13 +30,12 @@ import (
 //     excluded), with the caller's W3C trace context as parent, and the
 //     rpc.server.* metrics;
 //   - a count of the unary calls in flight (outermost), for Shutdown;
-//   - logging, through log/slog, with the call's trace id (for Pick, only the
-//     calls that fail: see logFailedPicks);
+//   - logging, through log/slog, with the call's trace id (except Pick,
+//     which PickFor records itself: see pickrecord.go);
 //   - authentication and authorization (internal/auth), when authFn is not nil:
 //     the go-grpc-middleware auth interceptor with the tokens file's roles;
 //   - for ReportLoad only, the stream guard (limits.go): report streams per
 //     daemon, first-report deadline, reports per second, instance binding;
-//   - for Pick only, the observer: latency, outcome, decision log;
 //   - recovery (innermost but for test): a panic becomes codes.Internal, its
 //     stack is logged, the server keeps serving.
 //
@@ -52,7 +51,7 @@ func middleware(log *slog.Logger, tel *telemetry, obs *observer, calls *inflight
 	// A unary call logs one line when it finishes; a stream also when it
 	// starts.
 	unaryLogOpts := append(logOpts[:len(logOpts):len(logOpts)], logging.WithLogOnEvents(logging.FinishCall))
-	// Pick is logged by the observer, and only when it fails: the generic
+	// Pick is logged by PickFor, and only when it fails: the generic
 	// interceptor costs ~70 allocations a call even below the log level,
 	// which is most of the middleware's cost on the hot path.
 	notPick := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
@@ -61,14 +60,13 @@ func middleware(log *slog.Logger, tel *telemetry, obs *observer, calls *inflight
 	unary := []grpc.UnaryServerInterceptor{
 		calls.unary,
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(rpcLog, unaryLogOpts...), notPick),
-		logFailedPicks(log.With("component", "grpc")),
 	}
 	stream := []grpc.StreamServerInterceptor{logging.StreamServerInterceptor(rpcLog, logOpts...)}
 	if authFn != nil {
 		unary = append(unary, auth.UnaryServerInterceptor(authFn))
 		stream = append(stream, auth.StreamServerInterceptor(authFn))
 	}
-	unary = append(unary, obs.pickInterceptor, recovery.UnaryServerInterceptor(rec))
+	unary = append(unary, recovery.UnaryServerInterceptor(rec))
 	stream = append(stream, guard.stream, recovery.StreamServerInterceptor(rec))
 	if test != nil {
 		unary = append(unary, test)
@@ -79,31 +77,6 @@ func middleware(log *slog.Logger, tel *telemetry, obs *observer, calls *inflight
 			otelgrpc.WithPropagators(tel.propagator), otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
-	}
-}
-
-// logFailedPicks logs a Pick that fails, at the level codeToLevel gives its
-// code, with the fields the logging interceptor would give it. Successful
-// picks are counted in metrics and sampled by the decision log instead.
-func logFailedPicks(log *slog.Logger) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if info.FullMethod != pb.PickService_Pick_FullMethodName {
-			return handler(ctx, req)
-		}
-		start := time.Now()
-		resp, err := handler(ctx, req)
-		if err != nil {
-			code := status.Code(err)
-			preq, _ := req.(*pb.PickRequest)
-			args := []any{"grpc.service", pb.PickService_ServiceDesc.ServiceName, "grpc.method", "Pick", "grpc.code", code.String(), "grpc.error", err.Error(),
-				"grpc.time_ms", float64(time.Since(start).Microseconds()) / 1000,
-				"pool", preq.GetPool(), "request_id", preq.GetRequestId()}
-			if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-				args = append(args, "trace_id", sc.TraceID().String())
-			}
-			log.Log(ctx, slog.Level(codeToLevel(code)), "finished call", args...)
-		}
-		return resp, err
 	}
 }
 
@@ -151,32 +124,6 @@ func recoveryHandler(log *slog.Logger, obs *observer) recovery.RecoveryHandlerFu
 		log.ErrorContext(ctx, "recovered from a panic in a gRPC handler; the call fails with Internal, the server keeps serving", args...)
 		return status.Error(codes.Internal, "internal error: the router recovered from a panic while handling this call; its log has the details")
 	}
-}
-
-// pickInterceptor times Pick calls and hands each one to the observer and
-// the decision log; other methods pass through.
-func (o *observer) pickInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if o == nil || info.FullMethod != pb.PickService_Pick_FullMethodName {
-		return handler(ctx, req)
-	}
-	var slot *auditSlot
-	if o.dlog != nil && o.dlog.sample() {
-		slot = &auditSlot{}
-		ctx = context.WithValue(ctx, auditSlotKey{}, slot)
-	}
-	start := time.Now()
-	resp, err := handler(ctx, req)
-	elapsed := time.Since(start)
-	preq, _ := req.(*pb.PickRequest)
-	presp, _ := resp.(*pb.PickResponse)
-	o.pickDone(ctx, preq, presp, status.Code(err), elapsed)
-	if slot != nil {
-		if slot.full != nil {
-			presp = slot.full
-		}
-		o.dlog.add(ctx, start, elapsed, preq, presp, err)
-	}
-	return resp, err
 }
 
 // drainSettle is how long Shutdown waits with no unary call in flight

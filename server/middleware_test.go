@@ -5,13 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"google.golang.org/grpc"
+	"time"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -49,26 +51,29 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 	return out
 }
 
-// TestPanicBecomesInternal injects a panic into one Pick through the
-// daemon's test hook: that call fails with Internal, the stack is logged,
-// the panic is counted, and the next call succeeds.
+// TestPanicBecomesInternal makes one Pick panic inside its handler (the
+// daemon's clock panics once when armed; the sweep and ramp tickers, the
+// clock's other readers, wait an hour): that call fails with Internal, the
+// stack is logged, the panic is counted, the pick is counted as failed, and
+// the next call succeeds.
 func TestPanicBecomesInternal(t *testing.T) {
 	var logs syncBuffer
 	var armed atomic.Bool
-	armed.Store(true)
 	d := obsStart(t, func(c *DaemonConfig) {
 		c.Server.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
-		c.testUnary = func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			if info.FullMethod == pb.PickService_Pick_FullMethodName && armed.CompareAndSwap(true, false) {
+		c.Server.SweepInterval, c.Server.RampTick = time.Hour, time.Hour
+		c.Server.Now = func() time.Time {
+			if armed.CompareAndSwap(true, false) {
 				var m map[string]int
 				m["boom"]++ // a real runtime panic: assignment to entry in nil map
 			}
-			return h(ctx, req)
+			return time.Now()
 		}
 	})
 	pick, load, _ := obsClients(t, d)
 	obsConnect(t, load).report(&pb.ReportLoadRequest{Pool: "p", Deployment: "d", InstanceId: "i", Address: "10.0.0.1:1"})
 
+	armed.Store(true)
 	_, err := pick.Pick(context.Background(), &pb.PickRequest{Pool: "p"})
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("Pick with a panicking handler: %v, want Internal", err)
@@ -158,6 +163,50 @@ func TestCodeToLevel(t *testing.T) {
 	} {
 		if got := slog.Level(codeToLevel(c.code)); got != c.want {
 			t.Errorf("codeToLevel(%v) = %v, want %v", c.code, got, c.want)
+		}
+	}
+}
+
+// TestCanceledReportStreamIsTheClients opens report streams and cancels
+// them from the client: each ends in the log as the client's doing, code
+// Canceled at DEBUG, not as a server fault (Unknown at ERROR).
+func TestCanceledReportStreamIsTheClients(t *testing.T) {
+	var logs syncBuffer
+	d := obsStart(t, func(c *DaemonConfig) {
+		c.Server.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	_, load, _ := obsClients(t, d)
+	const streams = 6 // the handler's select picks either ready case: each stream is one more chance to catch the wrong one
+	for i := range streams {
+		ctx, cancel := context.WithCancel(context.Background())
+		st, err := load.ReportLoad(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &obsStream{t: t, stream: st}
+		s.report(&pb.ReportLoadRequest{Pool: "p", Deployment: "d", InstanceId: fmt.Sprintf("i%d", i), Address: "10.0.0.1:1"})
+		cancel()
+	}
+	finished := func() []map[string]any {
+		var out []map[string]any
+		for _, l := range logs.lines(t) {
+			if l["msg"] == "finished call" && l["grpc.method"] == "ReportLoad" {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(finished()) < streams && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // polling the condition: the server logs after the client's cancel
+	}
+	lines := finished()
+	if len(lines) != streams {
+		t.Fatalf("%d ReportLoad lines, want %d; logs:\n%s", len(lines), streams, logs.b.String())
+	}
+	for _, l := range lines {
+		if l["grpc.code"] != "Canceled" || l["level"] != "DEBUG" {
+			t.Errorf("a stream the client canceled is logged with code %v at %v: %v", l["grpc.code"], l["level"], l)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -33,14 +32,11 @@ func (as *adminService) GetMigrationStatus(ctx context.Context, req *pb.GetMigra
 	return migrationProto(req.GetPool(), &st), nil
 }
 
-// migrationError maps the tracker's errors: a deployment the pool does not
-// know is NotFound, a bad query InvalidArgument.
+// migrationError maps the tracker's errors (codeOf): a deployment the pool
+// does not know is NotFound, with a hint; a bad query InvalidArgument.
 func migrationError(pool string, err error) error {
-	switch {
-	case errors.Is(err, readiness.ErrUnknownDeployment):
-		return status.Errorf(codes.NotFound, "pool %q: %v; list them with 'prefixctl weights get %s'", pool, err, pool)
-	case errors.Is(err, readiness.ErrSameDeployment), errors.Is(err, readiness.ErrInvalidQuery):
-		return status.Error(codes.InvalidArgument, err.Error())
+	if errors.Is(err, readiness.ErrUnknownDeployment) {
+		return status.Error(codeOf(err), fmt.Sprintf("pool %q: %v; list them with 'prefixctl weights get %s'", pool, err, pool))
 	}
 	return statusOf(err)
 }
@@ -76,43 +72,20 @@ func migrationProto(pool string, st *readiness.Status) *pb.GetMigrationStatusRes
 }
 
 // holdReason returns why auto-hold should pause r before its next step, or
-// "" to go on. The step moves a part of From's traffic to the other
-// deployments: the share From loses in the step over the share it has now.
-// To's headroom after the step is estimated as its current prefill load plus
-// that part of the extra prefill it would absorb if From went to 0
-// (GetMigrationStatus), over its capacity. An estimate that cannot be made
-// (To has no eligible instance or no throughput) holds the ramp too: the
-// operator asked not to move traffic blind.
+// "" to go on (rollout.Ramp.HoldReason), from the pool's migration estimate
+// of moving From's traffic to To. A pool the registry no longer holds goes
+// on.
 func (s *Server) holdReason(pool string, r *rollout.Ramp) string {
-	h := r.AutoHold
-	if h.MinHeadroomPct <= 0 {
-		return ""
-	}
-	next, ok := r.Next()
-	if !ok {
+	if !r.HoldApplies() {
 		return ""
 	}
 	p, err := s.reg.Pool(pool)
 	if err != nil {
 		return ""
 	}
+	h := r.AutoHold
 	st, err := p.Migration(s.opts.Now(), readiness.Query{From: h.From, To: h.To, TopK: 1})
-	if err != nil {
-		return fmt.Sprintf("auto-hold: cannot estimate %s's headroom: %v", h.To, err)
-	}
 	m := &st.Migration
-	if !m.ExtraPrefillMsKnown || m.ToCapacityMsPerSec <= 0 {
-		return fmt.Sprintf("auto-hold: %s has no eligible instance reporting its prefill throughput", h.To)
-	}
-	now, after := shares(r.Current())[h.From], shares(next.Weights)[h.From]
-	moved := 0.0
-	if now > 0 {
-		moved = max(0, (now-after)/now)
-	}
-	headroom := 100 * (1 - (m.ToPrefillMsPerSec+moved*m.ExtraPrefillMsPerSec)/m.ToCapacityMsPerSec)
-	if headroom >= h.MinHeadroomPct {
-		return ""
-	}
-	return fmt.Sprintf("auto-hold: step %d would leave %s %.1f%% prefill headroom (< %.4g%%)",
-		r.Applied+1, h.To, headroom, h.MinHeadroomPct)
+	return r.HoldReason(rollout.ToLoad{Known: m.ExtraPrefillMsKnown, PrefillMsPerSec: m.ToPrefillMsPerSec,
+		CapacityMsPerSec: m.ToCapacityMsPerSec, ExtraPrefillMsPerSec: m.ExtraPrefillMsPerSec}, err)
 }

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -40,9 +39,15 @@ func newPickScratch() *pickScratch {
 // draws.
 const seedStream = 0x9e3779b97f4a7c15
 
-// Pick implements PickService.Pick.
+// Pick implements PickService.Pick: PickFor with the gRPC call's context
+// (its span, from otelgrpc, carries the caller's trace context).
 func (ps *pickService) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickResponse, error) {
-	s := ps.s
+	return ps.s.PickFor(ctx, req, PickMeta{})
+}
+
+// pick decides req with the call's scratch and notes in rec what the
+// observers read: the pool, the decision and its seed.
+func (s *Server) pick(req *pb.PickRequest, sc *pickScratch, rec *pickRecord) (*pb.PickResponse, error) {
 	if req.GetPool() == "" {
 		return nil, invalid("pool is empty; name the pool to pick from")
 	}
@@ -50,10 +55,9 @@ func (ps *pickService) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickR
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	sc := s.picks.Get().(*pickScratch)
-	defer s.picks.Put(sc)
+	rec.pool = pool.Name()
 	sc.in = state.PickInput{Hashes: req.GetPrefixHashes(), PromptTokens: req.GetPromptTokens(), Exclude: req.GetExcludeInstances(),
-		ChosenOnly: chosenOnly(ctx, req)}
+		ChosenOnly: chosenOnly(req, rec.logged)}
 	sc.overrides = sc.overrides[:0]
 	for _, l := range req.GetLoadSnapshot().GetInstances() {
 		sc.overrides = append(sc.overrides, state.Override{
@@ -71,8 +75,7 @@ func (ps *pickService) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickR
 	}
 	sc.pcg.Seed(seed, seedStream)
 	err = pool.Pick(s.opts.Now(), &sc.in, sc.rng, &sc.pick)
-	s.obs.decided(ctx, pool.Name(), &sc.pick, req, seed, err) // observability hook (metrics.go)
-	sc.in = state.PickInput{}
+	rec.pk, rec.decErr, rec.seed = &sc.pick, err, seed
 	if err != nil {
 		return nil, pickError(pool.Name(), &sc.pick, err)
 	}
@@ -83,34 +86,31 @@ func (ps *pickService) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickR
 // pickError turns a failed decision into a status whose message says why.
 func pickError(pool string, pk *state.Pick, err error) error {
 	d := &pk.Decision
+	var msg string
 	switch {
 	case errors.Is(err, scheduler.ErrNoInstances):
-		return status.Errorf(codes.Unavailable, "pool %q has no instances: none has reported yet, or all were forgotten", pool)
+		msg = fmt.Sprintf("pool %q has no instances: none has reported yet, or all were forgotten", pool)
 	case errors.Is(err, scheduler.ErrSaturated):
-		return status.Errorf(codes.ResourceExhausted,
-			"pool %q is saturated: %s; the earliest instance drains in about %.1f ms (on_saturation: %v)",
+		msg = fmt.Sprintf("pool %q is saturated: %s; the earliest instance drains in about %.1f ms (on_saturation: %v)",
 			pool, d.ExcludedSummary(), d.DrainMs, pk.Config.Policy.OnSaturation)
 	case errors.Is(err, scheduler.ErrNoEligibleInstance):
-		return status.Errorf(codes.Unavailable, "pool %q has no eligible instance: %s", pool, d.ExcludedSummary())
+		msg = fmt.Sprintf("pool %q has no eligible instance: %s", pool, d.ExcludedSummary())
 	case errors.Is(err, scheduler.ErrAllWeightsZero):
-		return status.Errorf(codes.FailedPrecondition,
-			"pool %q is drained: every deployment with eligible instances has weight 0 (weights version %d); raise a weight with SetWeights",
+		msg = fmt.Sprintf("pool %q is drained: every deployment with eligible instances has weight 0 (weights version %d); raise a weight with SetWeights",
 			pool, pk.Config.WeightsVersion)
+	default:
+		msg = fmt.Sprintf("pool %q: %v", pool, err)
 	}
-	return status.Error(codeOf(err), fmt.Sprintf("pool %q: %v", pool, err))
+	return status.Error(codeOf(err), msg)
 }
 
 // chosenOnly reports whether the scheduler may compute the instance level
 // of the drawn deployment only: the response lists no other instance
 // (AUDIT_LEVEL_NONE or CHOSEN) and the decision log did not sample the call
 // (it records the full audit).
-func chosenOnly(ctx context.Context, req *pb.PickRequest) bool {
+func chosenOnly(req *pb.PickRequest, logged bool) bool {
 	a := req.GetAudit()
-	if a != pb.AuditLevel_AUDIT_LEVEL_NONE && a != pb.AuditLevel_AUDIT_LEVEL_CHOSEN {
-		return false
-	}
-	slot, _ := ctx.Value(auditSlotKey{}).(*auditSlot)
-	return slot == nil
+	return !logged && (a == pb.AuditLevel_AUDIT_LEVEL_NONE || a == pb.AuditLevel_AUDIT_LEVEL_CHOSEN)
 }
 
 // pickResponse renders a decision with its full audit.

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -21,35 +19,22 @@ import (
 // StartRamp implements AdminService.StartRamp.
 func (as *adminService) StartRamp(ctx context.Context, req *pb.StartRampRequest) (*pb.StartRampResponse, error) {
 	s := as.s
-	if err := checkPoolName(req.GetPool()); err != nil {
-		return nil, err
-	}
-	s.adminMu.Lock()
-	defer s.adminMu.Unlock()
-	if err := s.reg.CanHold(req.GetPool()); err != nil {
-		return nil, statusOf(err)
-	}
-	start, version := s.weightsInForce(req.GetPool())
-	steps, err := rampSteps(req, start)
+	pc, err := s.change(ctx, req.GetPool(), func() (store.Edit, error) {
+		start, version := s.weightsInForce(req.GetPool())
+		steps, err := rampSteps(req, start)
+		if err != nil {
+			return store.Edit{}, err
+		}
+		hold, err := autoHoldOf(req.GetAutoHold(), start, steps[len(steps)-1].Weights)
+		if err != nil {
+			return store.Edit{}, err
+		}
+		if req.GetExpectedVersion() != 0 {
+			version = req.GetExpectedVersion()
+		}
+		return store.StartRampEdit(req.GetPool(), start, steps, hold, version, caller(ctx))
+	})
 	if err != nil {
-		return nil, err
-	}
-	hold, err := autoHoldOf(req.GetAutoHold(), start, steps[len(steps)-1].Weights)
-	if err != nil {
-		return nil, err
-	}
-	if req.GetExpectedVersion() != 0 {
-		version = req.GetExpectedVersion()
-	}
-	e, err := store.StartRampEdit(req.GetPool(), start, steps, hold, version, caller(ctx))
-	if err != nil {
-		return nil, statusOf(err)
-	}
-	pc, err := s.applyEdit(req.GetPool(), e, caller(ctx))
-	if err != nil {
-		return nil, statusOf(err)
-	}
-	if err := s.publish(req.GetPool(), pc); err != nil {
 		return nil, err
 	}
 	r := pc.Ramp
@@ -193,7 +178,7 @@ func (as *adminService) GetRamp(ctx context.Context, req *pb.GetRampRequest) (*p
 	}
 	pc, ok := as.s.store.Pool(req.GetPool())
 	if !ok || pc.Ramp == nil {
-		return nil, status.Errorf(codes.NotFound, "pool %q never had a ramp; start one with StartRamp", req.GetPool())
+		return nil, statusOf(fmt.Errorf("%w: pool %q never had a ramp; start one with StartRamp", store.ErrNoRamp, req.GetPool()))
 	}
 	return &pb.GetRampResponse{Ramp: rampProto(pc.Ramp, as.s.opts.Now())}, nil
 }
@@ -216,21 +201,11 @@ func (as *adminService) AbortRamp(ctx context.Context, req *pb.AbortRampRequest)
 	return &pb.AbortRampResponse{Ramp: r}, err
 }
 
+// updateRamp applies op (store.RampPause, RampResume, RampAbort) to the
+// pool's ramp id through the admin write path, and renders the ramp.
 func (s *Server) updateRamp(ctx context.Context, pool string, id uint64, op, reason string) (*pb.Ramp, error) {
-	if err := checkPoolName(pool); err != nil {
-		return nil, err
-	}
-	s.adminMu.Lock()
-	defer s.adminMu.Unlock()
-	e, err := store.UpdateRampEdit(pool, id, op, reason)
+	pc, err := s.change(ctx, pool, func() (store.Edit, error) { return store.UpdateRampEdit(pool, id, op, reason) })
 	if err != nil {
-		return nil, statusOf(err)
-	}
-	pc, err := s.applyEdit(pool, e, caller(ctx))
-	if err != nil {
-		return nil, statusOf(err)
-	}
-	if err := s.publish(pool, pc); err != nil {
 		return nil, err
 	}
 	s.log.Info("ramp "+op, "pool", pool, "ramp", pc.Ramp.ID, "step", pc.Ramp.Applied, "steps", len(pc.Ramp.Steps),

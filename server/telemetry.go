@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
@@ -23,9 +21,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-
-	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/internal/state"
 )
 
 // serviceName is the default service.name of the router's telemetry;
@@ -143,26 +138,6 @@ func (t *telemetry) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// NewLogger returns the router's operational logger writing to w: format
-// "text" (logfmt-like key=value, the default) or "json" (one object a
-// line), at level "debug", "info", "warn" or "error". Lines of gRPC calls
-// carry the call's trace id (trace_id) when the caller propagated one or
-// tracing is on. The logger is safe for concurrent use.
-func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch strings.ToLower(format) {
-	case "", "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("log format %q: want text or json", format)
-}
-
 // Attribute keys of the Pick span (the server span otelgrpc opens for
 // /prefixroute.v1.PickService/Pick).
 const (
@@ -180,22 +155,29 @@ const (
 	attrSeed                  = attribute.Key("prefixroute.seed")
 )
 
-// setSpan puts a decision on the call's span: pool, strategy and, when the
-// pick succeeded, the chosen deployment and instance with the joint
-// probability P(d)·P(i|d) of the choice and its two factors. It does
-// nothing when the span is not recording (tracing off or not sampled), so it
-// costs nothing then. Safe for concurrent use.
-func setSpan(ctx context.Context, pool string, pk *state.Pick, blocks int, err error) {
+// setSpan puts a pick's decision on the call's span: pool, blocks, strategy,
+// weights version and seed (so that a traced pick can be replayed, whatever
+// audit level the client asked for) and, when the pick succeeded, the
+// chosen deployment and instance with the joint probability P(d)·P(i|d) of
+// the choice and its two factors. Nothing when the scheduler did not run. It
+// does nothing when the span is not recording (tracing off or not sampled),
+// so it costs nothing then. Safe for concurrent use.
+func setSpan(ctx context.Context, rec *pickRecord) {
+	pk := rec.pk
+	if pk == nil {
+		return
+	}
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(attrPool.String(pool), attrBlocks.Int(blocks))
+	span.SetAttributes(attrPool.String(rec.pool), attrBlocks.Int(rec.blocks()),
+		attrSeed.String(strconv.FormatUint(rec.seed, 10)))
 	if pk.Config != nil {
 		span.SetAttributes(attrStrategy.String(pk.Config.Policy.Strategy.String()),
 			attrWeightsVersion.Int64(int64(pk.Config.WeightsVersion)))
 	}
-	if err != nil {
+	if rec.decErr != nil {
 		return
 	}
 	d, snap := &pk.Decision, &pk.Snapshot
@@ -209,12 +191,4 @@ func setSpan(ctx context.Context, pool string, pk *state.Pick, blocks int, err e
 		attrHitRatio.Float64(d.Deployments[d.Deployment].HitRatio),
 		attrMatchedBlocks.Int(in.MatchedBlocks),
 	)
-}
-
-// setSpanSeed adds the decision's seed to the call's span, so that a traced
-// pick can be replayed.
-func setSpanSeed(ctx context.Context, resp *pb.PickResponse) {
-	if span := trace.SpanFromContext(ctx); span.IsRecording() && resp.GetDecision() != nil {
-		span.SetAttributes(attrSeed.String(strconv.FormatUint(resp.GetDecision().GetSeed(), 10)))
-	}
 }

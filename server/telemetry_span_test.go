@@ -11,14 +11,14 @@ import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 )
 
-// TestPickSpanAttributes runs Picks through the observer's interceptor
-// under a recording span and checks the attributes the handler put on it:
-// the chosen deployment and instance, the strategy and the probability of
-// the choice, or only the pool and strategy when the pick failed.
+// TestPickSpanAttributes runs Picks through PickFor under a recording span
+// and checks the attributes it put on it: the chosen deployment and
+// instance, the strategy, the probability of the choice and the seed, at
+// every audit level (AUDIT_LEVEL_NONE too: the response then carries no
+// decision, the span still the seed), or only the pool and strategy when
+// the pick failed.
 func TestPickSpanAttributes(t *testing.T) {
 	s, _ := obsPickServer(t, true)
-	ps := &pickService{s: s}
-	handler := func(ctx context.Context, req any) (any, error) { return ps.Pick(ctx, req.(*pb.PickRequest)) }
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(context.Background())
@@ -30,11 +30,12 @@ func TestPickSpanAttributes(t *testing.T) {
 		exclude string
 	}{
 		{"chosen", obsPickRequest(), true, ""},
+		{"chosen, audit none", obsPickRequestAt(pb.AuditLevel_AUDIT_LEVEL_NONE), true, ""},
 		{"no eligible instance", &pb.PickRequest{Pool: "bench", ExcludeInstances: []string{"i0", "i1", "i2", "i3", "i4", "i5", "i6"}}, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, span := tp.Tracer("test").Start(context.Background(), "Pick")
-			resp, err := s.obs.pickInterceptor(ctx, c.req, pickInfo, handler)
+			resp, err := s.PickFor(ctx, c.req, PickMeta{})
 			span.End()
 			if (err == nil) != c.chosen {
 				t.Fatalf("Pick: %v", err)
@@ -54,20 +55,25 @@ func TestPickSpanAttributes(t *testing.T) {
 			if !c.chosen {
 				return
 			}
-			r := resp.(*pb.PickResponse)
+			r := resp
 			var joint float64
 			for _, in := range r.GetDecision().GetInstances() {
 				if in.GetInstanceId() == r.GetInstanceId() {
 					joint = in.GetJointProbability()
 				}
 			}
-			for k, want := range map[attribute.Key]attribute.Value{
-				attrDeployment:  attribute.StringValue(r.GetDeployment()),
-				attrInstance:    attribute.StringValue(r.GetInstanceId()),
-				attrProbability: attribute.Float64Value(joint),
-				attrBlocks:      attribute.IntValue(32),
-				attrSeed:        attribute.StringValue("1"),
-			} {
+			want := map[attribute.Key]attribute.Value{
+				attrDeployment: attribute.StringValue(r.GetDeployment()),
+				attrInstance:   attribute.StringValue(r.GetInstanceId()),
+				attrBlocks:     attribute.IntValue(32),
+				attrSeed:       attribute.StringValue("1"),
+			}
+			if r.GetDecision() == nil { // AUDIT_LEVEL_NONE: the span has the choice's probability all the same
+				joint = attrs[attrProbability].AsFloat64()
+			} else {
+				want[attrProbability] = attribute.Float64Value(joint)
+			}
+			for k, want := range want {
 				if attrs[k] != want {
 					t.Errorf("%s = %v, want %v", k, attrs[k].Emit(), want.Emit())
 				}

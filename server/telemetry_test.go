@@ -1,9 +1,7 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"strings"
 	"testing"
 	"time"
 )
@@ -59,35 +57,5 @@ func TestNewTelemetryFollowsEnvironment(t *testing.T) {
 			t.Errorf("%v: Shutdown: %v", c.env, err)
 		}
 		cancel()
-	}
-}
-
-// TestNewLogger checks the formats and levels the flags accept.
-func TestNewLogger(t *testing.T) {
-	for _, c := range []struct {
-		format, level string
-		ok            bool
-		prefix        string // of the line logged at info
-	}{
-		{"text", "info", true, "time="},
-		{"json", "debug", true, "{"},
-		{"", "warn", true, ""},
-		{"JSON", "error", true, ""},
-		{"yaml", "info", false, ""},
-		{"text", "loud", false, ""},
-	} {
-		var b bytes.Buffer
-		log, err := NewLogger(&b, c.format, c.level)
-		if (err == nil) != c.ok {
-			t.Errorf("NewLogger(%q, %q): %v, want ok=%v", c.format, c.level, err, c.ok)
-			continue
-		}
-		if err != nil {
-			continue
-		}
-		log.Info("hello")
-		if !strings.HasPrefix(b.String(), c.prefix) || (c.prefix == "") != (b.Len() == 0) {
-			t.Errorf("NewLogger(%q, %q) logged %q at info", c.format, c.level, b.String())
-		}
 	}
 }

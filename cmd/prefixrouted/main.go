@@ -19,6 +19,8 @@ import (
 
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/cluster"
+	"github.com/prefixroute/prefixroute/internal/readiness"
+	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/server"
 )
 
@@ -33,15 +35,16 @@ func main() {
 // returns the exit code: 0 after a clean shutdown.
 func run() int {
 	var cfg server.DaemonConfig
-	flag.StringVar(&cfg.Listen, "listen", "127.0.0.1:50051", "gRPC listen address")
-	flag.StringVar(&cfg.HTTPListen, "http-listen", "127.0.0.1:9090", `HTTP listen address for /healthz, /readyz and /metrics ("off" to disable)`)
+	flag.StringVar(&cfg.Listen, "listen", server.DefaultListen, "gRPC listen address")
+	flag.StringVar(&cfg.HTTPListen, "http-listen", server.DefaultHTTPListen, `HTTP listen address for /healthz, /readyz and /metrics ("off" to disable)`)
 	flag.StringVar(&cfg.Server.DataDir, "data-dir", "./data", "directory for durable weights, policies and the audit log")
-	flag.IntVar(&cfg.Server.Limits.MaxPrefixBlocks, "max-prefix-blocks", 8192, "most prefix hashes one Pick may carry")
-	flag.IntVar(&cfg.Server.Limits.MaxInstancesPerPool, "max-instances-per-pool", 4096, "most instances one pool may hold")
-	flag.IntVar(&cfg.Server.Limits.MaxPools, "max-pools", 1024, "most pools the router may hold")
-	flag.IntVar(&cfg.Server.Limits.MaxBlocksPerInstance, "max-blocks-per-instance", 1<<20, "most prefix-index blocks held for one instance, whatever kv_capacity_blocks it reports")
-	flag.IntVar(&cfg.Server.Limits.MaxIndexPairs, "max-index-pairs", 1<<26, "most prefix-index (block, instance) pairs over all pools (36-82 bytes each)")
-	flag.DurationVar(&cfg.Server.Limits.Migration.Window, "migration-window", 5*time.Minute, "window of picks GetMigrationStatus reads (prefixctl migration), in 60 buckets")
+	flag.IntVar(&cfg.Server.Limits.MaxPrefixBlocks, "max-prefix-blocks", state.DefaultMaxPrefixBlocks, "most prefix hashes one Pick may carry")
+	flag.IntVar(&cfg.Server.Limits.MaxInstancesPerPool, "max-instances-per-pool", state.DefaultMaxInstancesPerPool, "most instances one pool may hold")
+	flag.IntVar(&cfg.Server.Limits.MaxPools, "max-pools", state.DefaultMaxPools, "most pools the router may hold")
+	flag.IntVar(&cfg.Server.Limits.MaxBlocksPerInstance, "max-blocks-per-instance", state.DefaultMaxBlocksPerInstance, "most prefix-index blocks held for one instance, whatever kv_capacity_blocks it reports")
+	flag.IntVar(&cfg.Server.Limits.MaxIndexPairs, "max-index-pairs", state.DefaultMaxIndexPairs, "most prefix-index (block, instance) pairs over all pools (36-82 bytes each)")
+	flag.DurationVar(&cfg.Server.Limits.Migration.Window, "migration-window", readiness.DefaultWindow,
+		fmt.Sprintf("window of picks GetMigrationStatus reads (prefixctl migration), in %d buckets", readiness.DefaultBuckets))
 	flag.StringVar(&cfg.DecisionLog, "decision-log", "", "append sampled Picks with their full decision to this file as JSON lines (off when empty)")
 	flag.Float64Var(&cfg.DecisionLogRate, "decision-log-rate", 0.01, "fraction of Picks the decision log samples, 0..1")
 	flag.IntVar(&cfg.DecisionLogBuffer, "decision-log-buffer", server.DefaultDecisionLogBuffer, "sampled Picks held waiting for the disk before new ones are dropped")
@@ -54,7 +57,7 @@ func run() int {
 		return code
 	}
 
-	log, err := server.NewLogger(os.Stderr, *logFormat, *logLevel)
+	log, err := newLogger(os.Stderr, *logFormat, *logLevel)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "prefixrouted: --log-level / --log-format: %v\n", err)
 		return 2
@@ -100,7 +103,7 @@ func securityFlags(cfg *server.DaemonConfig) {
 	flag.StringVar(&cfg.TLS.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
 	flag.StringVar(&cfg.TLS.ClientCAFile, "tls-client-ca", "", "PEM CA bundle verifying client certificates, which the tokens file maps to identities")
 	flag.BoolVar(&cfg.Insecure, "insecure", false, "allow non-loopback listeners without --tokens-file, or gRPC without TLS")
-	flag.IntVar(&cfg.MaxRecvMsgBytes, "max-message-bytes", 4<<20, "largest gRPC message accepted")
+	flag.IntVar(&cfg.MaxRecvMsgBytes, "max-message-bytes", server.DefaultMaxRecvMsgBytes, "largest gRPC message accepted")
 	flag.IntVar(&cfg.Transport.MaxConnections, "max-connections", server.DefaultMaxConnections, "open gRPC connections; more wait to be accepted")
 	flag.IntVar(&cfg.Transport.MaxReportStreams, "max-report-streams", server.DefaultMaxReportStreams, "open ReportLoad streams per daemon")
 	flag.Float64Var(&cfg.Transport.ReportsPerSecond, "max-reports-per-second", server.DefaultReportsPerSecond, "reports per second per stream (token bucket)")
