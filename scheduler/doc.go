@@ -1,6 +1,6 @@
 // Package scheduler is the pure scheduling math of prefixroute: given a
 // pool's state and one request, it computes the two-level probability model
-// of the design (DESIGN.md, after the seed write-up) and draws an instance.
+// of docs/model.md (after the seed write-up) and draws an instance.
 // It has no clock, no goroutines, no mutable global state and no dependency
 // outside the standard library; randomness comes from an injected RNG, so the
 // same state, policy and RNG seed give the same decision.

@@ -49,7 +49,7 @@ type DaemonConfig struct {
 	// Server configures the services.
 	Server Options
 	// DecisionLog is a file to append sampled Picks to as JSON lines (see
-	// docs/operating.md); "" turns the decision log off.
+	// README "Decision log"); "" turns the decision log off.
 	DecisionLog string
 	// DecisionLogRate is the fraction of Picks the decision log samples, in
 	// [0, 1]; 0 logs none.

@@ -1,6 +1,6 @@
 // Command prefixrouted is the prefixroute sidecar: gateways ask it which
 // model-server instance should serve each request. See README.md and
-// docs/operating.md.
+// README "Operating prefixrouted".
 package main
 
 import (
