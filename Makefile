@@ -115,6 +115,8 @@ vet:
 ## test: everything CI checks. Tool builds included, well under 10 minutes.
 test: tools test-deps check-generate lint breaking vet
 	$(GO) test $(GOTEST_FLAGS) ./...
+	# Allocation tests (TestXxxDoesNotAllocate, TestXxxAllocs, ...) skip under -race: run them without it.
+	$(GO) test -count=1 -timeout 5m -run 'Alloc' ./...
 
 ## bench: the Go benchmarks behind BENCHMARKS.md.
 bench:

@@ -20,6 +20,7 @@ import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/server"
 )
@@ -135,19 +136,10 @@ func exported(fams map[string]*dto.MetricFamily, name string) bool {
 func scrapeLiveDaemon(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
 	ns := natstest.Start(t)
-	d, err := server.Start(server.DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Server: server.Options{
-		DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Cluster: &cluster.Config{URLs: []string{ns.URL()}, Name: "r1", FlushInterval: time.Millisecond,
-			ApplyTimeout: 5 * time.Second, ReconnectWait: 50 * time.Millisecond, ReconnectJitter: 10 * time.Millisecond},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		d.Shutdown(ctx)
-	})
+	d := servertest.Start(t, servertest.RealClock(), servertest.Config(func(c *server.DaemonConfig) {
+		c.Server.Cluster = &cluster.Config{URLs: []string{ns.URL()}, Name: "r1", FlushInterval: time.Millisecond,
+			ApplyTimeout: 5 * time.Second, ReconnectWait: 50 * time.Millisecond, ReconnectJitter: 10 * time.Millisecond}
+	})).D
 	cc, err := client.Dial(d.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -208,16 +200,10 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// poll waits for cond, checking every 10 ms, up to a bound only a stuck
-// test reaches.
+// poll waits for cond (servertest.Eventually).
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("%s: not within 30s", what)
+	servertest.Eventually(t, what, cond)
 }
 
 // familyList is for debugging a failure: the exported families.
@@ -229,3 +215,6 @@ func familyList(fams map[string]*dto.MetricFamily) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestMain fails the package's tests if they leave goroutines running.
+func TestMain(m *testing.M) { servertest.VerifyNoLeaks(m) }

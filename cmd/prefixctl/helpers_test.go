@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,30 +13,24 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/server"
 )
 
-// startDaemon runs a real sidecar on 127.0.0.1:0 with a temp data dir,
-// stopped at the end of the test. With frozen, its clock stands still (no
-// instance ever goes stale); else it is the real clock.
+// TestMain fails the package's tests if they leave goroutines running.
+func TestMain(m *testing.M) { servertest.VerifyNoLeaks(m) }
+
+// startDaemon runs a real sidecar on 127.0.0.1:0 with a temp data dir
+// (servertest.Start), stopped at the end of the test. With frozen, its clock
+// stands still (no instance ever goes stale); else it is the real clock.
 func startDaemon(t *testing.T, frozen bool) *server.Daemon {
 	t.Helper()
-	opts := server.Options{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	if frozen {
-		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-		opts.Now = func() time.Time { return at }
+	opts := []servertest.Option{servertest.Config(func(c *server.DaemonConfig) { c.HTTPListen = "off" })}
+	if !frozen {
+		opts = append(opts, servertest.RealClock())
 	}
-	d, err := server.Start(server.DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off", Server: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		d.Shutdown(ctx)
-	})
-	return d
+	return servertest.Start(t, opts...).D
 }
 
 // result is one prefixctl run.
@@ -110,16 +103,8 @@ func silentAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
+// deadAddr is a loopback address nothing listens on.
+func deadAddr(t *testing.T) string { return servertest.DeadAddr(t) }
 
 // report starts an instance through pkg/client, closed at the end of the
 // test.

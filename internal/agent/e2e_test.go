@@ -14,6 +14,7 @@ import (
 	"time"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/server"
 )
@@ -94,36 +95,23 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startRouter runs a real prefixrouted in-process on loopback, with a real
-// clock (instances go stale after the default 2s).
+// TestMain fails the package's tests if they leave goroutines running.
+func TestMain(m *testing.M) { servertest.VerifyNoLeaks(m) }
+
+// startRouter runs a real prefixrouted in-process on loopback
+// (servertest.Start), with a real clock (instances go stale after the
+// default 2s).
 func startRouter(t testing.TB) string {
 	t.Helper()
-	d, err := server.Start(server.DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off",
-		Server: server.Options{DataDir: t.TempDir(), Logger: quiet}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		d.Shutdown(ctx)
-	})
-	return d.Addr()
+	return servertest.Start(t, servertest.RealClock(),
+		servertest.Config(func(c *server.DaemonConfig) { c.HTTPListen = "off" })).Addr()
 }
 
+// eventually polls cond until it returns "" (servertest.EventuallyOK), or
+// fails with cond's last complaint.
 func eventually(t *testing.T, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %s", msg)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	servertest.EventuallyOK(t, cond)
 }
 
 const pool, blockSize = "llama", 16

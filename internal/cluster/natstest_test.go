@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 func testConfig(url, name string) Config {
@@ -41,3 +43,7 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestMain fails the package's tests if they leave goroutines running. It
+// calls goleak directly: internal/servertest imports this package.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

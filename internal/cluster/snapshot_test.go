@@ -71,7 +71,10 @@ func TestSnapshot5MiBReassembled(t *testing.T) {
 	waitFor(t, 5*time.Second, "both handlers called 3 times", func() bool { return calls.Load() == 6 })
 	served := func() uint64 { return servers[0].Stats().SnapshotsServed + servers[1].Stats().SnapshotsServed }
 	waitFor(t, 5*time.Second, "3 completed streams", func() bool { return served() >= 3 })
-	time.Sleep(100 * time.Millisecond)
+	// Close waits for every responder goroutine to return, so after it the
+	// count is final: a loser that streamed to the end would show here.
+	servers[0].Close()
+	servers[1].Close()
 	if s := served(); s != 3 {
 		t.Fatalf("%d completed snapshot streams for 3 requests", s)
 	}

@@ -3,13 +3,12 @@ package sim
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/server"
 )
 
@@ -19,23 +18,13 @@ func startDaemon(t *testing.T, reportInterval time.Duration) string {
 	return startReplica(t, reportInterval, nil)
 }
 
-// startReplica is startDaemon joined to a cluster when c is not nil.
+// startReplica is startDaemon joined to a cluster when c is not nil
+// (servertest.Start on the real clock).
 func startReplica(t *testing.T, reportInterval time.Duration, c *cluster.Config) string {
 	t.Helper()
-	d, err := server.Start(server.DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off",
-		Server: server.Options{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			ReportInterval: reportInterval, Cluster: c}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := d.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	return d.Addr()
+	return servertest.Start(t, servertest.RealClock(), servertest.Config(func(d *server.DaemonConfig) {
+		d.HTTPListen, d.Server.ReportInterval, d.Server.Cluster = "off", reportInterval, c
+	})).Addr()
 }
 
 // TestLiveSmoke runs 2 s of a tiny scenario against a real prefixrouted
@@ -117,3 +106,6 @@ func TestLiveRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestMain fails the package's tests if they leave goroutines running.
+func TestMain(m *testing.M) { servertest.VerifyNoLeaks(m) }

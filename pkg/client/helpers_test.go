@@ -4,14 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/server"
 )
@@ -19,69 +18,42 @@ import (
 // quiet is a logger that drops everything.
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// fakeClock is a settable clock for the daemon; safe for concurrent use.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// TestMain fails the package's tests if they leave goroutines running.
+func TestMain(m *testing.M) { servertest.VerifyNoLeaks(m) }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// sidecar is one in-process daemon on loopback. Its clock stands still, so
-// instances never go stale.
+// sidecar is one in-process daemon on loopback (servertest.Start). Its clock
+// stands still, so instances never go stale.
 type sidecar struct {
+	*servertest.Sidecar
 	t    testing.TB
-	d    *server.Daemon
 	addr string
-	dir  string
 }
 
 // startSidecar runs a daemon on addr ("127.0.0.1:0" for a free port) with
 // the data dir dir (a new temp dir when ""), stopped at the end of the test.
-// cfg may set limits and the report interval.
+// opts may set limits and the report interval.
 func startSidecar(t testing.TB, addr, dir string, opts ...func(*server.DaemonConfig)) *sidecar {
 	t.Helper()
-	if dir == "" {
-		dir = t.TempDir()
+	o := []servertest.Option{servertest.Config(func(c *server.DaemonConfig) { c.Listen, c.HTTPListen = addr, "off" })}
+	if dir != "" {
+		o = append(o, servertest.Dir(dir))
 	}
-	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	cfg := server.DaemonConfig{Listen: addr, HTTPListen: "off",
-		Server: server.Options{DataDir: dir, Now: clock.Now, Logger: quiet}}
-	for _, o := range opts {
-		o(&cfg)
+	for _, f := range opts {
+		o = append(o, servertest.Config(f))
 	}
-	d, err := server.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &sidecar{t: t, d: d, addr: d.Addr(), dir: dir}
-	t.Cleanup(s.stop)
-	return s
+	ss := servertest.Start(t, o...)
+	return &sidecar{Sidecar: ss, t: t, addr: ss.Addr()}
 }
 
 // stop shuts the daemon down; a second call does nothing.
-func (s *sidecar) stop() {
-	if s.d == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.d.Shutdown(ctx); err != nil {
-		s.t.Errorf("shutdown: %v", err)
-	}
-	s.d = nil
-}
+func (s *sidecar) stop() { s.Stop() }
 
 // restart stops the daemon and starts a new one on the same address and
 // data dir.
 func (s *sidecar) restart(opts ...func(*server.DaemonConfig)) *sidecar {
 	s.t.Helper()
 	s.stop()
-	return startSidecar(s.t, s.addr, s.dir, opts...)
+	return startSidecar(s.t, s.addr, s.Dir, opts...)
 }
 
 // dial returns a Dial connection to addr, closed at the end of the test.
@@ -95,33 +67,11 @@ func dial(t testing.TB, addr string) *grpc.ClientConn {
 	return cc
 }
 
-// deadAddr returns a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
-// eventually polls cond every 10ms until it returns "" or 20s pass, then
+// eventually polls cond until it returns "" (servertest.EventuallyOK), or
 // fails with cond's last complaint. For asynchronous outcomes only.
 func eventually(t *testing.T, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %s", msg)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	servertest.EventuallyOK(t, cond)
 }
 
 // instanceStatus returns the sidecar's view of one instance, or nil.
@@ -146,7 +96,8 @@ func idle() client.Load {
 	return client.Load{PrefillTokensPerSecond: 10000, KVCapacityBlocks: 1 << 20, BlockSizeTokens: 16}
 }
 
-// reporter starts a Reporter with fast backoff, closed at the end of the
+// reporter starts a Reporter with fast backoff (unless opts set
+// MaxBackoff), closed at the end of the
 // test.
 func reporter(t *testing.T, cc grpc.ClientConnInterface, opts client.ReporterOptions) *client.Reporter {
 	t.Helper()
@@ -156,7 +107,9 @@ func reporter(t *testing.T, cc grpc.ClientConnInterface, opts client.ReporterOpt
 	if opts.Address == "" {
 		opts.Address = opts.InstanceID + ":8000"
 	}
-	opts.MinBackoff, opts.MaxBackoff = 5*time.Millisecond, 100*time.Millisecond
+	if opts.MaxBackoff == 0 {
+		opts.MinBackoff, opts.MaxBackoff = 5*time.Millisecond, 100*time.Millisecond
+	}
 	opts.Logger = quiet
 	r, err := client.NewReporter(cc, opts)
 	if err != nil {

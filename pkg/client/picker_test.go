@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/pkg/prefixhash"
 )
@@ -118,7 +119,7 @@ func TestPickFallback(t *testing.T) {
 		{InstanceID: "s-3", Address: "10.0.0.3:8000", Deployment: "B"},
 	}
 	tokens := iota32(1, 64)
-	dead := deadAddr(t)
+	dead := servertest.DeadAddr(t)
 	plain, err := grpc.NewClient(dead, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

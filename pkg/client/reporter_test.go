@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/pkg/prefixhash"
 	"github.com/prefixroute/prefixroute/server"
@@ -166,7 +167,7 @@ func TestReporterSplitsEvents(t *testing.T) {
 				for i := range hashes {
 					hashes[i] = uint64(i) * 0x9e3779b97f4a7c15
 				}
-				addr := deadAddr(t)
+				addr := servertest.DeadAddr(t)
 				cc := dial(t, addr)
 				r := reporter(t, cc, client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a-1",
 					CacheEvents: true, MaxEventsPerMessage: tc.clientLimit})
@@ -322,16 +323,33 @@ func TestReporterClose(t *testing.T) {
 }
 
 // TestReporterCloseWhileDown: Close returns while the Reporter is backing
-// off from an unreachable sidecar.
+// off from an unreachable sidecar, without waiting the backoff out and
+// without another connection attempt. MinBackoff = MaxBackoff = 10s, so
+// every wait is drawn from [0, 10s] (full jitter); Close must return before
+// MaxBackoff has passed since the failure was seen, which a Close that
+// waited for the timer would only do by the luck of a short draw, and then
+// it would have opened another stream, which the test also rejects.
 func TestReporterCloseWhileDown(t *testing.T) {
-	r := reporter(t, dial(t, deadAddr(t)), client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a-1"})
+	const backoff = 10 * time.Second
+	r := reporter(t, dial(t, servertest.DeadAddr(t)), client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a-1",
+		MinBackoff: backoff, MaxBackoff: backoff})
 	eventually(t, func() string {
 		if !client.Unreachable(r.Stats().LastError) {
 			return fmt.Sprintf("LastError %v, want unreachable", r.Stats().LastError)
 		}
 		return ""
 	})
-	r.Close()
+	failed := time.Now()
+	streams := r.Stats().Streams
+	if err := r.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if took := time.Since(failed); took >= backoff {
+		t.Fatalf("Close returned %v after the failure, not before the %v backoff expired", took, backoff)
+	}
+	if got := r.Stats().Streams; got > streams+1 {
+		t.Fatalf("Close let the Reporter open %d more streams", got-streams)
+	}
 }
 
 func TestNewReporterOptions(t *testing.T) {
