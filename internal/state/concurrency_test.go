@@ -131,7 +131,7 @@ func TestConcurrentPool(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 300))
 		for i := range 100 {
 			cfg := DefaultConfig()
-			cfg.Policy.DefaultKVCapacityBlocks = []uint64{0, 4, 16, 64}[rng.IntN(4)]
+			cfg.Policy.DefaultKVCapacityBlocks = []uint64{1, 4, 16, 64}[rng.IntN(4)]
 			switch rng.IntN(3) {
 			case 1:
 				cfg.Weights = map[string]float64{"old": 9, "new": 1}
