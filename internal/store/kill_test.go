@@ -34,7 +34,7 @@ func killChild(dir string) {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		os.Exit(2)
 	}
-	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // the process ends here either way
 	select {} // never reached
 }
 
@@ -44,7 +44,7 @@ func TestDurableAcrossKill9(t *testing.T) {
 	if _, err := s.SetWeights("chat", map[string]float64{"a": 1}, 0, "parent"); err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
+	closeStore(t, s)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), killChildEnv+"="+dir)

@@ -48,7 +48,7 @@ func TestRampSurvivesReopen(t *testing.T) {
 		t.Fatalf("step applied twice: %v", err)
 	}
 	want := pc
-	s.Close()
+	closeStore(t, s)
 
 	s = openStore(t, dir, Options{Now: testClock()})
 	got, _ := s.Pool("chat")
