@@ -35,7 +35,7 @@ func killChild(dir string) {
 		os.Exit(2)
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // the process ends here either way
-	select {} // never reached
+	select {}                                      // never reached
 }
 
 func TestDurableAcrossKill9(t *testing.T) {
