@@ -318,7 +318,7 @@ func TestReporterClose(t *testing.T) {
 	if st := r.Stats(); st.LastError != nil || st.Connected {
 		t.Errorf("after Close: %+v", st)
 	}
-	r.Close()
+	closeReporter(t, r)
 }
 
 // TestReporterCloseWhileDown: Close returns while the Reporter is backing
@@ -331,7 +331,7 @@ func TestReporterCloseWhileDown(t *testing.T) {
 		}
 		return ""
 	})
-	r.Close()
+	closeReporter(t, r)
 }
 
 func TestNewReporterOptions(t *testing.T) {
