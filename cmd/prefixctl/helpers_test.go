@@ -35,7 +35,9 @@ func startDaemon(t *testing.T, frozen bool) *server.Daemon {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		d.Shutdown(ctx)
+		if err := d.Shutdown(ctx); err != nil {
+			t.Errorf("daemon Shutdown: %v", err)
+		}
 	})
 	return d
 }
@@ -136,5 +138,10 @@ func report(t *testing.T, addr string, opts client.ReporterOptions, load client.
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close(); cc.Close() })
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("Reporter.Close: %v", err)
+		}
+		cc.Close()
+	})
 }
