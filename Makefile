@@ -12,12 +12,16 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GRPCURL_VERSION            := v1.9.4
 NATS_SERVER_VERSION        := v2.15.2
+STATICCHECK_VERSION        := v0.8.2
+ERRCHECK_VERSION           := v1.30.0
 
 BUF                := $(BIN)/.stamp-buf-$(BUF_VERSION)
 PROTOC_GEN_GO      := $(BIN)/.stamp-protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
 PROTOC_GEN_GO_GRPC := $(BIN)/.stamp-protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
 GRPCURL            := $(BIN)/.stamp-grpcurl-$(GRPCURL_VERSION)
 NATS_SERVER        := $(BIN)/.stamp-nats-server-$(NATS_SERVER_VERSION)
+STATICCHECK        := $(BIN)/.stamp-staticcheck-$(STATICCHECK_VERSION)
+ERRCHECK           := $(BIN)/.stamp-errcheck-$(ERRCHECK_VERSION)
 
 LISTEN      ?= 127.0.0.1:50051
 HTTP_LISTEN ?= 127.0.0.1:9090
@@ -46,7 +50,14 @@ $(NATS_SERVER):
 	$(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
 	@touch $@
 
-tools: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(GRPCURL)
+$(STATICCHECK):
+	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@touch $@
+$(ERRCHECK):
+	$(GO) install github.com/kisielk/errcheck@$(ERRCHECK_VERSION)
+	@touch $@
+
+tools: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(GRPCURL) $(STATICCHECK) $(ERRCHECK)
 
 ## run: start the sidecar on its embedded default (loopback, state in ./data).
 run:
@@ -107,10 +118,14 @@ breaking: $(BUF)
 	if [ -z "$$tag" ]; then echo "buf breaking: no release tag yet, nothing to compare against"; \
 	else echo "buf breaking --against .git#tag=$$tag"; buf breaking --against ".git#tag=$$tag"; fi
 
-vet:
+## vet: go vet, gofmt, staticcheck and errcheck (tests included; the
+## calls errcheck may skip, and why, are in .errcheck-excludes). Any finding fails.
+vet: $(STATICCHECK) $(ERRCHECK)
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^api/')); \
 	if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+	staticcheck ./...
+	errcheck -exclude .errcheck-excludes ./...
 
 ## test: everything CI checks. Tool builds included, well under 10 minutes.
 test: tools test-deps check-generate lint breaking vet

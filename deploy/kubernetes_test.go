@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -84,7 +83,7 @@ func loadManifests(t *testing.T) []object {
 func prefixroutedFlags(t *testing.T) map[string]bool {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "prefixrouted")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin := "go" // go test puts its own GOROOT/bin first on PATH
 	if out, err := exec.Command(gobin, "build", "-o", bin, "../cmd/prefixrouted").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -64,9 +64,6 @@ func (a *authFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&a.serverName, "tls-server-name", a.serverName, "name the sidecar's certificate must carry (env PREFIXCTL_TLS_SERVER_NAME)")
 }
 
-// authFlagNames are the flags of authFlags, for the help's global list.
-var authFlagNames = []string{"token-file", "tls", "tls-ca", "tls-cert", "tls-key", "tls-server-name"}
-
 // usesTLS reports whether the connection uses TLS.
 func (a *authFlags) usesTLS() bool {
 	return a.tls || a.ca != "" || a.cert != "" || a.key != "" || a.serverName != ""

@@ -29,7 +29,9 @@ func startSecureDaemon(t *testing.T, p *testpki.PKI, withTLS bool) *server.Daemo
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		d.Shutdown(ctx)
+		if err := d.Shutdown(ctx); err != nil {
+			t.Errorf("daemon Shutdown: %v", err)
+		}
 	})
 	return d
 }

@@ -121,5 +121,10 @@ func report(t *testing.T, addr string, opts client.ReporterOptions, load client.
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close(); cc.Close() })
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("Reporter.Close: %v", err)
+		}
+		cc.Close()
+	})
 }

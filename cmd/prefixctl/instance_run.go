@@ -73,7 +73,9 @@ func (c *cli) instanceRun(fs *pflag.FlagSet) runner {
 		}
 		<-ctx.Done()
 		st := r.Stats()
-		r.Close()
+		if err := r.Close(); err != nil {
+			return err
+		}
 		fmt.Fprintf(c.stdout, "instance %s stopped: reports %d, acks %d, streams %d\n", pos[2], st.Reports, st.Acks, st.Streams)
 		if st.Acks == 0 {
 			if st.LastError != nil {

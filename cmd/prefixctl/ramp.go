@@ -64,7 +64,7 @@ func parseSteps(spec string) ([]*pb.RampStep, error) {
 		}
 		after, ws, ok := strings.Cut(part, ":")
 		if !ok {
-			return nil, fmt.Errorf("step %d %q: want AFTER:DEP=W,...", i+1, part)
+			return nil, fmt.Errorf("step %d %q: want AFTER:DEP=W[,DEP=W]", i+1, part)
 		}
 		d, err := time.ParseDuration(strings.TrimSpace(after))
 		if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"strings"
 	"unicode/utf8"
@@ -110,7 +111,7 @@ func (t *table) write(out io.Writer) {
 		}
 		s := strings.TrimRight(b.String(), " ")
 		b.Reset()
-		io.WriteString(out, s+"\n")
+		fmt.Fprintln(out, s)
 	}
 	names := make([]string, len(t.cols))
 	for i, c := range t.cols {
@@ -119,7 +120,7 @@ func (t *table) write(out io.Writer) {
 	line(names)
 	for _, r := range t.rows {
 		if r.cells == nil {
-			io.WriteString(out, t.indent+truncate(r.section, termWidth-runes(t.indent))+"\n")
+			fmt.Fprintln(out, t.indent+truncate(r.section, termWidth-runes(t.indent)))
 			continue
 		}
 		line(r.cells)

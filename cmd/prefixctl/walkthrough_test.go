@@ -147,7 +147,8 @@ func runScript(t *testing.T, name string) (stdout, stderr, addr, from string) {
 	cmd.Stdout, cmd.Stderr = &outb, &errb
 	err = cmd.Run()
 	if cmd.Process != nil {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		// Reap the process group; ESRCH (already gone) is the usual answer.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	stdout, stderr = outb.String(), errb.String()
 	t.Logf("%s %s output:\n%s\nstderr:\n%s", from, name, stdout, stderr)

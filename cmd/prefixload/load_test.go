@@ -5,7 +5,6 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +37,7 @@ func TestSmoke(t *testing.T) {
 		t.Skip("-short")
 	}
 	bin := filepath.Join(t.TempDir(), "prefixrouted")
-	if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "../prefixrouted").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "../prefixrouted").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	c := config{daemon: bin, streams: 20, conns: 4, rate: 20, pickers: 2, pools: 2, duration: time.Second,

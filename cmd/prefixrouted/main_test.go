@@ -9,7 +9,6 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +48,7 @@ func buildDaemon(t *testing.T) (bin, dir string) {
 	t.Helper()
 	dir = t.TempDir()
 	bin = filepath.Join(dir, "prefixrouted")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin := "go" // go test puts its own GOROOT/bin first on PATH
 	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

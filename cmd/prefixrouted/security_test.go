@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -61,7 +60,7 @@ func TestHashToken(t *testing.T) {
 func TestRefusesExposedListener(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "prefixrouted")
-	if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	for _, args := range [][]string{{"--listen", "0.0.0.0:0", "--http-listen", "off"}, {"--listen", "127.0.0.1:0", "--http-listen", ":0"}} {

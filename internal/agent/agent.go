@@ -107,7 +107,6 @@ type Agent struct {
 	rep     *client.Reporter
 	blk     chan struct{} // closed once the block size is known
 	blkOnce sync.Once
-	snap    []uint64
 }
 
 // New checks cfg and returns an Agent that reports over cc (normally from

@@ -27,9 +27,7 @@ func (e *eventLog) handler(pool, origin string, sentAt time.Time, payloads [][]b
 		e.got = map[string][][]byte{}
 	}
 	k := origin + "|" + pool
-	for _, p := range payloads {
-		e.got[k] = append(e.got[k], p) // payloads[i] may be retained
-	}
+	e.got[k] = append(e.got[k], payloads...) // payloads[i] may be retained
 	e.batches++
 	e.n += len(payloads)
 }

@@ -104,7 +104,7 @@ func appendAudit(fsys fileSystem, path string, r auditRecord) error {
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
+		_ = f.Close() // the Stat error is the one to report
 		return fmt.Errorf("stat audit log: %w", err)
 	}
 	if _, err = f.Write(line); err != nil {
@@ -120,7 +120,7 @@ func appendAudit(fsys fileSystem, path string, r auditRecord) error {
 		if f.Truncate(fi.Size()) == nil {
 			_ = f.Sync()
 		}
-		f.Close()
+		_ = f.Close() // err is the one to report
 		return err
 	}
 	// The record is durable: a failing close changes nothing on disk, and

@@ -14,12 +14,20 @@ func ExampleStore_SetWeights() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() {
+		if err := os.RemoveAll(dir); err != nil {
+			log.Print(err)
+		}
+	}()
 	s, err := store.Open(dir, store.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer s.Close()
+	defer func() {
+		if err := s.Close(); err != nil {
+			log.Print(err)
+		}
+	}()
 
 	// Start a canary: 1:9, unconditionally.
 	c, err := s.SetWeights("chat", map[string]float64{"old": 9, "new": 1}, 0, "alice")

@@ -64,7 +64,7 @@ func TestOpenCorruptState(t *testing.T) {
 			}
 			s, err := Open(dir, Options{})
 			if err == nil {
-				s.Close()
+				closeStore(t, s)
 				t.Fatal("Open succeeded on a corrupt state file")
 			}
 			if !errors.Is(err, ErrCorruptState) {

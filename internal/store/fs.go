@@ -104,7 +104,7 @@ func lockDir(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("open lock file: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
+		_ = f.Close() // the Flock error is the one to report
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			holder := ""
 			if b, rerr := os.ReadFile(path); rerr == nil && len(b) > 0 {

@@ -35,7 +35,7 @@ func openStore(t *testing.T, dir string, opts Options) *Store {
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { closeStore(t, s) })
 	return s
 }
 
@@ -167,7 +167,7 @@ func (f *faultFile) Sync() error {
 
 func (f *faultFile) Close() error {
 	if err := f.fs.fail("close", f.name); err != nil {
-		f.file.Close()
+		_ = f.file.Close() // the injected fault is the error to report
 		return err
 	}
 	return f.file.Close()
@@ -185,4 +185,13 @@ func (f *faultFile) Truncate(size int64) error {
 		return err
 	}
 	return f.file.Truncate(size)
+}
+
+// closeStore closes s and reports a Close error with t.Error; for defer and
+// t.Cleanup, where a Close error must not pass unseen.
+func closeStore(t testing.TB, s *Store) {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
 }

@@ -15,15 +15,25 @@ import (
 func TestMirror(t *testing.T) {
 	a := openStore(t, t.TempDir(), Options{})
 	b := openStore(t, t.TempDir(), Options{})
-	a.SetWeights("chat", map[string]float64{"a": 1}, 0, "op")
-	a.SetPolicy("chat", scheduler.DefaultPolicy(), "op")
-	pc, err := a.StartRamp("chat", map[string]float64{"a": 1}, twoSteps(), rollout.AutoHold{MinHeadroomPct: 10, From: "a", To: "b"}, 0, "op")
-	if err != nil {
+	if _, err := a.SetWeights("chat", map[string]float64{"a": 1}, 0, "op"); err != nil {
 		t.Fatal(err)
 	}
-	pc, _ = a.StepRamp("chat", 1, 0, "ramp")
-	a.UpdateRamp("chat", 1, RampPause, "paused by op", "op")
-	pc, _ = a.Pool("chat")
+	if _, err := a.SetPolicy("chat", scheduler.DefaultPolicy(), "op"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.StartRamp("chat", map[string]float64{"a": 1}, twoSteps(), rollout.AutoHold{MinHeadroomPct: 10, From: "a", To: "b"}, 0, "op"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.StepRamp("chat", 1, 0, "ramp"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.UpdateRamp("chat", 1, RampPause, "paused by op", "op"); err != nil {
+		t.Fatal(err)
+	}
+	pc, ok := a.Pool("chat")
+	if !ok {
+		t.Fatal("pool chat missing after the edits")
+	}
 
 	data, err := EncodePoolConfig(pc)
 	if err != nil {

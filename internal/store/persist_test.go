@@ -119,7 +119,7 @@ func TestPersistFailure(t *testing.T) {
 						t.Errorf("%d audit records after the retry", n)
 					}
 					want := s.Pools()
-					s.Close()
+					closeStore(t, s)
 					if got := openStore(t, dir, Options{}).Pools(); !reflect.DeepEqual(got, want) {
 						t.Errorf("after reopen:\n got %+v\nwant %+v", got, want)
 					}

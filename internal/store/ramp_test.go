@@ -48,7 +48,7 @@ func TestRampSurvivesReopen(t *testing.T) {
 		t.Fatalf("step applied twice: %v", err)
 	}
 	want := pc
-	s.Close()
+	closeStore(t, s)
 
 	s = openStore(t, dir, Options{Now: testClock()})
 	got, _ := s.Pool("chat")
@@ -94,7 +94,9 @@ func TestRampLastStepIsDone(t *testing.T) {
 	if _, err := s.StartRamp("chat", map[string]float64{"a": 1}, steps, rollout.AutoHold{}, 0, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	s.StepRamp("chat", 1, 0, "ramp")
+	if _, err := s.StepRamp("chat", 1, 0, "ramp"); err != nil {
+		t.Fatal(err)
+	}
 	pc, err := s.StepRamp("chat", 1, 1, "ramp")
 	if err != nil || pc.Ramp.State != rollout.Done || !maps.Equal(pc.Weights, steps[1].Weights) {
 		t.Fatalf("last step: %v %+v", err, pc.Ramp)

@@ -119,7 +119,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		err = s.prepareFiles()
 	}
 	if err != nil {
-		lock.Close()
+		_ = lock.Close() // err is the one to report
 		return nil, err
 	}
 	s.onDisk = raw
@@ -137,7 +137,9 @@ func (s *Store) prepareFiles() error {
 	if err != nil {
 		return fmt.Errorf("open audit log: %w", err)
 	}
-	f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close audit log: %w", err)
+	}
 	return syncDir(s.fs, s.dir)
 }
 

@@ -215,5 +215,5 @@ func TestOpenLockedDir(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open after Close: %v", err)
 	}
-	s2.Close()
+	closeStore(t, s2)
 }

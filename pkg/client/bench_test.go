@@ -28,7 +28,7 @@ func benchPool(b *testing.B, n int, prompt []uint32) *client.Picker {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { r.Close() })
+		b.Cleanup(func() { closeReporter(b, r) })
 		if i%2 == 0 {
 			r.Stored(hashes[:len(hashes)/2]...)
 		}

@@ -66,7 +66,11 @@ func ExampleReporter() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer r.Close() // ends the stream cleanly
+	defer func() { // ends the stream cleanly
+		if err := r.Close(); err != nil {
+			log.Print(err)
+		}
+	}()
 
 	// The engine's KV-cache hooks: the hash of each stored or evicted block
 	// is its prefixhash chain hash (parent hash, block's token ids).

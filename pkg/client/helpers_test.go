@@ -115,7 +115,7 @@ func reporter(t *testing.T, cc grpc.ClientConnInterface, opts client.ReporterOpt
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close() })
+	t.Cleanup(func() { closeReporter(t, r) })
 	return r
 }
 
@@ -128,4 +128,13 @@ func iota32(from, n int) []uint32 {
 		out[i] = uint32(from + i)
 	}
 	return out
+}
+
+// closeReporter closes r and reports a Close error with t.Error; for defer
+// and t.Cleanup.
+func closeReporter(t testing.TB, r *client.Reporter) {
+	t.Helper()
+	if err := r.Close(); err != nil {
+		t.Errorf("Reporter.Close: %v", err)
+	}
 }

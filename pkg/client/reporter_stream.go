@@ -180,7 +180,8 @@ func (r *Reporter) stream() (acked bool, err error) {
 		case <-r.closing:
 			st.CloseSend()
 			select {
-			case <-recvErr:
+			case err := <-recvErr:
+				_ = err // the stream's end after CloseSend; Close has nothing to report
 			case <-ctx.Done():
 			}
 			return gotAck.Load(), nil

@@ -319,7 +319,7 @@ func TestReporterClose(t *testing.T) {
 	if st := r.Stats(); st.LastError != nil || st.Connected {
 		t.Errorf("after Close: %+v", st)
 	}
-	r.Close()
+	closeReporter(t, r)
 }
 
 // TestReporterCloseWhileDown: Close returns while the Reporter is backing
