@@ -75,7 +75,7 @@ func TestPickSpanAttributes(t *testing.T) {
 			}
 			for k, want := range want {
 				if attrs[k] != want {
-					t.Errorf("%s = %v, want %v", k, attrs[k].Emit(), want.Emit())
+					t.Errorf("%s = %v, want %v", k, attrs[k].String(), want.String())
 				}
 			}
 			if !(joint > 0) {
