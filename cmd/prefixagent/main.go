@@ -14,12 +14,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prefixroute/prefixroute/internal/agent"
+	"github.com/prefixroute/prefixroute/internal/buildinfo"
 	"github.com/prefixroute/prefixroute/internal/enginemetrics"
 	"github.com/prefixroute/prefixroute/internal/netaddr"
 	"github.com/prefixroute/prefixroute/pkg/client"
@@ -129,17 +129,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// versionString is the module version and VCS revision of the binary.
-func versionString() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "prefixagent (no build info)"
-	}
-	v := "prefixagent " + bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" {
-			v += " " + s.Value
-		}
-	}
-	return v + " " + bi.GoVersion
-}
+// versionString is the binary's build (internal/buildinfo: the version
+// 'make build' stamps, else the module's; the VCS revision).
+func versionString() string { return "prefixagent " + buildinfo.Read().String() }
