@@ -93,7 +93,16 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 		wantCode(t, err, codes.Unavailable, "nothing was changed")
 		_, err = r.admin.SetPolicy(c, &pb.SetPolicyRequest{Pool: pool, Policy: &pb.Policy{DeltaMs: f64(31)}})
 		wantCode(t, err, codes.Unavailable, "nothing was changed")
-		eventually(t, "weights unchanged", weightsAt(r, 1, w1))
+		// The refused change left version 1 in force: checked once, now,
+		// not polled (a poll would pass on its first look either way).
+		if !weightsAt(r, 1, w1)() {
+			t.Errorf("replica %d: weights are not version 1 %v after a refused SetWeights", i+1, w1)
+		}
+		if pr, err := r.admin.GetPolicy(c, &pb.GetPolicyRequest{Pool: pool}); err != nil {
+			t.Errorf("replica %d: GetPolicy with NATS down: %v", i+1, err)
+		} else if pr.GetPolicy().GetDeltaMs() == 31 {
+			t.Errorf("replica %d: a refused SetPolicy changed delta_ms to 31", i+1)
+		}
 	}
 
 	// NATS comes back.
