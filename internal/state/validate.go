@@ -5,6 +5,8 @@ import (
 	"math"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 // checkName reports whether a pool, deployment, instance id or address is
@@ -61,6 +63,6 @@ func (r *Registry) ValidateReport(rep *Report) error {
 	return nil
 }
 
-// maxBlockSizeTokens bounds block_size_tokens so token arithmetic cannot
-// overflow.
-const maxBlockSizeTokens = 1 << 20
+// maxBlockSizeTokens bounds a report's block_size_tokens so token
+// arithmetic cannot overflow: the policy's own bound, one limit for both.
+const maxBlockSizeTokens = scheduler.MaxBlockSizeTokens
