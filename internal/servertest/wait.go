@@ -33,32 +33,40 @@ func Eventually(t testing.TB, what string, cond func() bool) time.Duration {
 // EventuallyWithin is Eventually with its own bound.
 func EventuallyWithin(t testing.TB, bound time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for {
+	took, ok := poll(bound, func() string {
 		if cond() {
-			return time.Since(start)
+			return ""
 		}
-		if time.Since(start) > bound {
-			t.Fatalf("%s: not true after %v", what, bound)
-			return 0
-		}
-		time.Sleep(PollInterval)
+		return "not yet"
+	})
+	if !ok {
+		t.Fatalf("%s: not true after %v", what, bound)
 	}
+	return took
 }
 
 // EventuallyOK polls cond until it returns "" (satisfied), or fails after
 // DefaultTimeout with cond's last complaint, which says what was wrong.
 func EventuallyOK(t testing.TB, cond func() string) time.Duration {
 	t.Helper()
+	var last string
+	took, ok := poll(DefaultTimeout, func() string { last = cond(); return last })
+	if !ok {
+		t.Fatalf("not after %v: %s", DefaultTimeout, last)
+	}
+	return took
+}
+
+// poll calls cond every PollInterval until it returns "" (true, and how long
+// that took) or bound has passed (false).
+func poll(bound time.Duration, cond func() string) (time.Duration, bool) {
 	start := time.Now()
 	for {
-		msg := cond()
-		if msg == "" {
-			return time.Since(start)
+		if cond() == "" {
+			return time.Since(start), true
 		}
-		if time.Since(start) > DefaultTimeout {
-			t.Fatalf("not after %v: %s", DefaultTimeout, msg)
-			return 0
+		if time.Since(start) > bound {
+			return 0, false
 		}
 		time.Sleep(PollInterval)
 	}
