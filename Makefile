@@ -29,7 +29,7 @@ DATA_DIR    ?= $(CURDIR)/data
 GOTEST_FLAGS ?= -race -count=1 -timeout 15m
 BENCH_COUNT  ?= 5
 
-.PHONY: all run run-nats run-replica build image test generate check-generate lint breaking vet tools bench fuzz clean
+.PHONY: all run run-nats run-replica build image test generate check-generate lint breaking api-baseline vet tools bench fuzz clean
 
 all: build
 
@@ -112,11 +112,18 @@ lint: $(BUF)
 	buf lint
 	buf format --diff --exit-code
 
-## breaking: compare proto/ with the last release tag (v*), when there is one.
+## breaking: compare proto/ with proto/baseline.binpb, an image of the API as
+## gateways and instances already use it, and with the last release tag (v*)
+## when there is one. A deliberate, reviewed API change rewrites the image
+## with 'make api-baseline' in the same commit.
 breaking: $(BUF)
+	buf breaking --against proto/baseline.binpb
 	@tag=$$(git describe --tags --abbrev=0 --match 'v*' 2>/dev/null); \
-	if [ -z "$$tag" ]; then echo "buf breaking: no release tag yet, nothing to compare against"; \
-	else echo "buf breaking --against .git#tag=$$tag"; buf breaking --against ".git#tag=$$tag"; fi
+	if [ -n "$$tag" ]; then echo "buf breaking --against .git#tag=$$tag"; buf breaking --against ".git#tag=$$tag"; fi
+
+## api-baseline: rewrite proto/baseline.binpb from proto/ (see breaking).
+api-baseline: $(BUF)
+	buf build -o proto/baseline.binpb
 
 ## vet: go vet, gofmt and staticcheck (tests included). Any finding fails.
 vet: $(STATICCHECK)
