@@ -239,18 +239,6 @@ func decisionOf(t testing.TB, rs []*extprocv3.ProcessingResponse) decision {
 	return d
 }
 
-// immediateOf returns the immediate response among rs, or fails.
-func immediateOf(t testing.TB, rs []*extprocv3.ProcessingResponse) *extprocv3.ImmediateResponse {
-	t.Helper()
-	for _, r := range rs {
-		if ir := r.GetImmediateResponse(); ir != nil {
-			return ir
-		}
-	}
-	t.Fatalf("no immediate response in %d responses: %v", len(rs), rs)
-	return nil
-}
-
 // scrape fetches and parses the daemon's /metrics.
 func (e *env) scrape() map[string]*dto.MetricFamily {
 	e.t.Helper()

@@ -159,6 +159,30 @@ func TestGetPassesThrough(t *testing.T) {
 	}
 }
 
+// TestSpoofedDestinationRemoved: a client's own destination header never
+// reaches the router of the gateway: removed on a request without a body,
+// overwritten on a routed one.
+func TestSpoofedDestinationRemoved(t *testing.T) {
+	e := start(t, extproc.Options{})
+	threeDeployments(e)
+	rs, err := e.exchange(context.Background(), reqHeaders("GET", "/v1/models", true, duplex, "x-gateway-destination-endpoint", "169.254.169.254:80"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rs[0].GetRequestHeaders().GetResponse()
+	if got := c.GetHeaderMutation().GetRemoveHeaders(); len(got) != 1 || got[0] != "x-gateway-destination-endpoint" || !c.GetClearRouteCache() {
+		t.Fatalf("GET with a destination header answered %v, want it removed", rs[0])
+	}
+	rs, err = e.exchange(context.Background(), reqHeaders("POST", "/v1/chat/completions", false, duplex, "x-gateway-destination-endpoint", "169.254.169.254:80"),
+		reqBody(chatBody("llama", 100, 1), true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := decisionOf(t, rs); !strings.HasPrefix(d.header, "10.0.0.") {
+		t.Fatalf("destination %q, want a pool instance (set with OVERWRITE_IF_EXISTS_OR_ADD)", d.header)
+	}
+}
+
 // TestResponsePhases: trailers and the response path pass through, and a
 // served endpoint other than the chosen one is counted.
 func TestResponsePhases(t *testing.T) {

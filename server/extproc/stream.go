@@ -106,7 +106,7 @@ func (s *stream) requestHeaders(req *extprocv3.ProcessingRequest, h *extprocv3.H
 	s.reqID = s.header(gateway.RequestIDHeader)
 	s.readSubset(req)
 	passthrough := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-		RequestHeaders: &extprocv3.HeadersResponse{}}}
+		RequestHeaders: &extprocv3.HeadersResponse{Response: s.removeSpoofed()}}}
 	if h.GetEndOfStream() {
 		s.phase = requestDone
 		s.p.met.request(s.ctx, resultPassthrough)
@@ -207,6 +207,19 @@ func (s *stream) decide(trailers bool) (bool, error) {
 	})
 	s.body = nil
 	return false, err
+}
+
+// removeSpoofed is the headers response of a request not (yet) decided:
+// nothing, unless the client sent its own destination header, which is
+// removed (with the route cache) so that it cannot pick the upstream.
+func (s *stream) removeSpoofed() *extprocv3.CommonResponse {
+	for _, h := range s.headers {
+		if h.GetKey() == gateway.DestinationHeader {
+			return &extprocv3.CommonResponse{ClearRouteCache: true,
+				HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{gateway.DestinationHeader}}}
+		}
+	}
+	return nil
 }
 
 // decisionHeaders are the header mutation's headers: the destination, and
