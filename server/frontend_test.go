@@ -6,7 +6,9 @@ import (
 )
 
 func TestFrontEndExposure(t *testing.T) {
-	fe := func(listen string, tls FrontEndTLS) []FrontEnd { return []FrontEnd{{Name: "extproc", Listen: listen, TLS: tls}} }
+	fe := func(listen string, tls FrontEndTLS) []FrontEnd {
+		return []FrontEnd{{Name: "extproc", Listen: listen, TLS: tls}}
+	}
 	for _, tt := range []struct {
 		name string
 		cfg  DaemonConfig

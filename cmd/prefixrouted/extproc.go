@@ -17,7 +17,7 @@ import (
 // gateway": the ext_proc endpoint picker.
 type extprocFlags struct {
 	listen, tls, models, modelsFile, defaultPool, poolHeader, decisionHeader, bodyMode string
-	fallbacks, maxBody                                                                int
+	fallbacks, maxBody                                                                 int
 }
 
 func newExtprocFlags(fs *flag.FlagSet) *extprocFlags {
