@@ -133,7 +133,7 @@ func (s *stream) requestBody(b *extprocv3.HttpBody) (bool, error) {
 	}
 	if max := s.p.mapper.Config().MaxBodyBytes; len(s.body)+len(b.GetBody()) > max {
 		return s.fail(&gateway.Error{Status: 413, Reason: gateway.ReasonBodyTooLarge,
-			Message: fmt.Sprintf("request body too large: over %d bytes; the limit is %d bytes", max, max)})
+			Message: fmt.Sprintf("request body too large: %d bytes received so far; the limit is %d bytes", len(s.body)+len(b.GetBody()), max)})
 	}
 	s.body = append(s.body, b.GetBody()...)
 	buffered := s.reqMode != procmode.ProcessingMode_FULL_DUPLEX_STREAMED
