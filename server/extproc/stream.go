@@ -3,7 +3,6 @@ package extproc
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -207,36 +206,6 @@ func (s *stream) decide(trailers bool) (bool, error) {
 	})
 	s.body = nil
 	return false, err
-}
-
-// removeSpoofed is the headers response of a request not (yet) decided:
-// nothing, unless the client sent its own destination header, which is
-// removed (with the route cache) so that it cannot pick the upstream.
-func (s *stream) removeSpoofed() *extprocv3.CommonResponse {
-	for _, h := range s.headers {
-		if h.GetKey() == gateway.DestinationHeader {
-			return &extprocv3.CommonResponse{ClearRouteCache: true,
-				HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{gateway.DestinationHeader}}}
-		}
-	}
-	return nil
-}
-
-// decisionHeaders are the header mutation's headers: the destination, and
-// the decision header when configured.
-func (s *stream) decisionHeaders(dest string, resp *pb.PickResponse) []*corev3.HeaderValueOption {
-	hs := []*corev3.HeaderValueOption{setHeader(gateway.DestinationHeader, dest)}
-	if s.p.decHeader != "" {
-		p := 0.0
-		for _, in := range resp.GetDecision().GetInstances() {
-			if in.GetInstanceId() == resp.GetInstanceId() {
-				p = in.GetJointProbability()
-				break
-			}
-		}
-		hs = append(hs, setHeader(s.p.decHeader, "deployment="+resp.GetDeployment()+"; probability="+strconv.FormatFloat(p, 'g', 4, 64)))
-	}
-	return hs
 }
 
 // traceContext is the context and PickMeta of the pick: the caller's trace
