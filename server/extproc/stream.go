@@ -8,6 +8,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	procmode "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
@@ -17,6 +18,9 @@ import (
 	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/server"
 )
+
+// spanName is the span of one ext_proc pick.
+const spanName = "prefixroute.extproc/Pick"
 
 // phase is where a stream is in its HTTP request.
 type phase uint8
@@ -182,7 +186,12 @@ func (s *stream) decide(trailers bool) (bool, error) {
 		}
 	}
 	ctx, meta := s.traceContext()
+	ctx, span := s.p.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer))
 	resp, err := s.p.picker.PickFor(ctx, &req, meta)
+	if err != nil {
+		span.SetStatus(otelcodes.Error, status.Convert(err).Message())
+	}
+	span.End()
 	if err != nil {
 		return s.fail(gateway.ErrorFor(err))
 	}
