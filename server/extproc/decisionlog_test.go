@@ -64,7 +64,7 @@ func TestPickSpan(t *testing.T) {
 	s := spans[0]
 	attrs := map[string]string{}
 	for _, kv := range s.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if s.Name() != "prefixroute.extproc/Pick" || s.SpanContext().TraceID().String() != trace || s.Parent().SpanID().String() != "00f067aa0ba902b7" ||
 		attrs["prefixroute.pool"] != "llama" || attrs["prefixroute.deployment"] == "" {
