@@ -51,7 +51,9 @@ func startSecure(t *testing.T, mutate func(*DaemonConfig)) *secureEnv {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		d.Shutdown(ctx)
+		if err := d.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
 	})
 	return e
 }

@@ -222,14 +222,21 @@ func (d *Daemon) release(ctx context.Context) {
 			l.Close()
 		}
 	}
+	// Start's error is the one returned; what fails here is logged.
 	if d.dlog != nil {
-		d.dlog.Close(ctx)
+		if err := d.dlog.Close(ctx); err != nil {
+			d.log.Warn("failed start: decision log not fully written", "err", err)
+		}
 	}
 	if d.srv != nil {
-		d.srv.Close()
+		if err := d.srv.Close(); err != nil {
+			d.log.Warn("failed start: closing the server", "err", err)
+		}
 	}
 	if d.tel != nil {
-		d.tel.Shutdown(ctx)
+		if err := d.tel.Shutdown(ctx); err != nil {
+			d.log.Warn("failed start: telemetry not flushed", "err", err)
+		}
 	}
 }
 
@@ -288,7 +295,9 @@ func (d *Daemon) shutdown(ctx context.Context) error {
 		}
 	}
 	if d.http != nil {
-		d.http.Shutdown(ctx)
+		if err := d.http.Shutdown(ctx); err != nil {
+			d.log.Warn("shutdown timeout: closing the HTTP connections still open", "err", err)
+		}
 	}
 	if err := d.tel.Shutdown(ctx); err != nil {
 		d.log.Warn("telemetry not flushed", "err", err)

@@ -52,7 +52,8 @@ func openRaw(t *testing.T, addr string) *rawStream {
 		must(t, enc.WriteField(hpack.HeaderField{Name: h[0], Value: h[1]}))
 	}
 	must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}))
-	go io.Copy(io.Discard, conn) // the server's SETTINGS, acks, trailers
+	// The server's SETTINGS, acks, trailers; the copy ends with the conn.
+	go func() { _, _ = io.Copy(io.Discard, conn) }()
 	return &rawStream{conn: conn, fr: fr}
 }
 

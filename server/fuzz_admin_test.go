@@ -40,12 +40,18 @@ func snapshotOf(t *testing.T, s *Server, pool string) adminSnapshot {
 // reopened closes s's store and returns the pool's configuration as a new
 // Open reads it from disk.
 func reopened(t *testing.T, s *Server, pool string) store.PoolConfig {
-	s.store.Close()
+	if err := s.store.Close(); err != nil {
+		t.Fatalf("close the store before reopening it: %v", err)
+	}
 	st, err := store.Open(s.store.Dir(), store.Options{})
 	if err != nil {
 		t.Fatalf("reopen after an acknowledged change: %v", err)
 	}
-	defer st.Close()
+	defer func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("close the reopened store: %v", err)
+		}
+	}()
 	pc, _ := st.Pool(pool)
 	return pc
 }

@@ -35,7 +35,7 @@ func fuzzServer(t *testing.T) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	closeAtEnd(t, "Server", s)
 	return s
 }
 

@@ -20,7 +20,7 @@ func rampDriverServer(t *testing.T, clock *obsClock, logs *syncBuffer, maxPools 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	closeAtEnd(t, "Server", s)
 	return s
 }
 

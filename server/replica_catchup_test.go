@@ -118,7 +118,11 @@ func TestReplicaLateJoinCatchUp(t *testing.T) {
 			t.Cleanup(func() { // before the daemons stop
 				var wg sync.WaitGroup
 				for _, rp := range reporters {
-					wg.Go(func() { rp.Close() })
+					wg.Go(func() {
+						if err := rp.Close(); err != nil {
+							t.Errorf("Reporter.Close: %v", err)
+						}
+					})
 				}
 				wg.Wait()
 				for _, cc := range conns {
@@ -290,7 +294,11 @@ func TestReplicaJoinDuringCacheChurn(t *testing.T) {
 				churn.Wait()
 				var wg sync.WaitGroup
 				for _, rp := range reporters {
-					wg.Go(func() { rp.Close() })
+					wg.Go(func() {
+						if err := rp.Close(); err != nil {
+							t.Errorf("Reporter.Close: %v", err)
+						}
+					})
 				}
 				wg.Wait()
 				for _, cc := range conns {

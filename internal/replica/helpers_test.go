@@ -51,7 +51,11 @@ func newHost(t *testing.T) *testHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("store.Close: %v", err)
+		}
+	})
 	return &testHost{reg: state.NewRegistry(state.Limits{}), st: st}
 }
 
