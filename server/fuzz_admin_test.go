@@ -60,6 +60,7 @@ func reopened(t *testing.T, s *Server, pool string) store.PoolConfig {
 // with a documented code leaving memory, the state file and the audit log
 // as they were, or is applied in full, in memory and on disk.
 func FuzzSetWeights(f *testing.F) {
+	addSeeds(f, "FuzzSetWeights")
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var req pb.SetWeightsRequest
 		if proto.Unmarshal(raw, &req) != nil {
@@ -102,6 +103,7 @@ func FuzzSetWeights(f *testing.F) {
 // FuzzSetPolicy: the same for SetPolicy; an accepted policy validates and
 // reads back identical from memory and from disk.
 func FuzzSetPolicy(f *testing.F) {
+	addSeeds(f, "FuzzSetPolicy")
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var req pb.SetPolicyRequest
 		if proto.Unmarshal(raw, &req) != nil {
