@@ -17,13 +17,15 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
 // Defaults of DaemonConfig, which prefixrouted's flags show.
 const (
 	// DefaultListen is the gRPC address: loopback, the safe default
-	// without a tokens file.
-	DefaultListen = "127.0.0.1:50051"
+	// without a tokens file (127.0.0.1:50051, client.DefaultAddr, which
+	// clients such as prefixctl dial by default).
+	DefaultListen = client.DefaultAddr
 	// DefaultHTTPListen is the address of /healthz, /readyz and /metrics.
 	DefaultHTTPListen = "127.0.0.1:9090"
 	// DefaultMaxRecvMsgBytes bounds one gRPC message: 4 MiB.
@@ -70,7 +72,10 @@ type DaemonConfig struct {
 	Transport TransportLimits
 
 	// testUnary, when set, is chained innermost around every unary handler.
-	// Tests use it to inject panics.
+	// TestShutdownFinishesInFlightPicks holds a Pick inside its handler with
+	// it. It stays a field: Start must read it, and a package-level hook
+	// (set from export_test.go) would be shared by every daemon of a test
+	// binary. Unexported, so outside the package it is not there.
 	testUnary grpc.UnaryServerInterceptor
 }
 
