@@ -11,6 +11,7 @@ import (
 
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/testpki"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
 // TestTokensFileChecks: the daemon refuses a missing or world-writable
@@ -41,13 +42,13 @@ func TestTokensFileReload(t *testing.T) {
 	}
 	e.Token["late"] = testpki.Token("late")
 	testpki.WriteFile(t, e.TokensFile, []byte("identities:\n  - {name: late, roles: operator-read, token_sha256: "+auth.HashToken(e.Token["late"])+"}\n"))
-	waitFor(t, "the new identity", func() bool { return authCalls["ListPools"](e.as("late"), cc) == nil })
+	testwait.Eventually(t, "the new identity", func() bool { return authCalls["ListPools"](e.as("late"), cc) == nil })
 	if err := authCalls["ListPools"](e.as("reader"), cc); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("removed identity: %v, want Unauthenticated", err)
 	}
 	before, _ := e.reloadStats()
 	testpki.WriteFile(t, e.TokensFile, []byte("identities: [\n"))
-	waitFor(t, "a check to refuse the broken edit", func() bool {
+	testwait.Eventually(t, "a check to refuse the broken edit", func() bool {
 		// Calls are what trigger a check; the broken edit does not change
 		// who "late" is, so the call still succeeds.
 		if err := authCalls["ListPools"](e.as("late"), cc); err != nil {

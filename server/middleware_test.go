@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
@@ -197,10 +198,13 @@ func TestCanceledReportStreamIsTheClients(t *testing.T) {
 		}
 		return out
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(finished()) < streams && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // polling the condition: the server logs after the client's cancel
-	}
+	// The server logs after the client's cancel: wait for every line.
+	testwait.EventuallyOK(t, func() string {
+		if n := len(finished()); n < streams {
+			return fmt.Sprintf("%d ReportLoad lines, want %d; logs:\n%s", n, streams, logs.b.String())
+		}
+		return ""
+	})
 	lines := finished()
 	if len(lines) != streams {
 		t.Fatalf("%d ReportLoad lines, want %d; logs:\n%s", len(lines), streams, logs.b.String())
