@@ -34,6 +34,13 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+// String returns what was written so far.
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // lines returns the JSON log lines written so far.
 func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 	t.Helper()
@@ -94,7 +101,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 		}
 	}
 	if logged == nil {
-		t.Fatalf("no log line for the panic; logs:\n%s", logs.b.String())
+		t.Fatalf("no log line for the panic; logs:\n%s", logs.String())
 	}
 	if s, _ := logged["stack"].(string); !strings.Contains(s, "goroutine") || !strings.Contains(s, "middleware_test.go") {
 		t.Errorf("logged stack does not show the panicking frame:\n%s", s)
@@ -140,7 +147,7 @@ func TestCallLogsCarryTraceID(t *testing.T) {
 		}
 	}
 	if finished == nil {
-		t.Fatalf("no finished-call line for Pick; logs:\n%s", logs.b.String())
+		t.Fatalf("no finished-call line for Pick; logs:\n%s", logs.String())
 	}
 	for k, want := range map[string]any{"trace_id": traceID, "grpc.code": "NotFound", "level": "INFO", "component": "grpc"} {
 		if finished[k] != want {
@@ -201,13 +208,13 @@ func TestCanceledReportStreamIsTheClients(t *testing.T) {
 	// The server logs after the client's cancel: wait for every line.
 	testwait.EventuallyOK(t, func() string {
 		if n := len(finished()); n < streams {
-			return fmt.Sprintf("%d ReportLoad lines, want %d; logs:\n%s", n, streams, logs.b.String())
+			return fmt.Sprintf("%d ReportLoad lines, want %d; logs:\n%s", n, streams, logs.String())
 		}
 		return ""
 	})
 	lines := finished()
 	if len(lines) != streams {
-		t.Fatalf("%d ReportLoad lines, want %d; logs:\n%s", len(lines), streams, logs.b.String())
+		t.Fatalf("%d ReportLoad lines, want %d; logs:\n%s", len(lines), streams, logs.String())
 	}
 	for _, l := range lines {
 		if l["grpc.code"] != "Canceled" || l["level"] != "DEBUG" {

@@ -62,7 +62,7 @@ func TestRampAutoHoldLogsAPauseNotMade(t *testing.T) {
 	}
 	got := logged(t, &logs, "ramp auto-hold: cannot pause; retrying on the next tick")
 	if len(got) != 1 {
-		t.Fatalf("%d lines say the pause was not made, want 1; logs:\n%s", len(got), logs.b.String())
+		t.Fatalf("%d lines say the pause was not made, want 1; logs:\n%s", len(got), logs.String())
 	}
 	if e, _ := got[0]["error"].(string); !strings.Contains(e, "unprintable") || got[0]["reason"] == "" {
 		t.Errorf("the line has error %q and reason %q; want the store's refusal of the name and the hold's reason", e, got[0]["reason"])
@@ -98,7 +98,7 @@ func TestRampStepLogsAStepNotInForce(t *testing.T) {
 	}
 	got := logged(t, &logs, "ramp step stored but not in force")
 	if len(got) != 1 {
-		t.Fatalf("%d lines say the step is not in force, want 1; logs:\n%s", len(got), logs.b.String())
+		t.Fatalf("%d lines say the step is not in force, want 1; logs:\n%s", len(got), logs.String())
 	}
 	if e, _ := got[0]["error"].(string); !strings.Contains(e, "limit") {
 		t.Errorf("the line has error %q, want the registry's pool limit", e)
