@@ -154,7 +154,11 @@ func scrapeLiveDaemon(t *testing.T) map[string]*dto.MetricFamily {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { r.Close() })
+		t.Cleanup(func() {
+			if err := r.Close(); err != nil {
+				t.Errorf("Reporter.Close: %v", err)
+			}
+		})
 	}
 	admin := pb.NewAdminServiceClient(cc)
 	ctx := context.Background()
@@ -175,7 +179,10 @@ func scrapeLiveDaemon(t *testing.T) map[string]*dto.MetricFamily {
 			t.Fatal(err)
 		}
 	}
-	picker.Pick(ctx, client.Request{Hashes: hashes, Exclude: []string{"a-1", "b-1"}}) // an error outcome
+	// An error outcome, for the error series: every instance excluded.
+	if _, err := picker.Pick(ctx, client.Request{Hashes: hashes, Exclude: []string{"a-1", "b-1"}}); err == nil {
+		t.Fatal("Pick excluding every instance: no error")
+	}
 	var fams map[string]*dto.MetricFamily
 	poll(t, "the cluster link and the per-deployment series on /metrics", func() bool {
 		fams = scrape(t, "http://"+d.HTTPAddr()+"/metrics")

@@ -171,15 +171,16 @@ func (s *Server) change(ctx context.Context, pool string, edit func() (store.Edi
 	if err != nil {
 		return store.PoolConfig{}, statusOf(err)
 	}
-	if err := s.publish(pool, pc); err != nil {
+	if err := s.install(pool, pc); err != nil {
 		return store.PoolConfig{}, err
 	}
 	return pc, nil
 }
 
-// publish makes a durably stored configuration the pool's configuration in
-// force. Called with adminMu held, so publications follow store order.
-func (s *Server) publish(name string, pc store.PoolConfig) error {
+// install makes a durably stored configuration the pool's configuration in
+// force, in the live state (it tells no one else: replication is the
+// Replicator's). Called with adminMu held, so installs follow store order.
+func (s *Server) install(name string, pc store.PoolConfig) error {
 	pool, err := s.reg.Ensure(name)
 	if err != nil {
 		return statusOf(err)

@@ -28,7 +28,7 @@ func TestAdminWritesEnforceThePoolLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { s.Close() })
+		closeAtEnd(t, "Server", s)
 		return s, &adminService{s: s}
 	}
 	ctx := context.Background()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/testpki"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
 // TestTokensFileChecks: the daemon refuses a missing or world-writable
@@ -21,7 +22,7 @@ func TestTokensFileChecks(t *testing.T) {
 	if err := os.WriteFile(path, []byte("identities: []\n"), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(path, 0o666)
+	must(t, os.Chmod(path, 0o666)) // past the umask
 	for _, tc := range []struct{ path, want string }{{path, "world-writable"}, {dir + "/missing.yaml", "no such file"}} {
 		_, err := Start(DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off", TokensFile: tc.path, Server: Options{DataDir: t.TempDir()}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -41,14 +42,18 @@ func TestTokensFileReload(t *testing.T) {
 	}
 	e.Token["late"] = testpki.Token("late")
 	testpki.WriteFile(t, e.TokensFile, []byte("identities:\n  - {name: late, roles: operator-read, token_sha256: "+auth.HashToken(e.Token["late"])+"}\n"))
-	waitFor(t, "the new identity", func() bool { return authCalls["ListPools"](e.as("late"), cc) == nil })
+	testwait.Eventually(t, "the new identity", func() bool { return authCalls["ListPools"](e.as("late"), cc) == nil })
 	if err := authCalls["ListPools"](e.as("reader"), cc); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("removed identity: %v, want Unauthenticated", err)
 	}
 	before, _ := e.reloadStats()
 	testpki.WriteFile(t, e.TokensFile, []byte("identities: [\n"))
-	waitFor(t, "a check to refuse the broken edit", func() bool {
-		authCalls["ListPools"](e.as("late"), cc) // calls are what trigger a check
+	testwait.Eventually(t, "a check to refuse the broken edit", func() bool {
+		// Calls are what trigger a check; the broken edit does not change
+		// who "late" is, so the call still succeeds.
+		if err := authCalls["ListPools"](e.as("late"), cc); err != nil {
+			t.Fatalf("ListPools as late, during the broken edit: %v", err)
+		}
 		now, _ := e.reloadStats()
 		return now.Failures > before.Failures
 	})

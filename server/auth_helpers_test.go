@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -38,20 +36,11 @@ func startSecure(t *testing.T, mutate func(*DaemonConfig)) *secureEnv {
 	e := &secureEnv{t: t, PKI: testpki.New(t)}
 	e.files = e.TLS
 	e.files.ReloadInterval = 20 * time.Millisecond
-	cfg := DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", TokensFile: e.TokensFile, TLS: e.files,
-		Server: Options{DataDir: filepath.Join(e.Dir, "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	d, err := Start(cfg)
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	e.d = d
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		d.Shutdown(ctx)
+	e.d = obsStart(t, func(c *DaemonConfig) {
+		c.TokensFile, c.TLS, c.Server.DataDir = e.TokensFile, e.files, filepath.Join(e.Dir, "data")
+		if mutate != nil {
+			mutate(c)
+		}
 	})
 	return e
 }

@@ -117,7 +117,7 @@ func TestAuditLogRecordsCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened for reading
 	var callers []string
 	for sc := bufio.NewScanner(f); sc.Scan(); {
 		var rec struct{ Caller string }

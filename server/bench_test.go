@@ -9,14 +9,15 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/server"
 )
 
 // benchEnv starts a daemon with n idle instances over deps deployments, each
 // holding (through cache events) a shared 32-block system prefix, and returns
 // a function that sends every instance a fresh report on its stream.
-func benchEnv(b *testing.B, n, deps int) (*env, []uint64, func()) {
-	e := startB(b)
+func benchEnv(b *testing.B, n, deps int) (*servertest.Sidecar, []uint64, func()) {
+	e := servertest.Start(b)
 	shared := make([]uint64, 32)
 	for i := range shared {
 		shared[i] = uint64(1_000_000 + i)
@@ -26,7 +27,7 @@ func benchEnv(b *testing.B, n, deps int) (*env, []uint64, func()) {
 	for i := range n {
 		r := rep("m", fmt.Sprintf("d%02d", i%deps), fmt.Sprintf("i%04d", i))
 		r.ReportsCacheEvents, r.StoredBlockHashes = true, shared
-		ins[i] = e.report(r)
+		ins[i] = report(e, r)
 		r.StoredBlockHashes = nil
 		reports[i] = r
 	}
@@ -57,7 +58,7 @@ func BenchmarkPickVsEmptyCall(b *testing.B) {
 		name := fmt.Sprintf("instances=%d/deployments=%d/audit=%s", size.n, size.deps, size.audit.String()[len("AUDIT_LEVEL_"):])
 		b.Run(name, func(b *testing.B) {
 			e, hashes, refresh := benchEnv(b, size.n, size.deps)
-			health := healthpb.NewHealthClient(e.conn)
+			health := healthpb.NewHealthClient(e.Conn)
 			bg := context.Background()
 			req := &pb.PickRequest{Pool: "m", PrefixHashes: hashes, PromptTokens: 4096, Audit: size.audit}
 			var pickDur, emptyDur time.Duration
@@ -68,7 +69,7 @@ func BenchmarkPickVsEmptyCall(b *testing.B) {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
-				if _, err := e.pick.Pick(bg, req); err != nil {
+				if _, err := e.Pick.Pick(bg, req); err != nil {
 					b.Fatal(err)
 				}
 				pickDur += time.Since(t1)
@@ -95,8 +96,8 @@ func BenchmarkReportIngest(b *testing.B) {
 		b.Run(fmt.Sprintf("events=%d", events), func(b *testing.B) {
 			// No per-stream rate limit: this measures how fast the router
 			// can apply reports, not the limit.
-			e := startWith(b, "", func(c *server.DaemonConfig) { c.Transport.ReportsPerSecond, c.Transport.ReportBurst = 1e9, 1e9 })
-			stream, err := e.load.ReportLoad(context.Background())
+			e := servertest.Start(b, servertest.Config(func(c *server.DaemonConfig) { c.Transport.ReportsPerSecond, c.Transport.ReportBurst = 1e9, 1e9 }))
+			stream, err := e.Load.ReportLoad(context.Background())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -30,6 +30,7 @@ import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/server"
 )
 
@@ -57,12 +58,12 @@ func cbClusterConfig(url, name string) *cluster.Config {
 // cbStart starts the daemon measured, r1, with mutate applied; when on,
 // r1 and a second replica r2 are joined through a new in-process NATS
 // server, otherwise r2 is nil.
-func cbStart(b *testing.B, on bool, mutate func(*server.DaemonConfig)) (r1, r2 *env) {
+func cbStart(b *testing.B, on bool, mutate func(*server.DaemonConfig)) (r1, r2 *servertest.Sidecar) {
 	return cbStartMode(b, cbMode{on: on}, mutate)
 }
 
 // cbStartMode is cbStart in mode m: solo starts r1 joined, without r2.
-func cbStartMode(b *testing.B, m cbMode, mutate func(*server.DaemonConfig)) (r1, r2 *env) {
+func cbStartMode(b *testing.B, m cbMode, mutate func(*server.DaemonConfig)) (r1, r2 *servertest.Sidecar) {
 	b.Helper()
 	cfg := func(name string, ns *natstest.Server) func(*server.DaemonConfig) {
 		return func(c *server.DaemonConfig) {
@@ -76,12 +77,12 @@ func cbStartMode(b *testing.B, m cbMode, mutate func(*server.DaemonConfig)) (r1,
 		}
 	}
 	if !m.on {
-		return startWith(b, "", cfg("", nil)), nil
+		return servertest.Start(b, servertest.Config(cfg("", nil))), nil
 	}
 	ns := natstest.Start(b)
-	r1 = startWith(b, "", cfg("r1", ns))
+	r1 = servertest.Start(b, servertest.Config(cfg("r1", ns)))
 	if !m.solo {
-		r2 = startWith(b, "", cfg("r2", ns))
+		r2 = servertest.Start(b, servertest.Config(cfg("r2", ns)))
 	}
 	return r1, r2
 }
@@ -100,8 +101,8 @@ func cbWait(b *testing.B, bound time.Duration, what string, cond func() bool) {
 
 // cbLastSeq is the last_seq e's ListInstances shows for instance id of
 // pool, 0 when it is not listed.
-func cbLastSeq(e *env, pool, id string) uint64 {
-	l, err := e.admin.ListInstances(context.Background(), &pb.ListInstancesRequest{Pool: pool})
+func cbLastSeq(e *servertest.Sidecar, pool, id string) uint64 {
+	l, err := e.Admin.ListInstances(context.Background(), &pb.ListInstancesRequest{Pool: pool})
 	if err != nil {
 		return 0
 	}
@@ -114,8 +115,8 @@ func cbLastSeq(e *env, pool, id string) uint64 {
 }
 
 // cbListed is the number of instances of pool e's ListInstances shows.
-func cbListed(e *env, pool string) int {
-	l, err := e.admin.ListInstances(context.Background(), &pb.ListInstancesRequest{Pool: pool})
+func cbListed(e *servertest.Sidecar, pool string) int {
+	l, err := e.Admin.ListInstances(context.Background(), &pb.ListInstancesRequest{Pool: pool})
 	if err != nil {
 		return 0
 	}
@@ -127,9 +128,9 @@ func cbListed(e *env, pool string) int {
 // (cluster.Link.Stats exported at scrape time) by direction.
 type cbCounters struct{ events, bytes map[string]float64 }
 
-func cbScrape(b *testing.B, e *env) cbCounters {
+func cbScrape(b *testing.B, e *servertest.Sidecar) cbCounters {
 	b.Helper()
-	fams := server.ScrapeMetrics(b, e.d)
+	fams := server.ScrapeMetrics(b, e.D)
 	out := cbCounters{events: map[string]float64{}, bytes: map[string]float64{}}
 	for name, f := range fams {
 		var into map[string]float64
@@ -168,7 +169,7 @@ func cbCPU() time.Duration {
 // over deps deployments report to r1, each holding a shared 32-block
 // system prefix through cache events; when on, it returns once r2 lists
 // them all. refresh sends every instance a fresh report.
-func cbPickEnv(b *testing.B, on bool, n, deps int) (r1, r2 *env, hashes []uint64, refresh func()) {
+func cbPickEnv(b *testing.B, on bool, n, deps int) (r1, r2 *servertest.Sidecar, hashes []uint64, refresh func()) {
 	r1, r2 = cbStart(b, on, nil)
 	shared := make([]uint64, 32)
 	for i := range shared {
@@ -179,7 +180,7 @@ func cbPickEnv(b *testing.B, on bool, n, deps int) (r1, r2 *env, hashes []uint64
 	for i := range n {
 		r := rep("m", fmt.Sprintf("d%02d", i%deps), fmt.Sprintf("i%04d", i))
 		r.ReportsCacheEvents, r.StoredBlockHashes = true, shared
-		ins[i] = r1.report(r)
+		ins[i] = report(r1, r)
 		r.StoredBlockHashes = nil
 		reports[i] = r
 	}
@@ -219,7 +220,7 @@ func BenchmarkClusterPick(b *testing.B) {
 				name := fmt.Sprintf("instances=%d/audit=%s", size.n, size.audit.String()[len("AUDIT_LEVEL_"):])
 				b.Run(name, func(b *testing.B) {
 					r1, _, hashes, refresh := cbPickEnv(b, mode.on, size.n, size.deps)
-					health := healthpb.NewHealthClient(r1.conn)
+					health := healthpb.NewHealthClient(r1.Conn)
 					bg := context.Background()
 					req := &pb.PickRequest{Pool: "m", PrefixHashes: hashes, PromptTokens: 4096, Audit: size.audit}
 					var pickDur, emptyDur, cpu time.Duration
@@ -232,7 +233,7 @@ func BenchmarkClusterPick(b *testing.B) {
 							b.Fatal(err)
 						}
 						t1 := time.Now()
-						if _, err := r1.pick.Pick(bg, req); err != nil {
+						if _, err := r1.Pick.Pick(bg, req); err != nil {
 							b.Fatal(err)
 						}
 						pickDur += time.Since(t1)
@@ -308,7 +309,7 @@ func BenchmarkClusterReportIngest(b *testing.B) {
 					if r2 != nil {
 						before2 = cbScrape(b, r2)
 					}
-					stream, err := r1.load.ReportLoad(context.Background())
+					stream, err := r1.Load.ReportLoad(context.Background())
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -442,10 +443,10 @@ func BenchmarkClusterApply(b *testing.B) {
 	for _, events := range []int{0, 64} {
 		b.Run(fmt.Sprintf("events=%d", events), func(b *testing.B) {
 			ns := natstest.Start(b)
-			r2 := startWith(b, "", func(c *server.DaemonConfig) {
+			r2 := servertest.Start(b, servertest.Config(func(c *server.DaemonConfig) {
 				c.Server.RampTick = time.Hour
 				c.Server.Cluster = cbClusterConfig(ns.URL(), "r2")
-			})
+			}))
 			src, err := cluster.Dial(context.Background(), *cbClusterConfig(ns.URL(), "bench-src"), cluster.Handlers{})
 			if err != nil {
 				b.Fatal(err)
@@ -513,7 +514,7 @@ func BenchmarkClusterPropagation(b *testing.B) {
 			})
 			m := rep("m", "d", "a")
 			m.ReportsCacheEvents = true
-			in := r1.report(m)
+			in := report(r1, m)
 			cbWait(b, 10*time.Second, "r2 shows instance a", func() bool { return cbLastSeq(r2, "m", "a") >= 1 })
 			var lat []time.Duration
 			b.ResetTimer()

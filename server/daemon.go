@@ -17,13 +17,15 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
 // Defaults of DaemonConfig, which prefixrouted's flags show.
 const (
 	// DefaultListen is the gRPC address: loopback, the safe default
-	// without a tokens file.
-	DefaultListen = "127.0.0.1:50051"
+	// without a tokens file (127.0.0.1:50051, client.DefaultAddr, which
+	// clients such as prefixctl dial by default).
+	DefaultListen = client.DefaultAddr
 	// DefaultHTTPListen is the address of /healthz, /readyz and /metrics.
 	DefaultHTTPListen = "127.0.0.1:9090"
 	// DefaultMaxRecvMsgBytes bounds one gRPC message: 4 MiB.
@@ -73,7 +75,10 @@ type DaemonConfig struct {
 	FrontEnds []FrontEnd
 
 	// testUnary, when set, is chained innermost around every unary handler.
-	// Tests use it to inject panics.
+	// TestShutdownFinishesInFlightPicks holds a Pick inside its handler with
+	// it. It stays a field: Start must read it, and a package-level hook
+	// (set from export_test.go) would be shared by every daemon of a test
+	// binary. Unexported, so outside the package it is not there.
 	testUnary grpc.UnaryServerInterceptor
 }
 
@@ -239,14 +244,21 @@ func (d *Daemon) release(ctx context.Context) {
 			fe.lis.Close()
 		}
 	}
+	// Start's error is the one returned; what fails here is logged.
 	if d.dlog != nil {
-		d.dlog.Close(ctx)
+		if err := d.dlog.Close(ctx); err != nil {
+			d.log.Warn("failed start: decision log not fully written", "err", err)
+		}
 	}
 	if d.srv != nil {
-		d.srv.Close()
+		if err := d.srv.Close(); err != nil {
+			d.log.Warn("failed start: closing the server", "err", err)
+		}
 	}
 	if d.tel != nil {
-		d.tel.Shutdown(ctx)
+		if err := d.tel.Shutdown(ctx); err != nil {
+			d.log.Warn("failed start: telemetry not flushed", "err", err)
+		}
 	}
 }
 
@@ -306,7 +318,9 @@ func (d *Daemon) shutdown(ctx context.Context) error {
 		}
 	}
 	if d.http != nil {
-		d.http.Shutdown(ctx)
+		if err := d.http.Shutdown(ctx); err != nil {
+			d.log.Warn("shutdown timeout: closing the HTTP connections still open", "err", err)
+		}
 	}
 	if err := d.tel.Shutdown(ctx); err != nil {
 		d.log.Warn("telemetry not flushed", "err", err)

@@ -84,7 +84,7 @@ func openDecisionLog(path string, rate float64, buffer int, m metric.Meter) (*de
 	}
 	l, err := newDecisionLog(f, rate, buffer, m)
 	if err != nil {
-		f.Close()
+		_ = f.Close() // nothing was written yet; the meter's error is the one to return
 		return nil, err
 	}
 	return l, nil
@@ -166,7 +166,10 @@ func (l *decisionLog) run() {
 		case r := <-l.ch:
 			write(&r)
 			if len(l.ch) == 0 {
-				bw.Flush()
+				// bufio keeps a write error: Close returns the first one.
+				if err := bw.Flush(); err != nil && werr == nil {
+					werr = err
+				}
 			}
 		case <-l.quit:
 			for len(l.ch) > 0 {

@@ -58,7 +58,7 @@ func TestDecisionLogWritesEveryPickAtRateOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened for reading
 	var lines []decisionLine
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
@@ -197,7 +197,9 @@ func TestDecisionLogCloseLosesNothing(t *testing.T) {
 			t.Fatalf("round %d: %d written + %d dropped = %d of %d records added", round,
 				sums["prefixroute_decision_log_records"], sums["prefixroute_decision_log_dropped"], got, adders*each)
 		}
-		mp.Shutdown(ctx)
+		if err := mp.Shutdown(ctx); err != nil {
+			t.Errorf("round %d: MeterProvider.Shutdown: %v", round, err)
+		}
 	}
 }
 
@@ -255,6 +257,8 @@ func TestDecisionLogRate(t *testing.T) {
 				}
 			}
 		}
-		l.Close(context.Background())
+		if err := l.Close(context.Background()); err != nil {
+			t.Errorf("rate %v: Close: %v", c.rate, err)
+		}
 	}
 }

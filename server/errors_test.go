@@ -12,14 +12,15 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/server"
 )
 
 // TestPickErrors: each bad Pick gets its precise code and a message naming
 // what was wrong.
 func TestPickErrors(t *testing.T) {
-	e := start(t, "")
-	e.report(rep("m", "d", "a"))
+	e := servertest.Start(t)
+	report(e, rep("m", "d", "a"))
 	tooMany := make([]uint64, 8193)
 	for _, tc := range []struct {
 		name  string
@@ -39,19 +40,19 @@ func TestPickErrors(t *testing.T) {
 			[]string{"no eligible instance", "1 excluded_by_request"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.pick.Pick(ctx(t), tc.req)
+			_, err := e.Pick.Pick(ctx(t), tc.req)
 			wantCode(t, err, tc.code, tc.parts...)
 		})
 	}
 	// The maximum itself is fine.
-	if _, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PrefixHashes: tooMany[:8192]}); err != nil {
+	if _, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PrefixHashes: tooMany[:8192]}); err != nil {
 		t.Errorf("8192 hashes: %v", err)
 	}
 	// A configured pool with no instance yet is Unavailable, not NotFound.
-	if _, err := e.admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "new", Weights: map[string]float64{"b": 0}}); err != nil {
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "new", Weights: map[string]float64{"b": 0}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "new"})
+	_, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "new"})
 	wantCode(t, err, codes.Unavailable, `pool "new" has no instances`)
 }
 
@@ -59,9 +60,9 @@ func TestPickErrors(t *testing.T) {
 // field; a stale expected_version is Aborted; unknown pools are NotFound; a
 // rejected call changes nothing.
 func TestAdminErrors(t *testing.T) {
-	e := start(t, "")
+	e := servertest.Start(t)
 	set := func(w map[string]float64, expect uint64) error {
-		_, err := e.admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: w, ExpectedVersion: expect})
+		_, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: w, ExpectedVersion: expect})
 		return err
 	}
 	if err := set(map[string]float64{"a": 1}, 0); err != nil {
@@ -84,7 +85,7 @@ func TestAdminErrors(t *testing.T) {
 			wantCode(t, set(tc.w, tc.expect), tc.code, tc.parts...)
 		})
 	}
-	got, err := e.admin.GetWeights(ctx(t), &pb.GetWeightsRequest{Pool: "m"})
+	got, err := e.Admin.GetWeights(ctx(t), &pb.GetWeightsRequest{Pool: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,14 +97,14 @@ func TestAdminErrors(t *testing.T) {
 	}
 	wantCode(t, set(map[string]float64{"a": 4}, 1), codes.Aborted, "expected_version 1")
 
-	_, err = e.admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{DeltaMs: f64(-1)}})
+	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{DeltaMs: f64(-1)}})
 	wantCode(t, err, codes.InvalidArgument, "delta_ms")
-	_, err = e.admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy(42)}})
+	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy(42)}})
 	wantCode(t, err, codes.InvalidArgument, "strategy")
-	_, err = e.admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{LambdaH: f64(101)}})
+	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{LambdaH: f64(101)}})
 	wantCode(t, err, codes.InvalidArgument, "lambda_h")
 	// Every problem in one message naming the pool, without package prefixes.
-	_, err = e.admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy(42),
+	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy(42),
 		DeltaMs: f64(1e-300), BatchWaitMs: f64(1e300), DefaultKvCapacityBlocks: proto.Uint64(0),
 		StaleAfter: &durationpb.Duration{Seconds: 360000}}})
 	wantMsg := `pool "m": invalid policy: strategy must be softmax, threshold or argmin, got 42; ` +
@@ -113,7 +114,7 @@ func TestAdminErrors(t *testing.T) {
 	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || st.Message() != wantMsg {
 		t.Errorf("SetPolicy with absurd values: %v\nwant InvalidArgument: %s", err, wantMsg)
 	}
-	pol, err := e.admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy_STRATEGY_THRESHOLD, DeltaMs: f64(10)}})
+	pol, err := e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy_STRATEGY_THRESHOLD, DeltaMs: f64(10)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,13 +123,13 @@ func TestAdminErrors(t *testing.T) {
 	}
 
 	for name, call := range map[string]func() error{
-		"GetWeights":    func() error { _, err := e.admin.GetWeights(ctx(t), &pb.GetWeightsRequest{Pool: "x"}); return err },
-		"GetPolicy":     func() error { _, err := e.admin.GetPolicy(ctx(t), &pb.GetPolicyRequest{Pool: "x"}); return err },
-		"ListInstances": func() error { _, err := e.admin.ListInstances(ctx(t), &pb.ListInstancesRequest{Pool: "x"}); return err },
+		"GetWeights":    func() error { _, err := e.Admin.GetWeights(ctx(t), &pb.GetWeightsRequest{Pool: "x"}); return err },
+		"GetPolicy":     func() error { _, err := e.Admin.GetPolicy(ctx(t), &pb.GetPolicyRequest{Pool: "x"}); return err },
+		"ListInstances": func() error { _, err := e.Admin.ListInstances(ctx(t), &pb.ListInstancesRequest{Pool: "x"}); return err },
 	} {
 		t.Run(name, func(t *testing.T) { wantCode(t, call(), codes.NotFound, `"x"`) })
 	}
-	_, err = e.admin.GetWeights(ctx(t), &pb.GetWeightsRequest{})
+	_, err = e.Admin.GetWeights(ctx(t), &pb.GetWeightsRequest{})
 	wantCode(t, err, codes.InvalidArgument, "pool is empty")
 }
 
@@ -136,9 +137,9 @@ func TestAdminErrors(t *testing.T) {
 // naming the field; renaming the instance on a stream is refused; a second
 // stream for the same instance replaces the first with Aborted.
 func TestReportErrors(t *testing.T) {
-	e := start(t, "")
+	e := servertest.Start(t)
 	open := func(m *pb.ReportLoadRequest) error {
-		stream, err := e.load.ReportLoad(ctx(t))
+		stream, err := e.Load.ReportLoad(ctx(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,14 +164,14 @@ func TestReportErrors(t *testing.T) {
 	events.StoredBlockHashes = make([]uint64, 65537)
 	wantCode(t, open(events), codes.InvalidArgument, "65537 block events", "limit is 65536")
 
-	in := e.report(rep("m", "d", "a"))
+	in := report(e, rep("m", "d", "a"))
 	renamed := rep("m", "other", "a")
 	wantCode(t, in.trySend(renamed), codes.InvalidArgument, "deployment changed on the stream")
 
-	first := e.report(rep("m", "d", "b"))
-	e.report(rep("m", "d", "b"))
+	first := report(e, rep("m", "d", "b"))
+	report(e, rep("m", "d", "b"))
 	wantCode(t, first.trySend(rep("m", "d", "b")), codes.Aborted, "newer ReportLoad stream replaced this one")
-	list, err := e.admin.ListInstances(ctx(t), &pb.ListInstancesRequest{Pool: "m"})
+	list, err := e.Admin.ListInstances(ctx(t), &pb.ListInstancesRequest{Pool: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,8 +185,8 @@ func TestReportErrors(t *testing.T) {
 // TestAdminBadPoolName: an admin call with a bad pool name says so without
 // talking of picks.
 func TestAdminBadPoolName(t *testing.T) {
-	e := start(t, "")
-	_, err := e.admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "a\x01b", Weights: map[string]float64{"d": 1}})
+	e := servertest.Start(t)
+	_, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "a\x01b", Weights: map[string]float64{"d": 1}})
 	wantCode(t, err, codes.InvalidArgument, "invalid name", "control character U+0001")
 	if strings.Contains(err.Error(), "pick") {
 		t.Errorf("admin error talks of picks: %v", err)

@@ -21,7 +21,11 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() {
+		if err := os.RemoveAll(dir); err != nil {
+			panic(err)
+		}
+	}()
 	d, err := server.Start(server.DaemonConfig{
 		Listen: "127.0.0.1:0", HTTPListen: "off",
 		Server: server.Options{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
@@ -29,7 +33,11 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer d.Shutdown(context.Background())
+	defer func() {
+		if err := d.Shutdown(context.Background()); err != nil {
+			panic(err)
+		}
+	}()
 
 	cc, err := grpc.NewClient(d.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

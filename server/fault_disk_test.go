@@ -40,7 +40,11 @@ var diskFaults = []diskFault{{
 		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir).CombinedOutput(); err != nil {
 			t.Skipf("cannot mount a tmpfs here (%v: %s); the other data-dir faults still run", err, bytes.TrimSpace(out))
 		}
-		t.Cleanup(func() { exec.Command("umount", dir).Run() })
+		t.Cleanup(func() {
+			if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+				t.Errorf("umount %s: %v: %s", dir, err, bytes.TrimSpace(out))
+			}
+		})
 		return dir
 	},
 	breakDir: func(t *testing.T, dir string) func() {
@@ -49,7 +53,6 @@ var diskFaults = []diskFault{{
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
 		chunk := make([]byte, 64<<10)
 		for {
 			if _, err := f.Write(chunk); err != nil {
@@ -59,14 +62,17 @@ var diskFaults = []diskFault{{
 				break
 			}
 		}
-		return func() { os.Remove(fill) }
+		// A full disk fails the close too (what was buffered has nowhere
+		// to go); the file is removed next anyway.
+		_ = f.Close()
+		return func() { must(t, os.Remove(fill)) }
 	},
 }, {
 	name:  "tmp path blocked",
 	setup: func(t *testing.T) string { return t.TempDir() },
 	breakDir: func(t *testing.T, dir string) func() {
 		must(t, os.MkdirAll(filepath.Join(dir, "state.json.tmp", "blocker"), 0o700))
-		return func() { os.RemoveAll(filepath.Join(dir, "state.json.tmp")) }
+		return func() { must(t, os.RemoveAll(filepath.Join(dir, "state.json.tmp"))) }
 	},
 }, {
 	name: "read-only",
@@ -78,7 +84,7 @@ var diskFaults = []diskFault{{
 	},
 	breakDir: func(t *testing.T, dir string) func() {
 		must(t, os.Chmod(dir, 0o500))
-		return func() { os.Chmod(dir, 0o700) }
+		return func() { must(t, os.Chmod(dir, 0o700)) }
 	},
 }}
 

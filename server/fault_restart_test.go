@@ -61,7 +61,11 @@ func TestRestartUnder1000Reconnects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { d.Shutdown(context.Background()) }()
+	defer func() {
+		if err := d.Shutdown(context.Background()); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	}()
 
 	ccs := make([]*grpc.ClientConn, conns)
 	for i := range ccs {
@@ -85,7 +89,11 @@ func TestRestartUnder1000Reconnects(t *testing.T) {
 	defer func() {
 		var wg sync.WaitGroup
 		for _, r := range reporters {
-			wg.Go(func() { r.Close() })
+			wg.Go(func() {
+				if err := r.Close(); err != nil {
+					t.Errorf("Reporter.Close: %v", err)
+				}
+			})
 		}
 		wg.Wait()
 	}()

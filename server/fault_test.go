@@ -17,6 +17,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
 // Fault tests: streams cut mid-message, streams that never send, a restart
@@ -52,7 +53,8 @@ func openRaw(t *testing.T, addr string) *rawStream {
 		must(t, enc.WriteField(hpack.HeaderField{Name: h[0], Value: h[1]}))
 	}
 	must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}))
-	go io.Copy(io.Discard, conn) // the server's SETTINGS, acks, trailers
+	// The server's SETTINGS, acks, trailers; the copy ends with the conn.
+	go func() { _, _ = io.Copy(io.Discard, conn) }()
 	return &rawStream{conn: conn, fr: fr}
 }
 
@@ -99,9 +101,9 @@ func TestStreamCutMidMessage(t *testing.T) {
 	// Cut inside the first report: 10 of its bytes, then the connection closes.
 	rs := openRaw(t, d.Addr())
 	must(t, rs.fr.WriteData(1, false, grpcFrame(first[:10], len(first))))
-	waitFor(t, "the stream to open", func() bool { return d.guard.open.Load() == 1 })
+	testwait.Eventually(t, "the stream to open", func() bool { return d.guard.open.Load() == 1 })
 	rs.conn.Close()
-	waitFor(t, "the cut stream to end", func() bool { return d.guard.open.Load() == 0 })
+	testwait.Eventually(t, "the cut stream to end", func() bool { return d.guard.open.Load() == 0 })
 	if _, err := d.Server().Registry().Pool("chat"); err == nil {
 		t.Fatal("a cut first report created its pool")
 	}
@@ -109,15 +111,15 @@ func TestStreamCutMidMessage(t *testing.T) {
 	// A full first report, then a second cut after its frame header.
 	rs = openRaw(t, d.Addr())
 	must(t, rs.fr.WriteData(1, false, grpcFrame(first, len(first))))
-	waitFor(t, "the first report", func() bool { return isState(d, "chat", "a-1", state.StateOK) })
+	testwait.Eventually(t, "the first report", func() bool { return isState(d, "chat", "a-1", state.StateOK) })
 	must(t, rs.fr.WriteData(1, false, grpcFrame(second[:3], len(second))))
 	rs.conn.Close()
-	waitFor(t, "the instance to be disconnected", func() bool { return isState(d, "chat", "a-1", state.StateDisconnected) })
+	testwait.Eventually(t, "the instance to be disconnected", func() bool { return isState(d, "chat", "a-1", state.StateDisconnected) })
 	p, _ := d.Server().Registry().Pool("chat")
 	if in := p.Instances(time.Now())[0]; in.Last.Draining || in.CachedBlocks != 0 {
 		t.Errorf("the cut second report was applied: %+v", in)
 	}
-	waitFor(t, "the stream slot", func() bool { return d.guard.open.Load() == 0 })
+	testwait.Eventually(t, "the stream slot", func() bool { return d.guard.open.Load() == 0 })
 	_, _, admin := obsClients(t, d)
 	if _, err := admin.ListPools(ctxT(t), &pb.ListPoolsRequest{}); err != nil {
 		t.Fatalf("daemon after cut streams: %v", err)
@@ -154,11 +156,11 @@ func TestSilentStreams(t *testing.T) {
 			if status.Code(err) != codes.DeadlineExceeded {
 				t.Fatalf("silent stream ended with %v", err)
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("a silent stream is still open after 10 s")
+		case <-time.After(testwait.DefaultTimeout):
+			t.Fatalf("a silent stream is still open after %v", testwait.DefaultTimeout)
 		}
 	}
-	waitFor(t, "only the live stream", func() bool { return d.guard.open.Load() == 1 })
-	waitFor(t, "the goroutines of the silent streams to end", func() bool { return runtime.NumGoroutine() <= base+5 })
+	testwait.Eventually(t, "only the live stream", func() bool { return d.guard.open.Load() == 1 })
+	testwait.Eventually(t, "the goroutines of the silent streams to end", func() bool { return runtime.NumGoroutine() <= base+5 })
 	live.report(&pb.ReportLoadRequest{})
 }

@@ -40,12 +40,18 @@ func snapshotOf(t *testing.T, s *Server, pool string) adminSnapshot {
 // reopened closes s's store and returns the pool's configuration as a new
 // Open reads it from disk.
 func reopened(t *testing.T, s *Server, pool string) store.PoolConfig {
-	s.store.Close()
+	if err := s.store.Close(); err != nil {
+		t.Fatalf("close the store before reopening it: %v", err)
+	}
 	st, err := store.Open(s.store.Dir(), store.Options{})
 	if err != nil {
 		t.Fatalf("reopen after an acknowledged change: %v", err)
 	}
-	defer st.Close()
+	defer func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("close the reopened store: %v", err)
+		}
+	}()
 	pc, _ := st.Pool(pool)
 	return pc
 }
@@ -54,6 +60,7 @@ func reopened(t *testing.T, s *Server, pool string) store.PoolConfig {
 // with a documented code leaving memory, the state file and the audit log
 // as they were, or is applied in full, in memory and on disk.
 func FuzzSetWeights(f *testing.F) {
+	addSeeds(f, "FuzzSetWeights")
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var req pb.SetWeightsRequest
 		if proto.Unmarshal(raw, &req) != nil {
@@ -96,6 +103,7 @@ func FuzzSetWeights(f *testing.F) {
 // FuzzSetPolicy: the same for SetPolicy; an accepted policy validates and
 // reads back identical from memory and from disk.
 func FuzzSetPolicy(f *testing.F) {
+	addSeeds(f, "FuzzSetPolicy")
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var req pb.SetPolicyRequest
 		if proto.Unmarshal(raw, &req) != nil {

@@ -1,9 +1,8 @@
 package server
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,11 +14,15 @@ import (
 
 // fuzzSeeds are the seed inputs of each fuzz target, by file name: valid
 // requests, each limit's edge, and the invalid values the handlers must
-// refuse. TestWriteFuzzSeeds writes them to testdata/fuzz.
+// refuse. Each Fuzz target adds its own with addSeeds; testdata/fuzz holds
+// only inputs the fuzzers found.
 func fuzzSeeds() map[string]map[string][][]byte {
 	enc := func(ms ...proto.Message) [][]byte {
 		out := make([][]byte, len(ms))
 		for i, m := range ms {
+			// Marshal refuses a string that is not UTF-8 after writing the
+			// bytes before it: those bytes are the invalid request wanted
+			// ("invalid utf"), so they are kept.
 			out[i], _ = proto.MarshalOptions{Deterministic: true}.Marshal(m)
 		}
 		return out
@@ -80,33 +83,19 @@ func fuzzSeeds() map[string]map[string][][]byte {
 	}
 }
 
-// TestWriteFuzzSeeds writes fuzzSeeds to testdata/fuzz when
-// PREFIXROUTE_WRITE_FUZZ_SEEDS=1; otherwise it checks that every seed file
-// is there (not its bytes: deterministic protobuf encoding may change with
-// the protobuf module, and an older encoding is as good a seed).
-func TestWriteFuzzSeeds(t *testing.T) {
-	write := os.Getenv("PREFIXROUTE_WRITE_FUZZ_SEEDS") == "1"
-	for target, seeds := range fuzzSeeds() {
-		dir := filepath.Join("testdata", "fuzz", target)
-		for name, args := range seeds {
-			var b strings.Builder
-			b.WriteString("go test fuzz v1\n")
-			for _, a := range args {
-				fmt.Fprintf(&b, "[]byte(%q)\n", a)
-			}
-			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
-			if !write {
-				if _, err := os.Stat(path); err != nil {
-					t.Errorf("%s is missing: run PREFIXROUTE_WRITE_FUZZ_SEEDS=1 go test -run TestWriteFuzzSeeds ./server/", path)
-				}
-				continue
-			}
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-				t.Fatal(err)
-			}
+// addSeeds adds the seeds of target (fuzzSeeds) to f's corpus, in name
+// order; a target without seeds, or a seed whose message count is not the
+// target's argument count, fails the fuzz test.
+func addSeeds(f *testing.F, target string) {
+	seeds := fuzzSeeds()[target]
+	if len(seeds) == 0 {
+		f.Fatalf("fuzzSeeds has no seeds for %s", target)
+	}
+	for _, name := range slices.Sorted(maps.Keys(seeds)) {
+		args := make([]any, len(seeds[name]))
+		for i, a := range seeds[name] {
+			args[i] = a
 		}
+		f.Add(args...)
 	}
 }

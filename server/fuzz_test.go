@@ -22,9 +22,10 @@ import (
 // The fuzz targets drive the real handlers of an in-process Server, a new
 // one (with its own data dir) for every input, so that a failure
 // reproduces from its input alone. Inputs are protobuf encodings, so the
-// fuzzer mutates every field, known or not. Seeds: testdata/fuzz/Fuzz*/
-// (written by TestWriteFuzzSeeds). `make fuzz` runs each target for
-// FUZZTIME; `go test` runs the seeds.
+// fuzzer mutates every field, known or not. Seeds: fuzzSeeds (added by
+// each target with addSeeds), and the inputs the fuzzers found under
+// testdata/fuzz/Fuzz*/. `make fuzz` runs each target for FUZZTIME; `go test`
+// runs the seeds and the found inputs.
 
 var fuzzNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
@@ -35,7 +36,7 @@ func fuzzServer(t *testing.T) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	closeAtEnd(t, "Server", s)
 	return s
 }
 
@@ -81,6 +82,7 @@ func fuzzPool(t *testing.T, s *Server) {
 // FuzzPick: any PickRequest gets a documented code, and a successful one
 // names a known instance with finite, normalised probabilities.
 func FuzzPick(f *testing.F) {
+	addSeeds(f, "FuzzPick")
 	known := map[string]string{"a-1": "a", "a-2": "a", "b-1": "b", "b-2": "b"}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var req pb.PickRequest
@@ -149,6 +151,7 @@ func (s *fuzzStream) Send(a *pb.ReportLoadResponse) error {
 // instance disconnected if it connected, and the prefix index agrees with
 // every instance's block count.
 func FuzzReportLoad(f *testing.F) {
+	addSeeds(f, "FuzzReportLoad")
 	f.Fuzz(func(t *testing.T, m1, m2, m3 []byte) {
 		var msgs []*pb.ReportLoadRequest
 		for _, raw := range [][]byte{m1, m2, m3} {

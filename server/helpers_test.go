@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -11,75 +9,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/servertest"
-	"github.com/prefixroute/prefixroute/server"
 )
-
-// fakeClock is the harness's settable clock (servertest.Clock).
-type fakeClock = servertest.Clock
-
-func newFakeClock() *fakeClock { return servertest.NewClock() }
-
-// env is one running daemon on loopback and clients of its three services.
-type env struct {
-	t     testing.TB
-	d     *server.Daemon
-	dir   string
-	clock *fakeClock
-	conn  *grpc.ClientConn
-	pick  pb.PickServiceClient
-	load  pb.LoadServiceClient
-	admin pb.AdminServiceClient
-}
-
-// start runs a daemon on 127.0.0.1:0 with a data dir (a new temp dir when
-// dir is ""), a fake clock and a quiet logger, stopped at the end of the test.
-func start(t testing.TB, dir string) *env { return startWith(t, dir, nil) }
-
-// startWith is start with mutate applied to the daemon's configuration.
-func startWith(t testing.TB, dir string, mutate func(*server.DaemonConfig)) *env {
-	t.Helper()
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	e := &env{t: t, dir: dir, clock: newFakeClock()}
-	cfg := server.DaemonConfig{
-		Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0",
-		Server: server.Options{DataDir: dir, Now: e.clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-	}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	d, err := server.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.d = d
-	e.conn, err = grpc.NewClient(d.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.pick, e.load, e.admin = pb.NewPickServiceClient(e.conn), pb.NewLoadServiceClient(e.conn), pb.NewAdminServiceClient(e.conn)
-	t.Cleanup(e.stop)
-	return e
-}
-
-func (e *env) stop() {
-	if e.d == nil {
-		return
-	}
-	e.conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := e.d.Shutdown(ctx); err != nil {
-		e.t.Errorf("shutdown: %v", err)
-	}
-	e.d = nil
-}
 
 // instance is one open ReportLoad stream.
 type instance struct {
@@ -89,18 +23,18 @@ type instance struct {
 	seq    uint64
 }
 
-// report opens a stream for the instance named by first and waits for the
-// first ack, so the report is applied when it returns.
-func (e *env) report(first *pb.ReportLoadRequest) *instance {
-	e.t.Helper()
+// report opens a stream to e for the instance named by first and waits for
+// the first ack, so the report is applied when it returns.
+func report(e *servertest.Sidecar, first *pb.ReportLoadRequest) *instance {
+	e.T.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := e.load.ReportLoad(ctx)
+	stream, err := e.Load.ReportLoad(ctx)
 	if err != nil {
 		cancel()
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	in := &instance{t: e.t, stream: stream, cancel: cancel}
-	e.t.Cleanup(in.close)
+	in := &instance{t: e.T, stream: stream, cancel: cancel}
+	e.T.Cleanup(in.close)
 	in.send(first)
 	return in
 }
@@ -184,5 +118,3 @@ func readFile(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return string(b), err
 }
-
-func startB(b *testing.B) *env { return start(b, "") }

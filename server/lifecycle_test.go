@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
 // obsGet returns the status code and body of an HTTP GET.
@@ -81,17 +82,10 @@ func TestShutdownFinishesInFlightPicks(t *testing.T) {
 		shut <- d.Shutdown(ctx)
 	}()
 
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Eventually(t, "/readyz 503 during shutdown", func() bool {
 		code, _ := obsGet(t, base+"/readyz")
-		if code == http.StatusServiceUnavailable {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz still %d during shutdown", code)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return code == http.StatusServiceUnavailable
+	})
 	select {
 	case err := <-shut:
 		t.Fatalf("Shutdown returned (%v) with a Pick in flight", err)

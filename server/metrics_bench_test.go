@@ -29,7 +29,7 @@ func obsPickServer(tb testing.TB, obs bool) (*Server, time.Time) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { s.Close() })
+	closeAtEnd(tb, "Server", s)
 	pool, err := s.reg.Ensure("bench")
 	if err != nil {
 		tb.Fatal(err)
@@ -48,7 +48,11 @@ func obsPickServer(tb testing.TB, obs bool) (*Server, time.Time) {
 	}
 	if obs {
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-		tb.Cleanup(func() { mp.Shutdown(context.Background()) })
+		tb.Cleanup(func() {
+			if err := mp.Shutdown(context.Background()); err != nil {
+				tb.Errorf("MeterProvider.Shutdown: %v", err)
+			}
+		})
 		m := mp.Meter("bench")
 		o, err := newObserver(m, s.reg, s.opts.Now)
 		if err != nil {
@@ -122,21 +126,33 @@ func BenchmarkPickGRPC(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				defer d.Shutdown(context.Background())
+				defer func() {
+					if err := d.Shutdown(context.Background()); err != nil {
+						b.Errorf("Shutdown: %v", err)
+					}
+				}()
 				s, addr = d.Server(), d.Addr()
 			} else {
 				var err error
 				if s, err = New(Options{DataDir: b.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
 					b.Fatal(err)
 				}
-				defer s.Close()
+				defer func() {
+					if err := s.Close(); err != nil {
+						b.Errorf("Server.Close: %v", err)
+					}
+				}()
 				lis, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {
 					b.Fatal(err)
 				}
 				gs := grpc.NewServer()
 				s.Register(gs)
-				go gs.Serve(lis)
+				go func() {
+					if err := gs.Serve(lis); err != nil {
+						b.Errorf("Serve: %v", err)
+					}
+				}()
 				defer gs.Stop()
 				addr = lis.Addr().String()
 			}

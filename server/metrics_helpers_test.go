@@ -6,9 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -17,22 +15,13 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
-// obsClock is a settable clock for daemons under test.
-type obsClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *obsClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
 // obsStart starts a daemon on 127.0.0.1:0 (both listeners) with a temp data
-// dir, lets mutate adjust its config, and shuts it down at cleanup.
+// dir, lets mutate adjust its config, and shuts it down at cleanup. It is
+// the one starter of this package's own tests, which cannot use
+// servertest.Start (servertest imports server); startSecure builds on it.
 func obsStart(t *testing.T, mutate func(*DaemonConfig)) *Daemon {
 	t.Helper()
 	cfg := DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0",
@@ -45,7 +34,7 @@ func obsStart(t *testing.T, mutate func(*DaemonConfig)) *Daemon {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.DefaultTimeout)
 		defer cancel()
 		if err := d.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)

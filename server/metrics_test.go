@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
 // TestMetricsAfterScriptedTraffic drives a real daemon over gRPC (reports,
@@ -17,7 +18,8 @@ import (
 // counts exact, gauges equal to the state, and the realised traffic share
 // moving toward the configured weights.
 func TestMetricsAfterScriptedTraffic(t *testing.T) {
-	clock := &obsClock{t: time.Unix(1_800_000_000, 0)}
+	clock := testwait.NewClock()
+	clock.Set(time.Unix(1_800_000_000, 0))
 	d := obsStart(t, func(c *DaemonConfig) { c.Server.Now = clock.Now })
 	pick, load, admin := obsClients(t, d)
 	ctx := context.Background()

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
@@ -31,6 +32,13 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // lines returns the JSON log lines written so far.
@@ -93,7 +101,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 		}
 	}
 	if logged == nil {
-		t.Fatalf("no log line for the panic; logs:\n%s", logs.b.String())
+		t.Fatalf("no log line for the panic; logs:\n%s", logs.String())
 	}
 	if s, _ := logged["stack"].(string); !strings.Contains(s, "goroutine") || !strings.Contains(s, "middleware_test.go") {
 		t.Errorf("logged stack does not show the panicking frame:\n%s", s)
@@ -139,7 +147,7 @@ func TestCallLogsCarryTraceID(t *testing.T) {
 		}
 	}
 	if finished == nil {
-		t.Fatalf("no finished-call line for Pick; logs:\n%s", logs.b.String())
+		t.Fatalf("no finished-call line for Pick; logs:\n%s", logs.String())
 	}
 	for k, want := range map[string]any{"trace_id": traceID, "grpc.code": "NotFound", "level": "INFO", "component": "grpc"} {
 		if finished[k] != want {
@@ -197,13 +205,16 @@ func TestCanceledReportStreamIsTheClients(t *testing.T) {
 		}
 		return out
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(finished()) < streams && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // polling the condition: the server logs after the client's cancel
-	}
+	// The server logs after the client's cancel: wait for every line.
+	testwait.EventuallyOK(t, func() string {
+		if n := len(finished()); n < streams {
+			return fmt.Sprintf("%d ReportLoad lines, want %d; logs:\n%s", n, streams, logs.String())
+		}
+		return ""
+	})
 	lines := finished()
 	if len(lines) != streams {
-		t.Fatalf("%d ReportLoad lines, want %d; logs:\n%s", len(lines), streams, logs.b.String())
+		t.Fatalf("%d ReportLoad lines, want %d; logs:\n%s", len(lines), streams, logs.String())
 	}
 	for _, l := range lines {
 		if l["grpc.code"] != "Canceled" || l["level"] != "DEBUG" {

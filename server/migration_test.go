@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 )
 
 // TestMigrationStatusScripted drives a pool through real gRPC and checks
@@ -31,32 +32,32 @@ import (
 //	headroom 100·(1 − 0.65/1000) = 99.935%
 //	hot prefixes cached deeper on a: h1 (3 requests, depth 4 vs 2, 32 tok).
 func TestMigrationStatusScripted(t *testing.T) {
-	e := start(t, "")
+	e := servertest.Start(t)
 	c := ctx(t)
-	e.setWeights("m", map[string]float64{"a": 1, "b": 0})
+	setWeights(e, "m", map[string]float64{"a": 1, "b": 0})
 	// Hashes are uniform, as prefixhash makes them: the distinct-block count
 	// is a HyperLogLog sketch, exact at this size only for random hashes.
 	h := []uint64{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb, 0x2545f4914f6cdd1d,
 		0xd6e8feb86659fd93, 0xa0761d6478bd642f}
-	report := func(dep string, stored []uint64) *pb.ReportLoadRequest {
+	req := func(dep string, stored []uint64) *pb.ReportLoadRequest {
 		r := rep("m", dep, dep+"-0")
 		r.PrefillTokensPerSecond, r.BlockSizeTokens, r.ReportsCacheEvents, r.StoredBlockHashes = 16000, 16, true, stored
 		return r
 	}
-	ia, ib := e.report(report("a", h[:4])), e.report(report("b", h[:2]))
+	ia, ib := report(e, req("a", h[:4])), report(e, req("b", h[:2]))
 	for _, req := range []*pb.PickRequest{
 		{Pool: "m", PrefixHashes: h[:4], PromptTokens: 64}, {Pool: "m", PrefixHashes: h[:4], PromptTokens: 64},
 		{Pool: "m", PrefixHashes: h[:4], PromptTokens: 64}, {Pool: "m", PrefixHashes: h[4:], PromptTokens: 40},
 	} {
-		r, err := e.pick.Pick(c, req)
+		r, err := e.Pick.Pick(c, req)
 		if err != nil || r.GetDeployment() != "a" {
 			t.Fatalf("pick: %v %v", r.GetDeployment(), err)
 		}
 	}
-	e.clock.Advance(10 * time.Second)
-	ia.send(report("a", nil)) // fresh reports: both eligible at t0+10s
-	ib.send(report("b", nil))
-	st, err := e.admin.GetMigrationStatus(c, &pb.GetMigrationStatusRequest{Pool: "m", From: "a", To: "b"})
+	e.Clock.Advance(10 * time.Second)
+	ia.send(req("a", nil)) // fresh reports: both eligible at t0+10s
+	ib.send(req("b", nil))
+	st, err := e.Admin.GetMigrationStatus(c, &pb.GetMigrationStatusRequest{Pool: "m", From: "a", To: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,15 +104,15 @@ func TestMigrationStatusScripted(t *testing.T) {
 		t.Errorf("hot prefixes = %v", hot)
 	}
 
-	_, err = e.admin.GetMigrationStatus(c, &pb.GetMigrationStatusRequest{Pool: "m", From: "a", To: "zz"})
+	_, err = e.Admin.GetMigrationStatus(c, &pb.GetMigrationStatusRequest{Pool: "m", From: "a", To: "zz"})
 	wantCode(t, err, codes.NotFound, `"zz"`)
-	_, err = e.admin.GetMigrationStatus(c, &pb.GetMigrationStatusRequest{Pool: "m", From: "a", To: "a"})
+	_, err = e.Admin.GetMigrationStatus(c, &pb.GetMigrationStatusRequest{Pool: "m", From: "a", To: "a"})
 	wantCode(t, err, codes.InvalidArgument)
-	_, err = e.admin.GetMigrationStatus(c, &pb.GetMigrationStatusRequest{Pool: "m", From: "a"})
+	_, err = e.Admin.GetMigrationStatus(c, &pb.GetMigrationStatusRequest{Pool: "m", From: "a"})
 	wantCode(t, err, codes.InvalidArgument, "from and to are required")
-	_, err = e.admin.GetMigrationStatus(c, &pb.GetMigrationStatusRequest{Pool: "m", From: "a", To: "b", TopK: 101})
+	_, err = e.Admin.GetMigrationStatus(c, &pb.GetMigrationStatusRequest{Pool: "m", From: "a", To: "b", TopK: 101})
 	wantCode(t, err, codes.InvalidArgument, "top_k is 101")
-	_, err = e.admin.GetMigrationStatus(c, &pb.GetMigrationStatusRequest{Pool: "nope", From: "a", To: "b"})
+	_, err = e.Admin.GetMigrationStatus(c, &pb.GetMigrationStatusRequest{Pool: "nope", From: "a", To: "b"})
 	wantCode(t, err, codes.NotFound)
 }
 
@@ -123,37 +124,37 @@ func TestMigrationStatusScripted(t *testing.T) {
 // The step a:b 1:0 -> 1:1 moves half of a's traffic: 325 ms/s, leaving
 // 100·(1 − 325/1000) = 67.5% headroom: below 80%, the ramp holds.
 func TestRampAutoHold(t *testing.T) {
-	e := startRamps(t, "")
+	e := servertest.Start(t, manualRamps)
 	c := ctx(t)
-	e.setWeights("m", map[string]float64{"a": 1, "b": 0})
+	setWeights(e, "m", map[string]float64{"a": 1, "b": 0})
 	h := []uint64{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb, 0x2545f4914f6cdd1d,
 		0xd6e8feb86659fd93, 0xa0761d6478bd642f}
-	report := func(dep string, tps float64, stored []uint64) *pb.ReportLoadRequest {
+	req := func(dep string, tps float64, stored []uint64) *pb.ReportLoadRequest {
 		r := rep("m", dep, dep+"-0")
 		r.PrefillTokensPerSecond, r.BlockSizeTokens, r.ReportsCacheEvents, r.StoredBlockHashes = tps, 16, true, stored
 		return r
 	}
-	ia, ib := e.report(report("a", 16000, h[:4])), e.report(report("b", 16, h[:2]))
+	ia, ib := report(e, req("a", 16000, h[:4])), report(e, req("b", 16, h[:2]))
 	for _, req := range []*pb.PickRequest{
 		{Pool: "m", PrefixHashes: h[:4], PromptTokens: 64}, {Pool: "m", PrefixHashes: h[:4], PromptTokens: 64},
 		{Pool: "m", PrefixHashes: h[:4], PromptTokens: 64}, {Pool: "m", PrefixHashes: h[4:], PromptTokens: 40},
 	} {
-		if _, err := e.pick.Pick(c, req); err != nil {
+		if _, err := e.Pick.Pick(c, req); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := e.admin.StartRamp(c, &pb.StartRampRequest{Pool: "m", AutoHold: &pb.AutoHold{MinHeadroomPct: 80},
+	_, err := e.Admin.StartRamp(c, &pb.StartRampRequest{Pool: "m", AutoHold: &pb.AutoHold{MinHeadroomPct: 80},
 		Steps: []*pb.RampStep{{Weights: map[string]float64{"a": 1, "b": 1}, After: durationpb.New(10 * time.Second)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(10 * time.Second)
-	ia.send(report("a", 16000, nil))
-	ib.send(report("b", 16, nil))
-	if n := e.d.Server().AdvanceRamps(); n != 0 {
+	e.Clock.Advance(10 * time.Second)
+	ia.send(req("a", 16000, nil))
+	ib.send(req("b", 16, nil))
+	if n := e.D.Server().AdvanceRamps(); n != 0 {
 		t.Fatalf("applied %d steps; want the ramp held", n)
 	}
-	r, err := e.admin.GetRamp(c, &pb.GetRampRequest{Pool: "m"})
+	r, err := e.Admin.GetRamp(c, &pb.GetRampRequest{Pool: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,11 +164,11 @@ func TestRampAutoHold(t *testing.T) {
 		t.Fatalf("ramp = %v", r.GetRamp())
 	}
 	// Resumed with b faster (160 tok/s: 32.5 ms/s, 96.75% left), it steps.
-	ib.send(report("b", 160, nil))
-	if _, err := e.admin.ResumeRamp(c, &pb.ResumeRampRequest{Pool: "m"}); err != nil {
+	ib.send(req("b", 160, nil))
+	if _, err := e.Admin.ResumeRamp(c, &pb.ResumeRampRequest{Pool: "m"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := e.d.Server().AdvanceRamps(); n != 1 {
+	if n := e.D.Server().AdvanceRamps(); n != 1 {
 		t.Fatalf("resumed ramp applied %d steps, want 1", n)
 	}
 }

@@ -32,7 +32,7 @@ func BenchmarkPickCPU(b *testing.B) {
 	for _, audit := range []pb.AuditLevel{pb.AuditLevel_AUDIT_LEVEL_NONE, pb.AuditLevel_AUDIT_LEVEL_CHOSEN, pb.AuditLevel_AUDIT_LEVEL_FULL} {
 		b.Run(fmt.Sprintf("instances=64/deployments=4/audit=%s", audit.String()[len("AUDIT_LEVEL_"):]), func(b *testing.B) {
 			e, hashes, refresh := benchEnv(b, 64, 4)
-			health := healthpb.NewHealthClient(e.conn)
+			health := healthpb.NewHealthClient(e.Conn)
 			bg := context.Background()
 			req := &pb.PickRequest{Pool: "m", PrefixHashes: hashes[:64], PromptTokens: 1024, Audit: audit}
 			var emptyCPU, pickCPU time.Duration
@@ -46,7 +46,7 @@ func BenchmarkPickCPU(b *testing.B) {
 				}
 				c1 := processCPU(b)
 				for range 100 {
-					if _, err := e.pick.Pick(bg, req); err != nil {
+					if _, err := e.Pick.Pick(bg, req); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 )
 
 // instanceByID returns the audit entry of one instance.
@@ -42,12 +43,12 @@ func TestSeedInstanceNumbers(t *testing.T) {
 		gap        float64
 		pLow, pHig float64
 	}{{20, 2.0 / 3, 1.0 / 3}, {40, 0.8, 0.2}} {
-		e := start(t, "")
+		e := servertest.Start(t)
 		a, b := rep("m", "d", "a"), rep("m", "d", "b")
 		a.QueueMs, b.QueueMs = f64(100), f64(100+tc.gap)
-		e.report(a)
-		e.report(b)
-		resp, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", Seed: u64(1)})
+		report(e, a)
+		report(e, b)
+		resp, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", Seed: u64(1)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,25 +60,25 @@ func TestSeedInstanceNumbers(t *testing.T) {
 		if ia.GetQueueMs() != 100 || ib.GetCostMs() != 100+tc.gap || dec.GetPolicy().GetDeltaMs() != 20 {
 			t.Errorf("audit: a queue %v ms, b cost %v ms, delta %v", ia.GetQueueMs(), ib.GetCostMs(), dec.GetPolicy().GetDeltaMs())
 		}
-		e.stop()
+		e.Stop()
 	}
 }
 
 // TestSeedDeploymentNumbers: weights 1:9, A holding the prefix through cache
 // events, B cold, lambda_h 10: P_B = 9/1033. A cold prefix splits 1:9.
 func TestSeedDeploymentNumbers(t *testing.T) {
-	e := start(t, "")
+	e := servertest.Start(t)
 	hashes := []uint64{11, 12, 13, 14}
 	a := rep("m", "A", "a1")
 	a.ReportsCacheEvents, a.StoredBlockHashes = true, hashes
 	b := rep("m", "B", "b1")
 	b.ReportsCacheEvents = true
-	e.report(a)
-	e.report(b)
-	if _, err := e.admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 1, "B": 9}}); err != nil {
+	report(e, a)
+	report(e, b)
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 1, "B": 9}}); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PrefixHashes: hashes, PromptTokens: 64, Seed: u64(7)})
+	resp, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PrefixHashes: hashes, PromptTokens: 64, Seed: u64(7)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestSeedDeploymentNumbers(t *testing.T) {
 	if dA.GetHitRatio() != 1 || dB.GetHitRatio() != 0 || dA.GetMatchedBlocks() != 4 || dec.GetWeightsVersion() != 1 {
 		t.Errorf("audit: H_A=%v H_B=%v matched_A=%d version=%d", dA.GetHitRatio(), dB.GetHitRatio(), dA.GetMatchedBlocks(), dec.GetWeightsVersion())
 	}
-	resp, err = e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PrefixHashes: []uint64{99, 98}, PromptTokens: 32, Seed: u64(7)})
+	resp, err = e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PrefixHashes: []uint64{99, 98}, PromptTokens: 32, Seed: u64(7)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,14 +106,14 @@ func TestSeedDeploymentNumbers(t *testing.T) {
 // TestDrainedDeploymentGetsNothing: weight 0 on A sends every pick to B, and
 // all weights 0 fails with FailedPrecondition.
 func TestDrainedDeploymentGetsNothing(t *testing.T) {
-	e := start(t, "")
-	e.report(rep("m", "A", "a1"))
-	e.report(rep("m", "B", "b1"))
-	if _, err := e.admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 0, "B": 1}}); err != nil {
+	e := servertest.Start(t)
+	report(e, rep("m", "A", "a1"))
+	report(e, rep("m", "B", "b1"))
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 0, "B": 1}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 100 {
-		resp, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", Seed: u64(uint64(i))})
+		resp, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", Seed: u64(uint64(i))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,20 +124,20 @@ func TestDrainedDeploymentGetsNothing(t *testing.T) {
 			t.Fatalf("A's reason %q, want zero_weight", r)
 		}
 	}
-	if _, err := e.admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"B": 1}}); err != nil {
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"B": 1}}); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
+	resp, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := deploymentByName(t, resp.GetDecision(), "A").GetExcludedReason(); r != "not_in_weights" {
 		t.Errorf("A left out of the weights: reason %q, want not_in_weights", r)
 	}
-	if _, err := e.admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 0, "B": 0}}); err != nil {
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 0, "B": 0}}); err != nil {
 		t.Fatalf("a full drain must be allowed: %v", err)
 	}
-	_, err = e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
+	_, err = e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
 	wantCode(t, err, codes.FailedPrecondition, `pool "m" is drained`, "weights version 3")
 }
 
@@ -144,15 +145,15 @@ func TestDrainedDeploymentGetsNothing(t *testing.T) {
 // excluded as stale, one whose stream closed as disconnected; with none left
 // Pick says Unavailable with the counts.
 func TestStaleAndDisconnectedExcluded(t *testing.T) {
-	e := start(t, "")
-	silent := e.report(rep("m", "d", "silent"))
-	gone := e.report(rep("m", "d", "gone"))
-	live := e.report(rep("m", "d", "live"))
+	e := servertest.Start(t)
+	silent := report(e, rep("m", "d", "silent"))
+	gone := report(e, rep("m", "d", "gone"))
+	live := report(e, rep("m", "d", "live"))
 	gone.close()
-	e.clock.Advance(2*time.Second + time.Millisecond)
+	e.Clock.Advance(2*time.Second + time.Millisecond)
 	live.send(rep("m", "d", "live"))
 	for i := range 20 {
-		resp, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", Seed: u64(uint64(i))})
+		resp, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", Seed: u64(uint64(i))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,18 +169,18 @@ func TestStaleAndDisconnectedExcluded(t *testing.T) {
 		}
 	}
 	live.close()
-	_, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
+	_, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
 	wantCode(t, err, codes.Unavailable, "no eligible instance", "2 disconnected", "1 stale")
 
 	// After forget_after (30 s) the disconnected instances are forgotten, and
 	// so is the silent one, whose stream is ended.
-	e.clock.Advance(31 * time.Second)
-	e.d.Server().Registry().Sweep(e.clock.Now())
-	_, err = e.admin.ListInstances(ctx(t), &pb.ListInstancesRequest{Pool: "m"})
+	e.Clock.Advance(31 * time.Second)
+	e.D.Server().Registry().Sweep(e.Clock.Now())
+	_, err = e.Admin.ListInstances(ctx(t), &pb.ListInstancesRequest{Pool: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if list, _ := e.admin.ListInstances(ctx(t), &pb.ListInstancesRequest{Pool: "m"}); len(list.GetInstances()) != 0 {
+	if list, _ := e.Admin.ListInstances(ctx(t), &pb.ListInstancesRequest{Pool: "m"}); len(list.GetInstances()) != 0 {
 		t.Errorf("after forget_after: %v", list.GetInstances())
 	}
 	wantCode(t, silent.trySend(rep("m", "d", "silent")), codes.Aborted, "forgotten")
@@ -188,25 +189,25 @@ func TestStaleAndDisconnectedExcluded(t *testing.T) {
 // TestSeedReproducesChoice: the same state and seed give the same choice and
 // the same draws; the seed the router drew is reported and replays too.
 func TestSeedReproducesChoice(t *testing.T) {
-	e := start(t, "")
+	e := servertest.Start(t)
 	for _, id := range []string{"a", "b", "c", "d"} {
-		e.report(rep("m", "x", id))
+		report(e, rep("m", "x", id))
 	}
 	// Equal instances and a cold prefix: choices depend only on the draw.
 	// Optimistic accounting changes costs after each pick, so reset it with
 	// fresh reports between picks.
 	refresh := func() {
 		for _, id := range []string{"a", "b", "c", "d"} {
-			e.report(rep("m", "x", id))
+			report(e, rep("m", "x", id))
 		}
 	}
-	first, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PromptTokens: 100})
+	first, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PromptTokens: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
 	refresh()
 	seed := first.GetDecision().GetSeed()
-	again, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PromptTokens: 100, Seed: &seed})
+	again, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PromptTokens: 100, Seed: &seed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,14 +220,14 @@ func TestSeedReproducesChoice(t *testing.T) {
 // TestOptimisticAccountingSpreads: 200 picks between two reports, every
 // instance equal at the start, do not all land on one instance.
 func TestOptimisticAccountingSpreads(t *testing.T) {
-	e := start(t, "")
+	e := servertest.Start(t)
 	ids := []string{"a", "b", "c", "d"}
 	for _, id := range ids {
-		e.report(rep("m", "x", id))
+		report(e, rep("m", "x", id))
 	}
 	count := map[string]int{}
 	for i := range 200 {
-		resp, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PromptTokens: 2000, PrefixHashes: []uint64{uint64(1000 + i)}, Seed: u64(uint64(i))})
+		resp, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PromptTokens: 2000, PrefixHashes: []uint64{uint64(1000 + i)}, Seed: u64(uint64(i))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,9 +244,9 @@ func TestOptimisticAccountingSpreads(t *testing.T) {
 
 // TestAuditLevels: the levels trim the response, never the choice.
 func TestAuditLevels(t *testing.T) {
-	e := start(t, "")
+	e := servertest.Start(t)
 	for _, id := range []string{"a", "b", "c"} {
-		e.report(rep("m", "x", id))
+		report(e, rep("m", "x", id))
 	}
 	for _, tc := range []struct {
 		level     pb.AuditLevel
@@ -257,7 +258,7 @@ func TestAuditLevels(t *testing.T) {
 		{pb.AuditLevel_AUDIT_LEVEL_CHOSEN, true, 1},
 		{pb.AuditLevel_AUDIT_LEVEL_NONE, false, 0},
 	} {
-		resp, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", Seed: u64(3), Audit: tc.level})
+		resp, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", Seed: u64(3), Audit: tc.level})
 		if err != nil {
 			t.Fatal(err)
 		}

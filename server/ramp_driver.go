@@ -77,7 +77,7 @@ func (s *Server) stepRamp(pool string, r *rollout.Ramp) bool {
 // installRamp puts pc, the configuration stored by what (a step or a pause
 // of ramp r), in force, and logs when it cannot. Called with adminMu held.
 func (s *Server) installRamp(pool string, r *rollout.Ramp, what string, pc store.PoolConfig) {
-	if err := s.publish(pool, pc); err != nil {
+	if err := s.install(pool, pc); err != nil {
 		s.log.Error(what+" stored but not in force", "pool", pool, "ramp", r.ID, "error", err)
 	}
 }

@@ -9,18 +9,19 @@ import (
 	"github.com/prefixroute/prefixroute/internal/rollout"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/internal/store"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
 // rampDriverServer is a Server on a new data dir with clock, logging JSON
 // to logs, holding at most maxPools pools.
-func rampDriverServer(t *testing.T, clock *obsClock, logs *syncBuffer, maxPools int) *Server {
+func rampDriverServer(t *testing.T, clock *testwait.Clock, logs *syncBuffer, maxPools int) *Server {
 	t.Helper()
 	s, err := New(Options{DataDir: t.TempDir(), Logger: slog.New(slog.NewJSONHandler(logs, nil)), Now: clock.Now,
 		Limits: state.Limits{MaxPools: maxPools}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	closeAtEnd(t, "Server", s)
 	return s
 }
 
@@ -43,7 +44,8 @@ func logged(t *testing.T, logs *syncBuffer, msg string) []map[string]any {
 // character, but it is unprintable), which is how the refusal is provoked
 // here: the ramp is handed to stepRamp directly.
 func TestRampAutoHoldLogsAPauseNotMade(t *testing.T) {
-	clock := &obsClock{t: time.Unix(1_800_000_000, 0)}
+	clock := testwait.NewClock()
+	clock.Set(time.Unix(1_800_000_000, 0))
 	var logs syncBuffer
 	s := rampDriverServer(t, clock, &logs, 0)
 	const pool = "chat\u200b"
@@ -60,7 +62,7 @@ func TestRampAutoHoldLogsAPauseNotMade(t *testing.T) {
 	}
 	got := logged(t, &logs, "ramp auto-hold: cannot pause; retrying on the next tick")
 	if len(got) != 1 {
-		t.Fatalf("%d lines say the pause was not made, want 1; logs:\n%s", len(got), logs.b.String())
+		t.Fatalf("%d lines say the pause was not made, want 1; logs:\n%s", len(got), logs.String())
 	}
 	if e, _ := got[0]["error"].(string); !strings.Contains(e, "unprintable") || got[0]["reason"] == "" {
 		t.Errorf("the line has error %q and reason %q; want the store's refusal of the name and the hold's reason", e, got[0]["reason"])
@@ -75,7 +77,8 @@ func TestRampAutoHoldLogsAPauseNotMade(t *testing.T) {
 // there (auto-hold only pauses a pool the registry holds), so the step is
 // where the line is provoked.
 func TestRampStepLogsAStepNotInForce(t *testing.T) {
-	clock := &obsClock{t: time.Unix(1_800_000_000, 0)}
+	clock := testwait.NewClock()
+	clock.Set(time.Unix(1_800_000_000, 0))
 	var logs syncBuffer
 	s := rampDriverServer(t, clock, &logs, 1)
 	if _, err := s.reg.Ensure("full"); err != nil {
@@ -89,15 +92,13 @@ func TestRampStepLogsAStepNotInForce(t *testing.T) {
 	if _, err := s.store.Change("chat", e, "test"); err != nil {
 		t.Fatal(err)
 	}
-	clock.mu.Lock()
-	clock.t = clock.t.Add(time.Minute)
-	clock.mu.Unlock()
+	clock.Advance(time.Minute)
 	if n := s.AdvanceRamps(); n != 1 {
 		t.Fatalf("AdvanceRamps applied %d steps, want 1 (stored)", n)
 	}
 	got := logged(t, &logs, "ramp step stored but not in force")
 	if len(got) != 1 {
-		t.Fatalf("%d lines say the step is not in force, want 1; logs:\n%s", len(got), logs.b.String())
+		t.Fatalf("%d lines say the step is not in force, want 1; logs:\n%s", len(got), logs.String())
 	}
 	if e, _ := got[0]["error"].(string); !strings.Contains(e, "limit") {
 		t.Errorf("the line has error %q, want the registry's pool limit", e)

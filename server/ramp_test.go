@@ -10,29 +10,29 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/server"
 )
 
-// startRamps is start with the ramp ticker off: the test applies due steps
-// itself with AdvanceRamps, at fake-clock times it chooses.
-func startRamps(t *testing.T, dir string) *env {
-	return startWith(t, dir, func(c *server.DaemonConfig) { c.Server.RampTick = time.Hour })
-}
+// manualRamps slows the ramp ticker to once an hour: the test applies due
+// steps itself with AdvanceRamps, at fake-clock times it chooses.
+var manualRamps = servertest.Config(func(c *server.DaemonConfig) { c.Server.RampTick = time.Hour })
 
-func (e *env) weights(pool string) *pb.GetWeightsResponse {
-	e.t.Helper()
-	r, err := e.admin.GetWeights(context.Background(), &pb.GetWeightsRequest{Pool: pool})
+// weights reads pool's weights from e.
+func weights(e *servertest.Sidecar, pool string) *pb.GetWeightsResponse {
+	e.T.Helper()
+	r, err := e.Admin.GetWeights(context.Background(), &pb.GetWeightsRequest{Pool: pool})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return r
 }
 
 func TestRampStepsOnSchedule(t *testing.T) {
-	e := startRamps(t, "")
+	e := servertest.Start(t, manualRamps)
 	ctx := context.Background()
-	e.setWeights("chat", map[string]float64{"a": 1})
-	r, err := e.admin.StartRamp(ctx, &pb.StartRampRequest{Pool: "chat", Target: map[string]float64{"b": 1},
+	setWeights(e, "chat", map[string]float64{"a": 1})
+	r, err := e.Admin.StartRamp(ctx, &pb.StartRampRequest{Pool: "chat", Target: map[string]float64{"b": 1},
 		Duration: durationpb.New(4 * time.Minute), StepInterval: durationpb.New(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
@@ -41,18 +41,18 @@ func TestRampStepsOnSchedule(t *testing.T) {
 		got.GetUntilNext().AsDuration() != time.Minute || got.GetUntilDone().AsDuration() != 4*time.Minute {
 		t.Fatalf("started ramp = %v", got)
 	}
-	srv := e.d.Server()
+	srv := e.D.Server()
 	wantShares := []float64{0.25, 0.5, 0.75, 1}
 	for step, share := range wantShares {
-		e.clock.Advance(59 * time.Second)
+		e.Clock.Advance(59 * time.Second)
 		if n := srv.AdvanceRamps(); n != 0 {
 			t.Fatalf("step %d applied a second early", step+1)
 		}
-		e.clock.Advance(time.Second)
+		e.Clock.Advance(time.Second)
 		if n := srv.AdvanceRamps(); n != 1 {
 			t.Fatalf("step %d not applied on time: %d", step+1, n)
 		}
-		w := e.weights("chat")
+		w := weights(e, "chat")
 		if w.GetRamp().GetStepsApplied() != uint32(step+1) || w.GetVersion() != uint64(step+2) {
 			t.Fatalf("after step %d: ramp %v version %d", step+1, w.GetRamp(), w.GetVersion())
 		}
@@ -62,107 +62,107 @@ func TestRampStepsOnSchedule(t *testing.T) {
 			}
 		}
 	}
-	w := e.weights("chat")
+	w := weights(e, "chat")
 	if w.GetRamp().GetState() != pb.RampState_RAMP_STATE_DONE || !maps.Equal(w.GetWeights(), map[string]float64{"a": 0, "b": 1}) {
 		t.Fatalf("after the ramp: %v %v", w.GetRamp().GetState(), w.GetWeights())
 	}
 	// Weights are free again.
-	e.setWeights("chat", map[string]float64{"a": 1, "b": 1})
+	setWeights(e, "chat", map[string]float64{"a": 1, "b": 1})
 }
 
 func TestRampSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	e := startRamps(t, dir)
+	e := servertest.Start(t, servertest.Dir(dir), manualRamps)
 	ctx := context.Background()
-	e.setWeights("chat", map[string]float64{"a": 1})
-	if _, err := e.admin.StartRamp(ctx, &pb.StartRampRequest{Pool: "chat", Target: map[string]float64{"b": 1},
+	setWeights(e, "chat", map[string]float64{"a": 1})
+	if _, err := e.Admin.StartRamp(ctx, &pb.StartRampRequest{Pool: "chat", Target: map[string]float64{"b": 1},
 		Duration: durationpb.New(3 * time.Minute), StepInterval: durationpb.New(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(time.Minute)
-	e.d.Server().AdvanceRamps()
-	before := e.weights("chat")
-	e.stop()
+	e.Clock.Advance(time.Minute)
+	e.D.Server().AdvanceRamps()
+	before := weights(e, "chat")
+	e.Stop()
 
 	// Back 10 minutes later (the new daemon's clock starts where the old one
 	// did): one overdue step is applied, not all of them at once, and the
 	// next waits its full interval from then.
-	e = startRamps(t, dir)
-	w := e.weights("chat")
+	e = servertest.Start(t, servertest.Dir(dir), manualRamps)
+	w := weights(e, "chat")
 	if w.GetRamp().GetStepsApplied() != 1 || !maps.Equal(w.GetWeights(), before.GetWeights()) || w.GetVersion() != before.GetVersion() {
 		t.Fatalf("after restart: %v %v, want %v", w.GetRamp(), w.GetWeights(), before.GetWeights())
 	}
-	e.clock.Advance(11 * time.Minute)
-	srv := e.d.Server()
+	e.Clock.Advance(11 * time.Minute)
+	srv := e.D.Server()
 	if n := srv.AdvanceRamps(); n != 1 {
 		t.Fatalf("overdue step: applied %d", n)
 	}
 	if n := srv.AdvanceRamps(); n != 0 {
 		t.Fatalf("a restart made the ramp jump: applied %d more", n)
 	}
-	w = e.weights("chat")
+	w = weights(e, "chat")
 	if w.GetRamp().GetStepsApplied() != 2 || w.GetRamp().GetUntilNext().AsDuration() != time.Minute {
 		t.Fatalf("after the overdue step: %v", w.GetRamp())
 	}
 }
 
 func TestRampPauseResumeAbort(t *testing.T) {
-	e := startRamps(t, "")
+	e := servertest.Start(t, manualRamps)
 	ctx := context.Background()
-	e.setWeights("chat", map[string]float64{"a": 1})
+	setWeights(e, "chat", map[string]float64{"a": 1})
 	steps := []*pb.RampStep{
 		{Weights: map[string]float64{"a": 9, "b": 1}, After: durationpb.New(0)},
 		{Weights: map[string]float64{"a": 1, "b": 1}, After: durationpb.New(10 * time.Minute)},
 		{Weights: map[string]float64{"a": 0, "b": 1}, After: durationpb.New(10 * time.Minute)},
 	}
-	if _, err := e.admin.StartRamp(ctx, &pb.StartRampRequest{Pool: "chat", Steps: steps}); err != nil {
+	if _, err := e.Admin.StartRamp(ctx, &pb.StartRampRequest{Pool: "chat", Steps: steps}); err != nil {
 		t.Fatal(err)
 	}
-	srv := e.d.Server()
+	srv := e.D.Server()
 	if srv.AdvanceRamps() != 1 { // after 0: at once
 		t.Fatal("a step with after 0 was not applied at once")
 	}
 	// While the ramp runs, SetWeights and a second ramp are refused.
-	_, err := e.admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 1}})
+	_, err := e.Admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 1}})
 	wantCode(t, err, codes.FailedPrecondition, "ramp 1 is running")
-	_, err = e.admin.StartRamp(ctx, &pb.StartRampRequest{Pool: "chat", Steps: steps})
+	_, err = e.Admin.StartRamp(ctx, &pb.StartRampRequest{Pool: "chat", Steps: steps})
 	wantCode(t, err, codes.FailedPrecondition, "abort it before starting another")
 
-	e.clock.Advance(4 * time.Minute)
-	p, err := e.admin.PauseRamp(ctx, &pb.PauseRampRequest{Pool: "chat"})
+	e.Clock.Advance(4 * time.Minute)
+	p, err := e.Admin.PauseRamp(ctx, &pb.PauseRampRequest{Pool: "chat"})
 	if err != nil || p.GetRamp().GetUntilNext().AsDuration() != 6*time.Minute || p.GetRamp().GetReason() == "" {
 		t.Fatalf("pause: %v %v", p.GetRamp(), err)
 	}
-	_, err = e.admin.PauseRamp(ctx, &pb.PauseRampRequest{Pool: "chat"})
+	_, err = e.Admin.PauseRamp(ctx, &pb.PauseRampRequest{Pool: "chat"})
 	wantCode(t, err, codes.FailedPrecondition, "only a running ramp can be paused")
-	e.clock.Advance(time.Hour)
+	e.Clock.Advance(time.Hour)
 	if srv.AdvanceRamps() != 0 {
 		t.Fatal("a paused ramp stepped")
 	}
-	if _, err := e.admin.ResumeRamp(ctx, &pb.ResumeRampRequest{Pool: "chat", RampId: 1}); err != nil {
+	if _, err := e.Admin.ResumeRamp(ctx, &pb.ResumeRampRequest{Pool: "chat", RampId: 1}); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(6 * time.Minute)
+	e.Clock.Advance(6 * time.Minute)
 	if srv.AdvanceRamps() != 1 {
 		t.Fatal("resumed ramp did not step after the wait it had left")
 	}
-	a, err := e.admin.AbortRamp(ctx, &pb.AbortRampRequest{Pool: "chat"})
+	a, err := e.Admin.AbortRamp(ctx, &pb.AbortRampRequest{Pool: "chat"})
 	if err != nil || a.GetRamp().GetState() != pb.RampState_RAMP_STATE_ABORTED {
 		t.Fatalf("abort: %v %v", a, err)
 	}
-	if w := e.weights("chat").GetWeights(); !maps.Equal(w, map[string]float64{"a": 1, "b": 1}) {
+	if w := weights(e, "chat").GetWeights(); !maps.Equal(w, map[string]float64{"a": 1, "b": 1}) {
 		t.Errorf("abort changed the weights: %v", w)
 	}
-	e.clock.Advance(time.Hour)
+	e.Clock.Advance(time.Hour)
 	if srv.AdvanceRamps() != 0 {
 		t.Fatal("an aborted ramp stepped")
 	}
-	_, err = e.admin.ResumeRamp(ctx, &pb.ResumeRampRequest{Pool: "chat"})
+	_, err = e.Admin.ResumeRamp(ctx, &pb.ResumeRampRequest{Pool: "chat"})
 	wantCode(t, err, codes.FailedPrecondition, "only a paused ramp can be resumed")
 }
 
 func TestRampErrors(t *testing.T) {
-	e := startRamps(t, "")
+	e := servertest.Start(t, manualRamps)
 	ctx := context.Background()
 	d := durationpb.New
 	step := []*pb.RampStep{{Weights: map[string]float64{"b": 1}, After: d(time.Second)}}
@@ -187,19 +187,20 @@ func TestRampErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.admin.StartRamp(ctx, tt.req)
+			_, err := e.Admin.StartRamp(ctx, tt.req)
 			wantCode(t, err, tt.code, tt.msg)
 		})
 	}
-	_, err := e.admin.GetRamp(ctx, &pb.GetRampRequest{Pool: "chat"})
+	_, err := e.Admin.GetRamp(ctx, &pb.GetRampRequest{Pool: "chat"})
 	wantCode(t, err, codes.NotFound, "never had a ramp")
-	_, err = e.admin.AbortRamp(ctx, &pb.AbortRampRequest{Pool: "chat"})
+	_, err = e.Admin.AbortRamp(ctx, &pb.AbortRampRequest{Pool: "chat"})
 	wantCode(t, err, codes.NotFound, "never had a ramp")
 }
 
-func (e *env) setWeights(pool string, w map[string]float64) {
-	e.t.Helper()
-	if _, err := e.admin.SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: pool, Weights: w}); err != nil {
-		e.t.Fatal(err)
+// setWeights sets pool's weights on e and fails the test on an error.
+func setWeights(e *servertest.Sidecar, pool string, w map[string]float64) {
+	e.T.Helper()
+	if _, err := e.Admin.SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: pool, Weights: w}); err != nil {
+		e.T.Fatal(err)
 	}
 }

@@ -70,12 +70,15 @@ func (standalone) RegisterMetrics(metric.Meter) error             { return nil }
 // adminMu.
 type replicaHost struct{ s *Server }
 
-func (h replicaHost) Lock()                     { h.s.adminMu.Lock() }
-func (h replicaHost) Unlock()                   { h.s.adminMu.Unlock() }
+func (h replicaHost) Locked(fn func() error) error {
+	h.s.adminMu.Lock()
+	defer h.s.adminMu.Unlock()
+	return fn()
+}
 func (h replicaHost) Registry() *state.Registry { return h.s.reg }
 func (h replicaHost) Store() *store.Store       { return h.s.store }
 func (h replicaHost) Install(pool string, pc store.PoolConfig) error {
-	return h.s.publish(pool, pc)
+	return h.s.install(pool, pc)
 }
 
 // newReplicator returns the Replicator opts ask for.

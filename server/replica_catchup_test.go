@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/server"
 )
@@ -61,7 +63,7 @@ func TestReplicaLateJoinCatchUp(t *testing.T) {
 			}
 			// dump logs what the replicas warned about, and their cluster
 			// counters, when the test is stuck.
-			dump := func(rs ...*env) {
+			dump := func(rs ...*servertest.Sidecar) {
 				for k, l := range logs {
 					for _, rec := range l.all() {
 						if _, ok := rec.attrs["error"]; ok {
@@ -85,11 +87,11 @@ func TestReplicaLateJoinCatchUp(t *testing.T) {
 					t.Logf("replica %d: %d instances, %d not OK with %d blocks", k+1, len(ins), short, m)
 				}
 			}
-			r1 := startReplicaWith(t, proxies[0].URL(), "r1", "", logTo(0))
-			r2 := startReplicaWith(t, proxies[1].URL(), "r2", "", logTo(1))
+			r1 := servertest.Start(t, servertest.Replica(proxies[0].URL(), "r1"), servertest.Config(logTo(0)))
+			r2 := servertest.Start(t, servertest.Replica(proxies[1].URL(), "r2"), servertest.Config(logTo(1)))
 			conns := make([]*grpc.ClientConn, 2)
-			for k, r := range []*env{r1, r2} {
-				cc, err := client.Dial(r.d.Addr())
+			for k, r := range []*servertest.Sidecar{r1, r2} {
+				cc, err := client.Dial(r.D.Addr())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -118,14 +120,18 @@ func TestReplicaLateJoinCatchUp(t *testing.T) {
 			t.Cleanup(func() { // before the daemons stop
 				var wg sync.WaitGroup
 				for _, rp := range reporters {
-					wg.Go(func() { rp.Close() })
+					wg.Go(func() {
+						if err := rp.Close(); err != nil {
+							t.Errorf("Reporter.Close: %v", err)
+						}
+					})
 				}
 				wg.Wait()
 				for _, cc := range conns {
 					cc.Close()
 				}
 			})
-			converged := func(e *env, want map[string]*pb.InstanceStatus) bool {
+			converged := func(e *servertest.Sidecar, want map[string]*pb.InstanceStatus) bool {
 				got := instances(e, "chat")
 				if len(got) != n {
 					return false
@@ -144,7 +150,7 @@ func TestReplicaLateJoinCatchUp(t *testing.T) {
 				return true
 			}
 			setup := time.Now()
-			for _, r := range []*env{r1, r2} {
+			for _, r := range []*servertest.Sidecar{r1, r2} {
 				for start := time.Now(); !converged(r, nil); time.Sleep(20 * time.Millisecond) {
 					if time.Since(start) > 30*time.Second {
 						dump(r1, r2)
@@ -167,7 +173,7 @@ func TestReplicaLateJoinCatchUp(t *testing.T) {
 			}
 			fleet0 := proxies[0].Bytes() + proxies[1].Bytes()
 			start := time.Now()
-			r3 := startReplicaWith(t, proxies[2].URL(), "r3", "", logTo(2))
+			r3 := servertest.Start(t, servertest.Replica(proxies[2].URL(), "r3"), servertest.Config(logTo(2)))
 			want := instances(r1, "chat")
 			// Polled every 20 ms: listing 200 instances takes the pool's
 			// lock, and polling faster slows the catch-up it measures.
@@ -204,7 +210,7 @@ func TestReplicaLateJoinCatchUp(t *testing.T) {
 			c := context.Background()
 			for _, i := range []int{0, 1, 57, 133, n - 1} {
 				for _, j := range []int{0, m / 2, m - 1} {
-					p, err := r3.pick.Pick(c, &pb.PickRequest{Pool: "chat", PrefixHashes: []uint64{blockHash(i, j)}, PromptTokens: 1024,
+					p, err := r3.Pick.Pick(c, &pb.PickRequest{Pool: "chat", PrefixHashes: []uint64{blockHash(i, j)}, PromptTokens: 1024,
 						Audit: pb.AuditLevel_AUDIT_LEVEL_FULL})
 					if err != nil {
 						t.Fatal(err)
@@ -253,11 +259,11 @@ func TestReplicaJoinDuringCacheChurn(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			ns := natstest.Start(t)
 			catchUp := func(c *server.DaemonConfig) { c.Server.ClusterCatchUp = mode }
-			r1 := startReplicaWith(t, ns.URL(), "r1", "", catchUp)
-			r2 := startReplicaWith(t, ns.URL(), "r2", "", catchUp)
+			r1 := servertest.Start(t, servertest.Replica(ns.URL(), "r1"), servertest.Config(catchUp))
+			r2 := servertest.Start(t, servertest.Replica(ns.URL(), "r2"), servertest.Config(catchUp))
 			conns := make([]*grpc.ClientConn, 2)
-			for k, r := range []*env{r1, r2} {
-				cc, err := client.Dial(r.d.Addr())
+			for k, r := range []*servertest.Sidecar{r1, r2} {
+				cc, err := client.Dial(r.D.Addr())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -281,6 +287,7 @@ func TestReplicaJoinDuringCacheChurn(t *testing.T) {
 			}
 			stop := make(chan struct{})
 			var churn sync.WaitGroup
+			var churned atomic.Int64 // blocks stored by the churn so far
 			t.Cleanup(func() {
 				select {
 				case <-stop:
@@ -290,14 +297,18 @@ func TestReplicaJoinDuringCacheChurn(t *testing.T) {
 				churn.Wait()
 				var wg sync.WaitGroup
 				for _, rp := range reporters {
-					wg.Go(func() { rp.Close() })
+					wg.Go(func() {
+						if err := rp.Close(); err != nil {
+							t.Errorf("Reporter.Close: %v", err)
+						}
+					})
 				}
 				wg.Wait()
 				for _, cc := range conns {
 					cc.Close()
 				}
 			})
-			counts := func(e *env) map[string]uint64 {
+			counts := func(e *servertest.Sidecar) map[string]uint64 {
 				out := map[string]uint64{}
 				for id, in := range instances(e, "chat") {
 					if in.GetState() == pb.InstanceState_INSTANCE_STATE_OK {
@@ -306,7 +317,7 @@ func TestReplicaJoinDuringCacheChurn(t *testing.T) {
 				}
 				return out
 			}
-			waitFor(t, 30*time.Second, "replicas 1 and 2 hold every instance", func() bool {
+			servertest.EventuallyWithin(t, 30*time.Second, "replicas 1 and 2 hold every instance", func() bool {
 				a, b := counts(r1), counts(r2)
 				return len(a) == n && len(b) == n && fmt.Sprint(a) == fmt.Sprint(b)
 			})
@@ -324,6 +335,7 @@ func TestReplicaJoinDuringCacheChurn(t *testing.T) {
 						case <-tk.C:
 						}
 						rp.Stored(blockHash(i, next))
+						churned.Add(1)
 						next++
 						if next%3 == 0 { // the cache grows, and shrinks at its tail
 							rp.Removed(blockHash(i, old))
@@ -332,13 +344,24 @@ func TestReplicaJoinDuringCacheChurn(t *testing.T) {
 					}
 				})
 			}
-			time.Sleep(50 * time.Millisecond)
+			servertest.Eventually(t, "the churn under way on every instance", func() bool { return churned.Load() >= 2*n })
 			logs := &logRecorder{}
-			r3 := startReplicaWith(t, ns.URL(), "r3", "", func(c *server.DaemonConfig) {
+			joining := churned.Load()
+			r3 := servertest.Start(t, servertest.Replica(ns.URL(), "r3"), servertest.Config(func(c *server.DaemonConfig) {
 				catchUp(c)
 				c.Server.Logger = slog.New(logs)
-			})
-			time.Sleep(300 * time.Millisecond) // the catch-up happens while the churn goes on
+			}))
+			// The overlap the test is named for: replica 3 catches up (it
+			// lists every instance, which only the cluster can tell it)
+			// while the churn goes on, and the churn goes on after that.
+			// Stores happened between the join and the catch-up, and more
+			// after it, so events were in flight throughout.
+			servertest.Eventually(t, "replica 3 lists every instance (its catch-up)", func() bool { return len(counts(r3)) == n })
+			caughtUp := churned.Load()
+			if caughtUp == joining {
+				t.Fatalf("no block stored between replica 3's join and its catch-up (%d stores before both): no overlap", joining)
+			}
+			servertest.Eventually(t, "the churn going on after replica 3's catch-up", func() bool { return churned.Load() >= caughtUp+2*n })
 			close(stop)
 			churn.Wait()
 			// Quiet now: every replica must end with the same blocks.

@@ -13,40 +13,16 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/internal/cluster"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/server"
 )
 
 // Helpers of the replica tests (replica_*_test.go).
 
-// startReplicaWith is startReplica with mutate applied last.
-func startReplicaWith(t *testing.T, url, name, dir string, mutate func(*server.DaemonConfig)) *env {
-	return startWith(t, dir, func(c *server.DaemonConfig) {
-		c.Server.RampTick = time.Hour
-		c.Server.Cluster = &cluster.Config{URLs: []string{url}, Name: name, FlushInterval: time.Millisecond,
-			ApplyTimeout: 2 * time.Second, ReconnectWait: 50 * time.Millisecond, ReconnectJitter: 10 * time.Millisecond}
-		if mutate != nil {
-			mutate(c)
-		}
-	})
-}
-
-// waitFor is eventually with its own stuck-test bound.
-func waitFor(t *testing.T, bound time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for time.Since(start) < bound {
-		if cond() {
-			return time.Since(start)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("%s: not after %v", what, bound)
-	return 0
-}
-
 // scrape fetches and parses a daemon's /metrics.
-func scrape(t *testing.T, e *env) map[string]*dto.MetricFamily { return server.ScrapeMetrics(t, e.d) }
+func scrape(t *testing.T, e *servertest.Sidecar) map[string]*dto.MetricFamily {
+	return server.ScrapeMetrics(t, e.D)
+}
 
 // familyNames lists the families whose name starts with prefix, for
 // failure messages.
@@ -62,7 +38,7 @@ func familyNames(fams map[string]*dto.MetricFamily, prefix string) string {
 }
 
 // linkUp reads prefixroute_cluster_link_up from a replica's /metrics.
-func linkUp(t *testing.T, e *env) float64 {
+func linkUp(t *testing.T, e *servertest.Sidecar) float64 {
 	t.Helper()
 	fams := scrape(t, e)
 	v, ok := server.MetricValue(fams, "prefixroute_cluster_link_up", nil)
@@ -124,9 +100,9 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 // setArgmin sets the argmin strategy on e for pool and returns the
 // policy version.
-func setArgmin(t *testing.T, e *env, pool string) uint64 {
+func setArgmin(t *testing.T, e *servertest.Sidecar, pool string) uint64 {
 	t.Helper()
-	r, err := e.admin.SetPolicy(context.Background(), &pb.SetPolicyRequest{Pool: pool,
+	r, err := e.Admin.SetPolicy(context.Background(), &pb.SetPolicyRequest{Pool: pool,
 		Policy: &pb.Policy{Strategy: pb.Strategy_STRATEGY_ARGMIN}})
 	if err != nil {
 		t.Fatalf("SetPolicy argmin: %v", err)
@@ -136,8 +112,8 @@ func setArgmin(t *testing.T, e *env, pool string) uint64 {
 
 // instances returns a replica's ListInstances for pool keyed by id; nil
 // when the pool is unknown there.
-func instances(e *env, pool string) map[string]*pb.InstanceStatus {
-	l, err := e.admin.ListInstances(context.Background(), &pb.ListInstancesRequest{Pool: pool})
+func instances(e *servertest.Sidecar, pool string) map[string]*pb.InstanceStatus {
+	l, err := e.Admin.ListInstances(context.Background(), &pb.ListInstancesRequest{Pool: pool})
 	if err != nil {
 		return nil
 	}
@@ -149,7 +125,7 @@ func instances(e *env, pool string) map[string]*pb.InstanceStatus {
 }
 
 // allOK reports whether the replica lists exactly n instances of pool, all OK.
-func allOK(e *env, pool string, n int) bool {
+func allOK(e *servertest.Sidecar, pool string, n int) bool {
 	ins := instances(e, pool)
 	if len(ins) != n {
 		return false

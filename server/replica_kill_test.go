@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 )
 
 // processClients dials a child prefixrouted.
@@ -67,7 +68,7 @@ func TestReplicaKill9LosesNoAckedChange(t *testing.T) {
 		}
 	}
 	kill9(t, a)
-	took := eventually(t, "B has A's acknowledged weights", func() bool {
+	took := servertest.Eventually(t, "B has A's acknowledged weights", func() bool {
 		w, err := adminB.GetWeights(c, &pb.GetWeightsRequest{Pool: "m"})
 		return err == nil && w.GetVersion() == 2 && maps.Equal(w.GetWeights(), w2)
 	})
@@ -90,7 +91,7 @@ func TestReplicaKill9LosesNoAckedChange(t *testing.T) {
 	// A change on B while A is dead (once NATS is back).
 	ns.Restart()
 	w3 := map[string]float64{"a": 0, "b": 1}
-	took = waitFor(t, 30*time.Second, "SetWeights on B after NATS restarted", func() bool {
+	took = servertest.EventuallyWithin(t, 30*time.Second, "SetWeights on B after NATS restarted", func() bool {
 		_, err := adminB.SetWeights(c, &pb.SetWeightsRequest{Pool: "m", Weights: w3, ExpectedVersion: 2})
 		return err == nil
 	})
@@ -155,12 +156,12 @@ func TestReplicaKill9LosesNoAckedChange(t *testing.T) {
 	// background; its changes are accepted again and reach B.
 	ns.Restart()
 	w4 := map[string]float64{"a": 1, "b": 1}
-	took = waitFor(t, 30*time.Second, "SetWeights on A once NATS is back", func() bool {
+	took = servertest.EventuallyWithin(t, 30*time.Second, "SetWeights on A once NATS is back", func() bool {
 		_, err := adminA.SetWeights(c, &pb.SetWeightsRequest{Pool: "m", Weights: w4, ExpectedVersion: 3})
 		return err == nil
 	})
 	t.Logf("A, started without NATS, accepted a change %v after NATS came back", took)
-	eventually(t, "A's change on B", func() bool {
+	servertest.Eventually(t, "A's change on B", func() bool {
 		w, err := adminB.GetWeights(c, &pb.GetWeightsRequest{Pool: "m"})
 		return err == nil && w.GetVersion() == 4 && maps.Equal(w.GetWeights(), w4)
 	})

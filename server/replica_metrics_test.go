@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/server"
 )
 
@@ -21,7 +22,7 @@ func TestReplicaClusterMetrics(t *testing.T) {
 	if v := linkUp(t, r1); v != 1 {
 		t.Fatalf("prefixroute_cluster_link_up = %v with NATS up, want 1", v)
 	}
-	events := func(e *env, dir string) float64 {
+	events := func(e *servertest.Sidecar, dir string) float64 {
 		t.Helper()
 		fams := scrape(t, e)
 		v, ok := server.MetricValue(fams, "prefixroute_cluster_events_total", map[string]string{"direction": dir})
@@ -32,17 +33,17 @@ func TestReplicaClusterMetrics(t *testing.T) {
 		return v
 	}
 	pub0 := events(r1, "published")
-	in := r1.report(rep("chat", "a", "a-0"))
+	in := report(r1, rep("chat", "a", "a-0"))
 	const n = 10
 	for range n - 1 {
 		in.send(rep("chat", "a", "a-0"))
 	}
 	// Published counts when the batch is handed to NATS (FlushInterval 1 ms).
-	took := eventually(t, "published events grow by the reports", func() bool {
+	took := servertest.Eventually(t, "published events grow by the reports", func() bool {
 		return events(r1, "published") >= pub0+n
 	})
 	t.Logf("%d reports counted as published after %v", n, took)
-	eventually(t, "the peer received and applied them", func() bool {
+	servertest.Eventually(t, "the peer received and applied them", func() bool {
 		return events(r2, "received") >= n && events(r2, "applied") >= n
 	})
 	if pub := events(r1, "published") - pub0; pub != n {
@@ -50,11 +51,11 @@ func TestReplicaClusterMetrics(t *testing.T) {
 	}
 
 	ns.Stop()
-	took = eventually(t, "link_up 0 after NATS stops", func() bool { return linkUp(t, r1) == 0 && linkUp(t, r2) == 0 })
+	took = servertest.Eventually(t, "link_up 0 after NATS stops", func() bool { return linkUp(t, r1) == 0 && linkUp(t, r2) == 0 })
 	t.Logf("link_up 0 on both replicas %v after NATS stopped", took)
 
 	ns.Restart()
-	took = waitFor(t, 20*time.Second, "link_up 1 after NATS restarts", func() bool { return linkUp(t, r1) == 1 && linkUp(t, r2) == 1 })
+	took = servertest.EventuallyWithin(t, 20*time.Second, "link_up 1 after NATS restarts", func() bool { return linkUp(t, r1) == 1 && linkUp(t, r2) == 1 })
 	t.Logf("link_up 1 on both replicas %v after NATS restarted", took)
 	fams := scrape(t, r1)
 	if v, ok := server.MetricValue(fams, "prefixroute_cluster_reconnects_total", nil); !ok || v < 1 {

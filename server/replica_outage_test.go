@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 )
 
 // TestReplicasSurviveNATSOutage: three replicas with reports flowing to
@@ -26,10 +27,10 @@ import (
 func TestReplicasSurviveNATSOutage(t *testing.T) {
 	ns := natstest.Start(t)
 	proxy := natstest.StartProxy(t, ns.Addr())
-	rs := []*env{
-		startReplica(t, ns.URL(), "r1", ""),
-		startReplica(t, ns.URL(), "r2", ""),
-		startReplica(t, proxy.URL(), "r3", ""),
+	rs := []*servertest.Sidecar{
+		servertest.Start(t, servertest.Replica(ns.URL(), "r1")),
+		servertest.Start(t, servertest.Replica(ns.URL(), "r2")),
+		servertest.Start(t, servertest.Replica(proxy.URL(), "r3")),
 	}
 	c := context.Background()
 	const pool = "chat"
@@ -37,7 +38,7 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 	var busy atomic.Bool // a-1 reports a huge queue
 	for i, r := range rs {
 		id := ids[i]
-		in := r.report(rep(pool, "a", id))
+		in := report(r, rep(pool, "a", id))
 		reportLoop(t, in, 10*time.Millisecond, func() *pb.ReportLoadRequest {
 			m := rep(pool, "a", id)
 			if id == "a-1" && busy.Load() {
@@ -47,26 +48,26 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 		})
 	}
 	for _, r := range rs {
-		eventually(t, "every instance on every replica", func() bool { return allOK(r, pool, len(ids)) })
+		servertest.Eventually(t, "every instance on every replica", func() bool { return allOK(r, pool, len(ids)) })
 	}
-	weightsAt := func(r *env, version uint64, want map[string]float64) func() bool {
+	weightsAt := func(r *servertest.Sidecar, version uint64, want map[string]float64) func() bool {
 		return func() bool {
-			w, err := r.admin.GetWeights(c, &pb.GetWeightsRequest{Pool: pool})
+			w, err := r.Admin.GetWeights(c, &pb.GetWeightsRequest{Pool: pool})
 			return err == nil && w.GetVersion() == version && maps.Equal(w.GetWeights(), want)
 		}
 	}
 	w1 := map[string]float64{"a": 1}
-	if _, err := rs[0].admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: w1}); err != nil {
+	if _, err := rs[0].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: w1}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rs {
-		eventually(t, "weights v1 on every replica", weightsAt(r, 1, w1))
+		servertest.Eventually(t, "weights v1 on every replica", weightsAt(r, 1, w1))
 	}
-	picks := func(r *env, n int) map[string]int {
+	picks := func(r *servertest.Sidecar, n int) map[string]int {
 		t.Helper()
 		got := map[string]int{}
 		for range n {
-			p, err := r.pick.Pick(c, &pb.PickRequest{Pool: pool, PromptTokens: 64})
+			p, err := r.Pick.Pick(c, &pb.PickRequest{Pool: pool, PromptTokens: 64})
 			if err != nil {
 				t.Fatalf("pick: %v", err)
 			}
@@ -79,7 +80,7 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 	ns.Stop()
 	stopped := time.Now()
 	for i, r := range rs {
-		took := eventually(t, "link down on every replica", func() bool { return linkUp(t, r) == 0 })
+		took := servertest.Eventually(t, "link down on every replica", func() bool { return linkUp(t, r) == 0 })
 		t.Logf("replica %d: link down %v after NATS stopped", i+1, took)
 	}
 	time.Sleep(100 * time.Millisecond) // reports keep flowing to each replica
@@ -89,16 +90,16 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 			t.Errorf("replica %d lost instances while NATS is down: %v", i+1, instances(r, pool))
 		}
 		t.Logf("replica %d with NATS down: 30 picks, all answered: %v", i+1, got)
-		_, err := r.admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"a": 7}})
+		_, err := r.Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"a": 7}})
 		wantCode(t, err, codes.Unavailable, "nothing was changed")
-		_, err = r.admin.SetPolicy(c, &pb.SetPolicyRequest{Pool: pool, Policy: &pb.Policy{DeltaMs: f64(31)}})
+		_, err = r.Admin.SetPolicy(c, &pb.SetPolicyRequest{Pool: pool, Policy: &pb.Policy{DeltaMs: f64(31)}})
 		wantCode(t, err, codes.Unavailable, "nothing was changed")
 		// The refused change left version 1 in force: checked once, now,
 		// not polled (a poll would pass on its first look either way).
 		if !weightsAt(r, 1, w1)() {
 			t.Errorf("replica %d: weights are not version 1 %v after a refused SetWeights", i+1, w1)
 		}
-		if pr, err := r.admin.GetPolicy(c, &pb.GetPolicyRequest{Pool: pool}); err != nil {
+		if pr, err := r.Admin.GetPolicy(c, &pb.GetPolicyRequest{Pool: pool}); err != nil {
 			t.Errorf("replica %d: GetPolicy with NATS down: %v", i+1, err)
 		} else if pr.GetPolicy().GetDeltaMs() == 31 {
 			t.Errorf("replica %d: a refused SetPolicy changed delta_ms to 31", i+1)
@@ -109,12 +110,12 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 	ns.Restart()
 	t.Logf("NATS down for %v", time.Since(stopped))
 	for i, r := range rs {
-		took := waitFor(t, 30*time.Second, "link up again", func() bool { return linkUp(t, r) == 1 })
+		took := servertest.EventuallyWithin(t, 30*time.Second, "link up again", func() bool { return linkUp(t, r) == 1 })
 		t.Logf("replica %d: link up %v after NATS restarted", i+1, took)
 	}
 	w2 := map[string]float64{"a": 2}
-	took := waitFor(t, 30*time.Second, "a change accepted after the restart", func() bool {
-		_, err := rs[0].admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: w2, ExpectedVersion: 1})
+	took := servertest.EventuallyWithin(t, 30*time.Second, "a change accepted after the restart", func() bool {
+		_, err := rs[0].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: w2, ExpectedVersion: 1})
 		if err != nil && status.Code(err) != codes.Unavailable {
 			t.Fatalf("SetWeights after the restart: %v", err)
 		}
@@ -122,11 +123,11 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 	})
 	t.Logf("first change accepted %v after the links were up", took)
 	for i, r := range rs {
-		took := eventually(t, "weights v2 on every replica", weightsAt(r, 2, w2))
+		took := servertest.Eventually(t, "weights v2 on every replica", weightsAt(r, 2, w2))
 		t.Logf("replica %d: v2 after %v", i+1, took)
 	}
 	busy.Store(true) // a-1, reporting to replica 1, is now swamped
-	took = eventually(t, "a-1's queue seen on replica 2", func() bool {
+	took = servertest.Eventually(t, "a-1's queue seen on replica 2", func() bool {
 		in := instances(rs[1], pool)["a-1"]
 		return in != nil && in.GetQueueMs() == 1e6
 	})
@@ -137,24 +138,24 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 
 	// Replica 3 alone loses NATS; a change is made on replica 2 meanwhile.
 	proxy.Cut()
-	eventually(t, "replica 3's link down", func() bool { return linkUp(t, rs[2]) == 0 })
-	_, err := rs[2].admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"a": 9}})
+	servertest.Eventually(t, "replica 3's link down", func() bool { return linkUp(t, rs[2]) == 0 })
+	_, err := rs[2].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"a": 9}})
 	wantCode(t, err, codes.Unavailable, "nothing was changed")
 	picks(rs[2], 10)
 	w3 := map[string]float64{"a": 3}
-	if _, err := rs[1].admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: w3, ExpectedVersion: 2}); err != nil {
+	if _, err := rs[1].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: w3, ExpectedVersion: 2}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "v3 on replica 1", weightsAt(rs[0], 3, w3))
+	servertest.Eventually(t, "v3 on replica 1", weightsAt(rs[0], 3, w3))
 	if weightsAt(rs[2], 2, w2)() != true {
 		t.Fatalf("replica 3 changed while cut off")
 	}
 	proxy.Restore()
 	restored := time.Now()
-	took = waitFor(t, 30*time.Second, "v3 on replica 3 once it is back", weightsAt(rs[2], 3, w3))
+	took = servertest.EventuallyWithin(t, 30*time.Second, "v3 on replica 3 once it is back", weightsAt(rs[2], 3, w3))
 	t.Logf("the change made while replica 3 was cut off reached it %v after its NATS came back", took)
-	eventually(t, "replica 3 linked again", func() bool { return linkUp(t, rs[2]) == 1 })
-	if _, err := rs[2].admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"a": 4}, ExpectedVersion: 3}); err != nil {
+	servertest.Eventually(t, "replica 3 linked again", func() bool { return linkUp(t, rs[2]) == 1 })
+	if _, err := rs[2].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"a": 4}, ExpectedVersion: 3}); err != nil {
 		t.Fatalf("SetWeights on replica 3 after it is back: %v (%v after restore)", err, time.Since(restored))
 	}
 }
@@ -167,27 +168,27 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 func TestReplicaUnconfirmedChange(t *testing.T) {
 	ns := natstest.Start(t)
 	proxy := natstest.StartProxy(t, ns.Addr())
-	r1 := startReplica(t, proxy.URL(), "r1", "")
-	r2 := startReplica(t, ns.URL(), "r2", "")
+	r1 := servertest.Start(t, servertest.Replica(proxy.URL(), "r1"))
+	r2 := servertest.Start(t, servertest.Replica(ns.URL(), "r2"))
 	c := context.Background()
-	if _, err := r1.admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 1}}); err != nil {
+	if _, err := r1.Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 1}}); err != nil {
 		t.Fatal(err)
 	}
 	proxy.FreezeAfter("PUB $KV.prefixroute.pool.chat")
 	start := time.Now()
-	_, err := r1.admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 2}, ExpectedVersion: 1})
+	_, err := r1.Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 2}, ExpectedVersion: 1})
 	t.Logf("unconfirmed SetWeights answered after %v: %v", time.Since(start), err)
 	wantCode(t, err, codes.Unavailable, "may or may not have been made")
 	if strings.Contains(err.Error(), "nothing was changed") {
 		t.Errorf("an unconfirmed change claims nothing was changed: %v", err)
 	}
-	eventually(t, "the change made, on replica 2", func() bool {
-		w, err := r2.admin.GetWeights(c, &pb.GetWeightsRequest{Pool: "chat"})
+	servertest.Eventually(t, "the change made, on replica 2", func() bool {
+		w, err := r2.Admin.GetWeights(c, &pb.GetWeightsRequest{Pool: "chat"})
 		return err == nil && w.GetVersion() == 2 && w.GetWeights()["a"] == 2
 	})
 	proxy.Unfreeze()
-	eventually(t, "the change on replica 1 once NATS answers", func() bool {
-		w, err := r1.admin.GetWeights(c, &pb.GetWeightsRequest{Pool: "chat"})
+	servertest.Eventually(t, "the change on replica 1 once NATS answers", func() bool {
+		w, err := r1.Admin.GetWeights(c, &pb.GetWeightsRequest{Pool: "chat"})
 		return err == nil && w.GetVersion() == 2 && w.GetWeights()["a"] == 2
 	})
 }

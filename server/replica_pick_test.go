@@ -8,6 +8,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 )
 
 // TestReplicasPickEventsSpreadLoad: picks fanned out as PickAssigned
@@ -62,16 +63,16 @@ func TestReplicasPickEventsSpreadLoad(t *testing.T) {
 		ns := natstest.Start(t)
 		rs := startReplicas(t, ns.URL(), nReplicas)
 		for i, id := range ids { // instances report to different replicas
-			rs[i%nReplicas].report(rep(pool, "a", id))
+			report(rs[i%nReplicas], rep(pool, "a", id))
 		}
 		v := setArgmin(t, rs[0], pool)
 		for _, r := range rs {
-			eventually(t, "8 instances and argmin on every replica", func() bool {
-				p, err := r.admin.GetPolicy(c, &pb.GetPolicyRequest{Pool: pool})
+			servertest.Eventually(t, "8 instances and argmin on every replica", func() bool {
+				p, err := r.Admin.GetPolicy(c, &pb.GetPolicyRequest{Pool: pool})
 				return err == nil && p.GetVersion() == v && allOK(r, pool, nInst)
 			})
 		}
-		assigned := func(r *env) uint64 {
+		assigned := func(r *servertest.Sidecar) uint64 {
 			var sum uint64
 			for _, in := range instances(r, pool) {
 				sum += in.GetAssignedTokens()
@@ -82,7 +83,7 @@ func TestReplicasPickEventsSpreadLoad(t *testing.T) {
 		var worst, sum time.Duration
 		for i := range rounds * nReplicas {
 			seed := uint64(i + 1)
-			p, err := rs[i%nReplicas].pick.Pick(c, &pb.PickRequest{Pool: pool, PromptTokens: prompt, Seed: &seed})
+			p, err := rs[i%nReplicas].Pick.Pick(c, &pb.PickRequest{Pool: pool, PromptTokens: prompt, Seed: &seed})
 			if err != nil {
 				t.Fatalf("pick %d: %v", i, err)
 			}
@@ -119,11 +120,11 @@ func TestReplicasPickEventsSpreadLoad(t *testing.T) {
 	})
 
 	t.Run("independent", func(t *testing.T) {
-		es := make([]*env, nReplicas)
+		es := make([]*servertest.Sidecar, nReplicas)
 		for k := range es {
-			es[k] = start(t, "")
+			es[k] = servertest.Start(t)
 			for _, id := range ids { // every daemon receives the same reports
-				es[k].report(rep(pool, "a", id))
+				report(es[k], rep(pool, "a", id))
 			}
 			setArgmin(t, es[k], pool)
 		}
@@ -132,7 +133,7 @@ func TestReplicasPickEventsSpreadLoad(t *testing.T) {
 			seed := uint64(round + 1)
 			var got []string
 			for _, e := range es {
-				p, err := e.pick.Pick(c, &pb.PickRequest{Pool: pool, PromptTokens: prompt, Seed: &seed})
+				p, err := e.Pick.Pick(c, &pb.PickRequest{Pool: pool, PromptTokens: prompt, Seed: &seed})
 				if err != nil {
 					t.Fatalf("round %d: %v", round, err)
 				}

@@ -14,6 +14,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 )
 
 // TestReplicasRampStepsOnceClusterWide: a ramp started on one replica is
@@ -27,7 +28,7 @@ func TestReplicasRampStepsOnceClusterWide(t *testing.T) {
 	c := context.Background()
 	const pool = "chat"
 
-	if _, err := rs[0].admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"a": 1, "b": 0}}); err != nil {
+	if _, err := rs[0].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"a": 1, "b": 0}}); err != nil {
 		t.Fatal(err)
 	}
 	// Started at once on another replica, which may not have seen the
@@ -38,7 +39,7 @@ func TestReplicasRampStepsOnceClusterWide(t *testing.T) {
 	var err error
 	refused := 0
 	for {
-		r, err = rs[1].admin.StartRamp(c, &pb.StartRampRequest{Pool: pool, Target: map[string]float64{"a": 0, "b": 1},
+		r, err = rs[1].Admin.StartRamp(c, &pb.StartRampRequest{Pool: pool, Target: map[string]float64{"a": 0, "b": 1},
 			Duration: durationpb.New(steps * time.Minute), StepInterval: durationpb.New(time.Minute)})
 		if status.Code(err) != codes.Aborted || refused > 100 {
 			break
@@ -64,8 +65,8 @@ func TestReplicasRampStepsOnceClusterWide(t *testing.T) {
 		weights map[string]float64
 		state   pb.RampState
 	}
-	show := func(e *env) progress {
-		w, err := e.admin.GetWeights(c, &pb.GetWeightsRequest{Pool: pool})
+	show := func(e *servertest.Sidecar) progress {
+		w, err := e.Admin.GetWeights(c, &pb.GetWeightsRequest{Pool: pool})
 		if err != nil {
 			return progress{}
 		}
@@ -75,7 +76,7 @@ func TestReplicasRampStepsOnceClusterWide(t *testing.T) {
 		return a.version == b.version && a.applied == b.applied && a.state == b.state && maps.Equal(a.weights, b.weights)
 	}
 	for _, e := range rs {
-		eventually(t, "the ramp on every replica", func() bool {
+		servertest.Eventually(t, "the ramp on every replica", func() bool {
 			p := show(e)
 			return p.version == 1 && p.state == pb.RampState_RAMP_STATE_RUNNING
 		})
@@ -83,24 +84,24 @@ func TestReplicasRampStepsOnceClusterWide(t *testing.T) {
 
 	for step := 1; step <= steps; step++ {
 		for _, e := range rs {
-			e.clock.Advance(time.Minute)
+			e.Clock.Advance(time.Minute)
 		}
 		var wg sync.WaitGroup
 		applied := make([]int, len(rs))
 		for i, e := range rs {
-			wg.Go(func() { applied[i] = e.d.Server().AdvanceRamps() })
+			wg.Go(func() { applied[i] = e.D.Server().AdvanceRamps() })
 		}
 		wg.Wait()
 		if n := applied[0] + applied[1] + applied[2]; n != 1 {
 			t.Fatalf("step %d: applied %v times by the replicas (%v); want exactly once", step, n, applied)
 		}
 		var want progress
-		eventually(t, "replica 1 shows the step", func() bool {
+		servertest.Eventually(t, "replica 1 shows the step", func() bool {
 			want = show(rs[0])
 			return want.version == uint64(1+step)
 		})
 		for i, e := range rs {
-			took := eventually(t, fmt.Sprintf("replica %d shows step %d like replica 1 (%+v, now %+v)", i+1, step, want, show(e)), func() bool {
+			took := servertest.Eventually(t, fmt.Sprintf("replica %d shows step %d like replica 1 (%+v, now %+v)", i+1, step, want, show(e)), func() bool {
 				p := show(e)
 				if p.version == want.version && !same(p, want) {
 					t.Fatalf("step %d: replica %d shows %+v, replica 1 %+v", step, i+1, p, want)
@@ -117,7 +118,7 @@ func TestReplicasRampStepsOnceClusterWide(t *testing.T) {
 		}
 		// A second round at the same time applies nothing.
 		for i, e := range rs {
-			if n := e.d.Server().AdvanceRamps(); n != 0 {
+			if n := e.D.Server().AdvanceRamps(); n != 0 {
 				t.Fatalf("step %d: replica %d applied %d more steps at the same time", step, i+1, n)
 			}
 		}
@@ -127,7 +128,7 @@ func TestReplicasRampStepsOnceClusterWide(t *testing.T) {
 		if p.state != pb.RampState_RAMP_STATE_DONE || p.version != 1+steps || !maps.Equal(p.weights, map[string]float64{"a": 0, "b": 1}) {
 			t.Errorf("replica %d after the ramp: %+v", i+1, p)
 		}
-		g, err := e.admin.GetRamp(c, &pb.GetRampRequest{Pool: pool})
+		g, err := e.Admin.GetRamp(c, &pb.GetRampRequest{Pool: pool})
 		if err != nil || g.GetRamp().GetId() != id {
 			t.Errorf("replica %d GetRamp: %v %v", i+1, g, err)
 		}

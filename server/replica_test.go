@@ -5,49 +5,24 @@ import (
 	"fmt"
 	"maps"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/natstest"
-	"github.com/prefixroute/prefixroute/server"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 )
 
 // startReplicas runs n daemons joined through the NATS server at url,
 // each with its own data dir and fake clock.
-func startReplicas(t *testing.T, url string, n int) []*env {
+func startReplicas(t *testing.T, url string, n int) []*servertest.Sidecar {
 	t.Helper()
-	out := make([]*env, n)
+	out := make([]*servertest.Sidecar, n)
 	for i := range out {
-		out[i] = startReplica(t, url, fmt.Sprintf("r%d", i+1), "")
+		out[i] = servertest.Start(t, servertest.Replica(url, fmt.Sprintf("r%d", i+1)))
 	}
 	return out
-}
-
-func startReplica(t *testing.T, url, name, dir string) *env {
-	return startWith(t, dir, func(c *server.DaemonConfig) {
-		c.Server.RampTick = time.Hour
-		c.Server.Cluster = &cluster.Config{URLs: []string{url}, Name: name, FlushInterval: time.Millisecond,
-			ApplyTimeout: 2 * time.Second, ReconnectWait: 50 * time.Millisecond}
-	})
-}
-
-// eventually polls cond every 5 ms until it holds, failing after 10 s
-// (a bound for a stuck test, not a performance limit).
-func eventually(t *testing.T, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for time.Since(start) < 10*time.Second {
-		if cond() {
-			return time.Since(start)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("%s: not after 10 s", what)
-	return 0
 }
 
 func TestReplicasShareReportsAndWeights(t *testing.T) {
@@ -56,22 +31,22 @@ func TestReplicasShareReportsAndWeights(t *testing.T) {
 	c := context.Background()
 
 	// A report sent to replica 1 makes replicas 2 and 3 route to it.
-	in := rs[0].report(rep("chat", "a", "a-0"))
+	in := report(rs[0], rep("chat", "a", "a-0"))
 	for _, r := range rs[1:] {
-		took := eventually(t, "report seen on another replica", func() bool {
-			p, err := r.pick.Pick(c, &pb.PickRequest{Pool: "chat", PromptTokens: 16})
+		took := servertest.Eventually(t, "report seen on another replica", func() bool {
+			p, err := r.Pick.Pick(c, &pb.PickRequest{Pool: "chat", PromptTokens: 16})
 			return err == nil && p.GetInstanceId() == "a-0"
 		})
 		t.Logf("report on r1 routable on another replica after %v", took)
 	}
 
 	// Weights set on one replica are on all.
-	if _, err := rs[1].admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 3, "b": 1}}); err != nil {
+	if _, err := rs[1].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 3, "b": 1}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rs {
-		eventually(t, "weights on every replica", func() bool {
-			w, err := r.admin.GetWeights(c, &pb.GetWeightsRequest{Pool: "chat"})
+		servertest.Eventually(t, "weights on every replica", func() bool {
+			w, err := r.Admin.GetWeights(c, &pb.GetWeightsRequest{Pool: "chat"})
 			return err == nil && w.GetVersion() == 1 && maps.Equal(w.GetWeights(), map[string]float64{"a": 3, "b": 1})
 		})
 	}
@@ -81,7 +56,7 @@ func TestReplicasShareReportsAndWeights(t *testing.T) {
 	// Aborted, and the version grows by exactly one per round.
 	version := uint64(1)
 	for round := range 20 {
-		pair := []*env{rs[round%3], rs[(round+1)%3]}
+		pair := []*servertest.Sidecar{rs[round%3], rs[(round+1)%3]}
 		type result struct {
 			resp *pb.SetWeightsResponse
 			err  error
@@ -91,7 +66,7 @@ func TestReplicasShareReportsAndWeights(t *testing.T) {
 		for i, r := range pair {
 			go func() {
 				<-start
-				resp, err := r.admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", ExpectedVersion: version,
+				resp, err := r.Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", ExpectedVersion: version,
 					Weights: map[string]float64{"a": float64(round*2 + i + 1)}})
 				results <- result{resp, err}
 			}()
@@ -115,8 +90,8 @@ func TestReplicasShareReportsAndWeights(t *testing.T) {
 		}
 		version++
 		for _, r := range rs {
-			eventually(t, "the winner's version on every replica", func() bool {
-				w, err := r.admin.GetWeights(c, &pb.GetWeightsRequest{Pool: "chat"})
+			servertest.Eventually(t, "the winner's version on every replica", func() bool {
+				w, err := r.Admin.GetWeights(c, &pb.GetWeightsRequest{Pool: "chat"})
 				return err == nil && w.GetVersion() == version && maps.Equal(w.GetWeights(), winner)
 			})
 		}
@@ -125,8 +100,8 @@ func TestReplicasShareReportsAndWeights(t *testing.T) {
 	// The instance's stream ends on replica 1: the others see it disconnected.
 	in.close()
 	for _, r := range rs[1:] {
-		eventually(t, "disconnect seen on another replica", func() bool {
-			l, err := r.admin.ListInstances(c, &pb.ListInstancesRequest{Pool: "chat"})
+		servertest.Eventually(t, "disconnect seen on another replica", func() bool {
+			l, err := r.Admin.ListInstances(c, &pb.ListInstancesRequest{Pool: "chat"})
 			return err == nil && len(l.GetInstances()) == 1 &&
 				l.GetInstances()[0].GetState() == pb.InstanceState_INSTANCE_STATE_DISCONNECTED
 		})
@@ -150,7 +125,7 @@ func TestReplicaReadsItsOwnWrites(t *testing.T) {
 		var resp *pb.SetWeightsResponse
 		var err error
 		for range 100 { // Aborted: prepared from a copy behind the bucket
-			if resp, err = r.admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat",
+			if resp, err = r.Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat",
 				Weights: map[string]float64{"a": float64(i + 1)}}); status.Code(err) != codes.Aborted {
 				break
 			}
@@ -159,7 +134,7 @@ func TestReplicaReadsItsOwnWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 3 {
-			w, err := r.admin.GetWeights(c, &pb.GetWeightsRequest{Pool: "chat"})
+			w, err := r.Admin.GetWeights(c, &pb.GetWeightsRequest{Pool: "chat"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,10 +162,10 @@ func TestReplicasConcurrentSetPolicyMerge(t *testing.T) {
 		errs := make(chan error, 2)
 		// set retries on Aborted, as a client is told to (a replica whose
 		// local copy was behind refuses once, after refreshing it).
-		set := func(r *env, p *pb.Policy) {
+		set := func(r *servertest.Sidecar, p *pb.Policy) {
 			var err error
 			for range 5 {
-				if _, err = r.admin.SetPolicy(c, &pb.SetPolicyRequest{Pool: "chat", Policy: p}); status.Code(err) != codes.Aborted {
+				if _, err = r.Admin.SetPolicy(c, &pb.SetPolicyRequest{Pool: "chat", Policy: p}); status.Code(err) != codes.Aborted {
 					break
 				}
 			}
@@ -204,8 +179,8 @@ func TestReplicasConcurrentSetPolicyMerge(t *testing.T) {
 			}
 		}
 		for _, r := range rs {
-			eventually(t, "both fields on every replica", func() bool {
-				p, err := r.admin.GetPolicy(c, &pb.GetPolicyRequest{Pool: "chat"})
+			servertest.Eventually(t, "both fields on every replica", func() bool {
+				p, err := r.Admin.GetPolicy(c, &pb.GetPolicyRequest{Pool: "chat"})
 				return err == nil && p.GetPolicy().GetDeltaMs() == delta && p.GetPolicy().GetLambdaH() == lambda
 			})
 		}

@@ -3,6 +3,8 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -74,9 +76,17 @@ func startProcess(t *testing.T, dataDir string, extra ...string) *process {
 		t.Fatal(err)
 	}
 	p := &process{cmd: cmd}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	kill := func() {
+		if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("killing prefixrouted: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		kill()
+		_ = cmd.Wait() // "signal: killed", or the exit status the test checked
+	})
 	// A daemon that never logs its address is killed, which ends the scan.
-	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+	timer := time.AfterFunc(time.Minute, kill)
 	defer timer.Stop()
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
@@ -86,7 +96,7 @@ func startProcess(t *testing.T, dataDir string, extra ...string) *process {
 		}
 	}
 	if p.addr == "" {
-		cmd.Wait()
+		_ = cmd.Wait() // its exit status is in cmd.ProcessState, reported next
 		t.Fatalf("prefixrouted exited before serving: %v", cmd.ProcessState)
 	}
 	go func() {

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/servertest"
 )
 
 // TestPickSaturation: with every instance excluded for load, Pick answers
@@ -13,17 +14,17 @@ import (
 // saying so in the audit, and ResourceExhausted with the reasons and the
 // earliest drain time under shed.
 func TestPickSaturation(t *testing.T) {
-	e := start(t, "")
+	e := servertest.Start(t)
 	for _, in := range []struct {
 		id      string
 		kv, qms float64
 	}{{"a", 0.99, 40}, {"b", 0.97, 15}, {"c", 1, 30}} {
 		r := rep("m", "d", in.id)
 		r.KvCacheUsage, r.QueueMs = in.kv, f64(in.qms)
-		e.report(r)
+		report(e, r)
 	}
 	for _, audit := range []pb.AuditLevel{pb.AuditLevel_AUDIT_LEVEL_FULL, pb.AuditLevel_AUDIT_LEVEL_CHOSEN} {
-		resp, err := e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", Audit: audit})
+		resp, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", Audit: audit})
 		if err != nil {
 			t.Fatalf("audit %v: %v", audit, err)
 		}
@@ -42,16 +43,16 @@ func TestPickSaturation(t *testing.T) {
 			}
 		}
 	}
-	resp, err := e.admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{OnSaturation: pb.OnSaturation_ON_SATURATION_SHED}})
+	resp, err := e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{OnSaturation: pb.OnSaturation_ON_SATURATION_SHED}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := resp.GetPolicy().GetOnSaturation(); got != pb.OnSaturation_ON_SATURATION_SHED {
 		t.Fatalf("SetPolicy answered on_saturation %v", got)
 	}
-	_, err = e.pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
+	_, err = e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
 	wantCode(t, err, codes.ResourceExhausted, `pool "m" is saturated`, "3 kv_full", "drains in about 15.0 ms", "on_saturation: shed")
 
-	_, err = e.admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{OnSaturation: 9}})
+	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{OnSaturation: 9}})
 	wantCode(t, err, codes.InvalidArgument, "on_saturation 9")
 }

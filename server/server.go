@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -95,14 +96,12 @@ func New(opts Options) (*Server, error) {
 	for name, pc := range st.Pools() {
 		p, err := s.reg.Ensure(name)
 		if err != nil {
-			st.Close()
-			return nil, fmt.Errorf("server: restoring pool %q: %w", name, err)
+			return nil, errors.Join(fmt.Errorf("server: restoring pool %q: %w", name, err), st.Close())
 		}
 		p.SetConfig(configOf(pc))
 	}
 	if s.repl, err = newReplicator(s, opts); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("server: %w", err)
+		return nil, errors.Join(fmt.Errorf("server: %w", err), st.Close())
 	}
 	return s, nil
 }

@@ -86,7 +86,7 @@ func newTelemetry(ctx context.Context) (*telemetry, error) {
 	}
 	spans, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
-		t.meter.Shutdown(ctx)
+		_ = t.meter.Shutdown(ctx) // nothing was recorded yet; the exporter's error is the one to return
 		return nil, fmt.Errorf("trace exporter (OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_*): %w", err)
 	}
 	if autoexport.IsNoneSpanExporter(spans) {

@@ -21,7 +21,11 @@ func TestPickSpanAttributes(t *testing.T) {
 	s, _ := obsPickServer(t, true)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
+	defer func() {
+		if err := tp.Shutdown(context.Background()); err != nil {
+			t.Errorf("TracerProvider.Shutdown: %v", err)
+		}
+	}()
 
 	for _, c := range []struct {
 		name    string

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prefixroute/prefixroute/internal/testpki"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
 // serialOf handshakes with addr and returns the server certificate's
@@ -18,19 +19,8 @@ func serialOf(t *testing.T, addr string, ca *testpki.CA) string {
 	if err != nil {
 		t.Fatalf("handshake with %s: %v", addr, err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }() // a handshake only: nothing written to lose
 	return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
-}
-
-// waitFor polls cond every 10 ms for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 // TestCertificateReload rotates the server certificate on disk: new
@@ -46,7 +36,7 @@ func TestCertificateReload(t *testing.T) {
 	next := e.CA.ServerLeaf(t)
 	_, before := e.reloadStats()
 	testpki.WriteFile(t, e.files.CertFile, next.CertPEM) // the key still is the old one
-	waitFor(t, "a check to refuse the certificate without its key", func() bool {
+	testwait.Eventually(t, "a check to refuse the certificate without its key", func() bool {
 		serialOf(t, e.d.Addr(), e.CA) // handshakes are what trigger a check
 		_, now := e.reloadStats()
 		return now.Failures > before.Failures
@@ -55,7 +45,7 @@ func TestCertificateReload(t *testing.T) {
 		t.Fatalf("after a certificate without its key: serial %s, want the old %s", got, first)
 	}
 	testpki.WriteFile(t, e.files.KeyFile, next.KeyPEM)
-	waitFor(t, "the new certificate", func() bool { return serialOf(t, e.d.Addr(), e.CA) == next.Serial })
+	testwait.Eventually(t, "the new certificate", func() bool { return serialOf(t, e.d.Addr(), e.CA) == next.Serial })
 	if got := serialOf(t, e.d.HTTPAddr(), e.CA); got != next.Serial {
 		t.Errorf("HTTP listener serves serial %s, want %s", got, next.Serial)
 	}

@@ -116,8 +116,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(l)
-		defer srv.Close()
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("prefixagent: /metrics server stopped", "err", err)
+			}
+		}()
+		defer func() {
+			if err := srv.Close(); err != nil {
+				log.Warn("prefixagent: closing the /metrics server", "err", err)
+			}
+		}()
 		log.Info("prefixagent: serving /metrics and /healthz", "addr", l.Addr().String())
 	}
 	log.Info("prefixagent: started", "version", versionString(), "engine", c.Engine.String(), "router", router,

@@ -22,9 +22,6 @@ import (
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
-// defaultAddr is where 'make run' serves.
-const defaultAddr = "127.0.0.1:50051"
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -37,7 +34,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // runContext is run with a context that ends long-running commands
 // (instance run); tests cancel it instead of sending a signal.
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr, output: "table", timeout: 5 * time.Second, addr: defaultAddr}
+	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr, output: "table", timeout: 5 * time.Second, addr: client.DefaultAddr}
 	if env := os.Getenv("PREFIXCTL_ADDR"); env != "" {
 		c.addr = env
 	}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
 // walkthroughDocs are where the walk-through lives, first found first.
@@ -118,8 +120,8 @@ func runScript(t *testing.T, name string) (stdout, stderr, addr, from string) {
 		t.Skip("no bash on PATH")
 	}
 	script, from := walkthrough(t, name)
-	if !strings.Contains(script, defaultAddr) {
-		t.Fatalf("%s: the walk-through never names %s, so it cannot be pointed at a test sidecar", from, defaultAddr)
+	if !strings.Contains(script, client.DefaultAddr) {
+		t.Fatalf("%s: the walk-through never names %s, so it cannot be pointed at a test sidecar", from, client.DefaultAddr)
 	}
 
 	bin := t.TempDir()
@@ -128,7 +130,7 @@ func runScript(t *testing.T, name string) (stdout, stderr, addr, from string) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	d := startDaemon(t, false)
-	script = strings.ReplaceAll(script, defaultAddr, d.Addr())
+	script = strings.ReplaceAll(script, client.DefaultAddr, d.Addr())
 	path := filepath.Join(t.TempDir(), "walkthrough.sh")
 	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
 		t.Fatal(err)

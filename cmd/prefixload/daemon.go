@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -73,7 +74,9 @@ func startDaemon(c config) (*daemon, error) {
 			}
 			fmt.Fprintln(os.Stderr, "prefixrouted:", sc.Text())
 		}
-		cmd.Wait()
+		// Wait's error is the exit status, which d.cmd.ProcessState keeps
+		// (stop and the start-up select report it from there).
+		_ = cmd.Wait()
 		close(d.done)
 	}()
 	select {
@@ -133,12 +136,19 @@ func (d *daemon) cpu() time.Duration {
 // stop sends SIGTERM, waits up to 15 s (then kills) and removes the data
 // dir.
 func (d *daemon) stop() {
-	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		fmt.Fprintf(os.Stderr, "prefixload: SIGTERM to prefixrouted: %v\n", err)
+	}
 	select {
 	case <-d.done:
 	case <-time.After(15 * time.Second):
-		d.cmd.Process.Kill()
+		fmt.Fprintln(os.Stderr, "prefixload: prefixrouted still running 15 s after SIGTERM; killing it")
+		if err := d.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			fmt.Fprintf(os.Stderr, "prefixload: killing prefixrouted: %v\n", err)
+		}
 		<-d.done
 	}
-	os.RemoveAll(d.dir)
+	if err := os.RemoveAll(d.dir); err != nil {
+		fmt.Fprintf(os.Stderr, "prefixload: removing the daemon's data dir: %v\n", err)
+	}
 }

@@ -43,8 +43,10 @@ func TestVersionAndConfig(t *testing.T) {
 	t.Run("config", func(t *testing.T) {
 		data := filepath.Join(dir, "from-file")
 		cfg := filepath.Join(dir, "prefixrouted.yaml")
-		os.WriteFile(cfg, []byte("# prefixrouted --config\nlisten: 127.0.0.1:0\nhttp-listen: 127.0.0.1:0\n"+
-			"data-dir: "+data+"\nlog-format: text\nmigration-window: 2m\nshutdown-timeout: 10s\n"), 0o600)
+		if err := os.WriteFile(cfg, []byte("# prefixrouted --config\nlisten: 127.0.0.1:0\nhttp-listen: 127.0.0.1:0\n"+
+			"data-dir: "+data+"\nlog-format: text\nmigration-window: 2m\nshutdown-timeout: 10s\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		// --log-format json on the command line wins over the file's text:
 		// startDaemonWith reads the JSON start-up line.
 		p := startDaemonWith(t, bin, "--config", cfg, "--log-format", "json")
@@ -65,7 +67,9 @@ func TestVersionAndConfig(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := filepath.Join(t.TempDir(), "prefixrouted.yaml")
-			os.WriteFile(cfg, []byte(tc.file), 0o600)
+			if err := os.WriteFile(cfg, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			_, errOut, code := run("--config", cfg)
 			if code != 2 || !strings.Contains(errOut, "prefixrouted: --config: ") || !strings.Contains(errOut, tc.want) {
 				t.Fatalf("exit %d, stderr %q; want exit 2 and %q", code, errOut, tc.want)

@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -72,7 +74,9 @@ func startDaemonWith(t *testing.T, bin string, args ...string) *daemonProc {
 		select {
 		case <-p.exited:
 		default:
-			p.cmd.Process.Kill()
+			if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				t.Errorf("killing prefixrouted: %v", err)
+			}
 			<-p.exited
 		}
 	})
@@ -107,7 +111,9 @@ func (p *daemonProc) readLogs(r io.Reader, serving chan struct{}) {
 		}
 		p.mu.Unlock()
 	}
-	p.cmd.Wait()
+	// Wait's error is the exit status; the tests that care read it from
+	// p.cmd.ProcessState after <-p.exited.
+	_ = p.cmd.Wait()
 	close(p.exited)
 }
 

@@ -90,7 +90,11 @@ func startRouters(n int, interval time.Duration) (addrs []string, stop func(), e
 	if err != nil {
 		return nil, nil, err
 	}
-	stops = append(stops, func() { os.RemoveAll(dir) })
+	stops = append(stops, func() {
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "prefixsim: removing %s: %v\n", dir, err)
+		}
+	})
 	var natsURL string
 	if n > 1 {
 		ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
@@ -119,7 +123,9 @@ func startRouters(n int, interval time.Duration) (addrs []string, stop func(), e
 		stops = append(stops, func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			d.Shutdown(sctx)
+			if err := d.Shutdown(sctx); err != nil {
+				fmt.Fprintf(os.Stderr, "prefixsim: stopping router %s: %v\n", d.Addr(), err)
+			}
 		})
 		addrs = append(addrs, d.Addr())
 	}

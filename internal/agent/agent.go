@@ -181,7 +181,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.rep = nil
 		a.mu.Unlock()
 		if rep != nil {
-			rep.Close()
+			if err := rep.Close(); err != nil {
+				a.log.Warn("prefixagent: closing the report stream", "err", err)
+			}
 		}
 	}()
 	var wg sync.WaitGroup
@@ -222,7 +224,9 @@ func (a *Agent) setMode(exact bool) {
 	a.rep, a.exact = nil, exact
 	a.mu.Unlock()
 	if old != nil {
-		old.Close()
+		if err := old.Close(); err != nil {
+			a.log.Warn("prefixagent: closing the report stream to reopen it", "exact", exact, "err", err)
+		}
 	}
 	opts := client.ReporterOptions{Pool: a.cfg.Pool, Deployment: a.cfg.Deployment, InstanceID: a.cfg.InstanceID,
 		Address: a.cfg.Address, Load: a.currentLoad, CacheEvents: exact, Hold: func() bool { return !a.engineUp() },

@@ -184,7 +184,11 @@ func TestBlockSizeMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(page) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if _, err := w.Write(page); err != nil {
+			t.Errorf("serving the metrics page: %v", err)
+		}
+	}))
 	defer srv.Close()
 	cc, err := client.Dial(startRouter(t))
 	if err != nil {
@@ -238,7 +242,11 @@ func TestMalformedBatch(t *testing.T) {
 	a := benchAgent(t, cc, "")
 	a.cfg.Pool = pool
 	a.setMode(true)
-	defer func() { a.rep.Close() }()
+	defer func() {
+		if err := a.rep.Close(); err != nil {
+			t.Errorf("Reporter.Close: %v", err)
+		}
+	}()
 	st := &eventState{dec: kvevents.NewDecoder()}
 	stored, _, _ := storedBatch(t, 1, 4, 0)
 	ctx := context.Background()
@@ -253,7 +261,9 @@ func TestMalformedBatch(t *testing.T) {
 	}
 	// Later stores are not reported until the engine clears its cache.
 	more, _, _ := storedBatch(t, 100, 2, 500)
-	a.message(ctx, st, kvevents.Message{Seq: 2, Payload: more})
+	if err := a.message(ctx, st, kvevents.Message{Seq: 2, Payload: more}); err != nil {
+		t.Fatalf("seq 2: %v", err)
+	}
 	if a.Exact() || a.al.Len() != 0 {
 		t.Fatalf("store while unknown: precise %v, %d held", a.Exact(), a.al.Len())
 	}

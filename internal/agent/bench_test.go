@@ -58,7 +58,11 @@ func BenchmarkTranslate64(b *testing.B) {
 	cc, _ := benchRouter(b)
 	a := benchAgent(b, cc, "")
 	a.setMode(true)
-	b.Cleanup(func() { a.rep.Close() })
+	b.Cleanup(func() {
+		if err := a.rep.Close(); err != nil {
+			b.Errorf("Reporter.Close: %v", err)
+		}
+	})
 	st := &eventState{dec: kvevents.NewDecoder()}
 	stored, removed, _ := storedBatch(b, 1<<40, 64, 0)
 	b.ReportAllocs()
@@ -66,7 +70,9 @@ func BenchmarkTranslate64(b *testing.B) {
 		if err := a.apply(st, stored); err != nil {
 			b.Fatal(err)
 		}
-		a.apply(st, removed)
+		if err := a.apply(st, removed); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.ReportMetric(float64(2*64*b.N)/b.Elapsed().Seconds(), "blockevents/s")
 }
@@ -86,7 +92,11 @@ func BenchmarkPublishToPick(b *testing.B) {
 func publishToPick(b *testing.B, every time.Duration) {
 	cc, picker := benchRouter(b)
 	pub := zmq4.NewPub(context.Background())
-	b.Cleanup(func() { pub.Close() })
+	b.Cleanup(func() {
+		if err := pub.Close(); err != nil {
+			b.Errorf("closing the PUB socket: %v", err)
+		}
+	})
 	if err := pub.Listen("tcp://127.0.0.1:0"); err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +104,12 @@ func publishToPick(b *testing.B, every time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("Run: %v", err)
+		}
+	})
 	seq := uint64(0)
 	publish := func(payload []byte) {
 		var s [8]byte

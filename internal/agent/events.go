@@ -57,9 +57,14 @@ func (a *Agent) receive(ctx context.Context, st *eventState) error {
 		a.log.Warn("prefixagent: KV events socket", "endpoint", a.cfg.KVEvents, "err", err)
 		return nil
 	}
-	stop := context.AfterFunc(ctx, func() { sub.Close() })
+	// Closing on ctx's end unblocks Recv; the deferred Close below reports.
+	stop := context.AfterFunc(ctx, func() { _ = sub.Close() })
 	defer stop()
-	defer sub.Close()
+	defer func() {
+		if err := sub.Close(); err != nil && ctx.Err() == nil {
+			a.log.Debug("prefixagent: closing the KV events socket", "endpoint", a.cfg.KVEvents, "err", err)
+		}
+	}()
 	for {
 		m, err := sub.Recv()
 		if ctx.Err() != nil {

@@ -86,10 +86,11 @@ func (m *metrics) handler(healthy func() string) http.Handler {
 		if why := healthy(); why != "" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
-			json.NewEncoder(w).Encode(map[string]string{"error": why})
+			// A failed write means the prober is gone: no one to tell.
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": why})
 			return
 		}
-		w.Write([]byte("ok\n"))
+		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux
 }

@@ -73,7 +73,7 @@ func loadTokensFileMax(path string, limit int) (*table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokens file: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened for reading: nothing to lose
 	if fi, err := f.Stat(); err == nil && fi.Mode().Perm()&0o002 != 0 {
 		return nil, fmt.Errorf("tokens file %s is world-writable (mode %v): anyone on the host could add an identity; chmod o-w it",
 			path, fi.Mode().Perm())

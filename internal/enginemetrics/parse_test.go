@@ -1,6 +1,7 @@
 package enginemetrics
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"strings"
@@ -20,12 +21,11 @@ func TestParseFixtures(t *testing.T) {
 		{"testdata/sglang.metrics", SGLang, Sample{Waiting: 5, Running: 12, KVUsage: 0.62, BlockSize: 16, CapacityBlocks: 8192,
 			PromptTokens: 500000, Requests: 1000, HasCounters: true}},
 	} {
-		f, err := os.Open(tc.file)
+		b, err := os.ReadFile(tc.file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := Parse(tc.e, f)
-		f.Close()
+		got, err := Parse(tc.e, bytes.NewReader(b))
 		if err != nil || got != tc.want {
 			t.Errorf("%s: got %+v, %v; want %+v", tc.file, got, err, tc.want)
 		}

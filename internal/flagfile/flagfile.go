@@ -35,7 +35,7 @@ func Apply(fs *flag.FlagSet, path string, skip ...string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened for reading: nothing to lose
 	b, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
 	if err != nil {
 		return err

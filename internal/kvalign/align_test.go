@@ -119,22 +119,30 @@ func TestAlignment(t *testing.T) {
 	}
 }
 
+// mustApply applies ev to a into d and fails the test on an error.
+func mustApply(t *testing.T, a *Aligner, ev *kvevents.Event, d *Delta) {
+	t.Helper()
+	if err := a.Apply(ev, d); err != nil {
+		t.Fatalf("Apply(%v): %v", ev.Kind, err)
+	}
+}
+
 // TestSharedRouterHash: two engine blocks with one router hash (same
 // tokens, different engine keys) are reported once, removed with the last.
 func TestSharedRouterHash(t *testing.T) {
 	a := New(seed, bs, 100)
 	var d Delta
-	a.Apply(stored([]uint64{1}, nil, toks(0, 1)), &d)
-	a.Apply(stored([]uint64{2}, nil, toks(0, 1)), &d)
+	mustApply(t, a, stored([]uint64{1}, nil, toks(0, 1)), &d)
+	mustApply(t, a, stored([]uint64{2}, nil, toks(0, 1)), &d)
 	if len(d.Stored) != 1 {
 		t.Fatalf("stored %x, want one hash", d.Stored)
 	}
 	d.Reset()
-	a.Apply(removed(1), &d)
+	mustApply(t, a, removed(1), &d)
 	if len(d.Removed) != 0 || a.Len() != 1 {
 		t.Fatalf("removed %x while engine block 2 holds it", d.Removed)
 	}
-	a.Apply(removed(2), &d)
+	mustApply(t, a, removed(2), &d)
 	if len(d.Removed) != 1 || a.Len() != 0 {
 		t.Fatalf("removed %x after the last holder", d.Removed)
 	}
@@ -203,8 +211,12 @@ func BenchmarkApply64(b *testing.B) {
 		i++
 		tokens[0] = uint32(i)
 		d.Reset()
-		a.Apply(st, &d)
-		a.Apply(rm, &d)
+		if err := a.Apply(st, &d); err != nil {
+			b.Fatal(err)
+		}
+		if err := a.Apply(rm, &d); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.ReportMetric(float64(2*n*b.N)/b.Elapsed().Seconds(), "blockevents/s")
 }

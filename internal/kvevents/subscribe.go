@@ -82,13 +82,13 @@ func Subscribe(ctx context.Context, o SubscriberOptions) (*Subscriber, error) {
 		zmq4.WithDialerRetry(o.Retry), zmq4.WithDialerMaxRetries(-1), zmq4.WithDialerTimeout(time.Second))
 	if err := sock.SetOption(zmq4.OptionSubscribe, o.Topic); err != nil {
 		cancel()
-		sock.Close()
+		_ = sock.Close() // the SetOption error is the one to return
 		return nil, fmt.Errorf("kvevents: subscribe to topic %q: %w", o.Topic, err)
 	}
 	s := &Subscriber{sock: sock, cancel: cancel}
 	if o.Bind {
 		if err := sock.Listen(o.Endpoint); err != nil {
-			s.Close()
+			_ = s.Close() // the Listen error is the one to return
 			return nil, fmt.Errorf("kvevents: bind %s: %w", o.Endpoint, err)
 		}
 		return s, nil
@@ -128,7 +128,8 @@ func Replay(ctx context.Context, endpoint string, start int64, timeout time.Dura
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	sock := zmq4.NewDealer(ctx, zmq4.WithDialerMaxRetries(0), zmq4.WithDialerTimeout(timeout))
-	defer sock.Close()
+	// Closing a DEALER that only asked and read: its error loses nothing.
+	defer func() { _ = sock.Close() }()
 	if err := sock.Dial(endpoint); err != nil {
 		return fmt.Errorf("kvevents: replay socket %s: %w", endpoint, err)
 	}

@@ -127,6 +127,10 @@ func (d *Decoder) hash() (uint64, error) {
 	return 0, fmt.Errorf("msgpack type 0x%02x where a block hash (integer or bytes) belongs", c)
 }
 
+// seek moves the reader to pos, an offset within d.buf. bytes.Reader's Seek
+// fails only for a negative offset, which pos never is.
+func (d *Decoder) seek(pos int) { _, _ = d.r.Seek(int64(pos), io.SeekStart) }
+
 func (d *Decoder) hashes(ev *Event) error {
 	n, err := d.arrayLen()
 	if err != nil {
@@ -136,7 +140,7 @@ func (d *Decoder) hashes(ev *Event) error {
 	for i := range n {
 		if pos := len(d.buf) - d.r.Len(); pos+9 <= len(d.buf) && d.buf[pos] == msgpcode.Uint64 {
 			ev.BlockHashes = append(ev.BlockHashes, binary.BigEndian.Uint64(d.buf[pos+1:]))
-			d.r.Seek(int64(pos+9), io.SeekStart)
+			d.seek(pos + 9)
 			continue
 		}
 		h, err := d.hash()
@@ -160,7 +164,7 @@ func (d *Decoder) tokens(ev *Event) error {
 		if !ok {
 			// Not a short non-negative integer: the general path, which
 			// says what is wrong.
-			d.r.Seek(int64(pos), io.SeekStart)
+			d.seek(pos)
 			w, err := d.int()
 			if err != nil {
 				return fmt.Errorf("[%d]: %v", i, err)
@@ -173,7 +177,7 @@ func (d *Decoder) tokens(ev *Event) error {
 		ev.TokenIDs = append(ev.TokenIDs, uint32(v))
 		pos = next
 	}
-	d.r.Seek(int64(pos), io.SeekStart)
+	d.seek(pos)
 	return nil
 }
 

@@ -63,7 +63,9 @@ func content(sb *strings.Builder, raw json.RawMessage) error {
 			continue
 		}
 		var buf bytes.Buffer
-		json.Compact(&buf, p)
+		if err := json.Compact(&buf, p); err != nil {
+			return fmt.Errorf("a content part: %v", err)
+		}
 		sb.Write(buf.Bytes())
 	}
 	return nil

@@ -70,6 +70,14 @@ func FuzzParse(f *testing.F) {
 	f.Add(uint8(2), []byte(`{"model":"m","messages":[{"role":"user","content":"U"}]}`))
 	f.Add(uint8(1), []byte(`{"model":"m","prompt":[1,2]}`))
 	f.Fuzz(func(t *testing.T, e uint8, data []byte) {
-		Parse(Endpoint(e%5), data, 1<<16)
+		// The contract every front end relies on: a Request, or an error
+		// wrapping one of the three sentinels (never a panic).
+		r, err := Parse(Endpoint(e%5), data, 1<<16)
+		switch {
+		case err == nil && r == nil:
+			t.Fatal("no request and no error")
+		case err != nil && !errors.Is(err, ErrBadBody) && !errors.Is(err, ErrBodyTooLarge) && !errors.Is(err, ErrUnknownEndpoint):
+			t.Fatalf("error wraps no sentinel: %v", err)
+		}
 	})
 }

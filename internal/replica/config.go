@@ -208,14 +208,14 @@ func (r *Replica) mirror(pool string, value []byte, revision uint64, caller stri
 	if err != nil {
 		return err
 	}
-	r.h.Lock()
-	defer r.h.Unlock()
-	r.cfgMu.Lock()
-	defer r.cfgMu.Unlock()
-	if revision <= r.revs[pool] {
-		return nil
-	}
-	return r.keep(pool, pc, revision, caller)
+	return r.h.Locked(func() error {
+		r.cfgMu.Lock()
+		defer r.cfgMu.Unlock()
+		if revision <= r.revs[pool] {
+			return nil
+		}
+		return r.keep(pool, pc, revision, caller)
+	})
 }
 
 // keep puts pc, the bucket's configuration of pool at revision, in force

@@ -19,11 +19,16 @@ import (
 // server is, without the gRPC layer: Install sets the pool's weights and
 // policy as the server does.
 type testHost struct {
-	sync.Mutex
+	mu  sync.Mutex // the configuration lock
 	reg *state.Registry
 	st  *store.Store
 }
 
+func (h *testHost) Locked(fn func() error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return fn()
+}
 func (h *testHost) Registry() *state.Registry { return h.reg }
 func (h *testHost) Store() *store.Store       { return h.st }
 func (h *testHost) Install(pool string, pc store.PoolConfig) error {
@@ -51,7 +56,11 @@ func newHost(t *testing.T) *testHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("store.Close: %v", err)
+		}
+	})
 	return &testHost{reg: state.NewRegistry(state.Limits{}), st: st}
 }
 

@@ -20,11 +20,12 @@ import (
 // Host is what a Replica needs of the server whose state it replicates.
 // Its methods must be safe for concurrent use.
 type Host interface {
-	// Lock and Unlock are the host's configuration lock. The host holds it
-	// while it prepares a change from its copy of a pool's configuration,
-	// makes it (Replica.Change) and puts the result in force; the replica
-	// takes it to put in force a configuration another replica wrote.
-	sync.Locker
+	// Locked runs fn with the host's configuration lock held and returns
+	// fn's error. The host holds that lock while it prepares a change from
+	// its copy of a pool's configuration, makes it (Replica.Change) and
+	// puts the result in force; the replica puts a configuration another
+	// replica wrote in force within Locked, so the two never interleave.
+	Locked(fn func() error) error
 	// Registry is the live state: other replicas' reports and picks are
 	// applied to its pools.
 	Registry() *state.Registry

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -147,13 +148,11 @@ func RunLive(ctx context.Context, sc *Scenario, variant string, opts LiveOptions
 	}
 	lr := &liveRun{e: e, rc: rc, opts: opts, admin: pb.NewAdminServiceClient(conns[0]), ctx: ctx}
 	if err := lr.setup(conns); err != nil {
-		lr.closeReporters()
-		return nil, err
+		return nil, errors.Join(err, lr.closeReporters())
 	}
 	start := time.Now()
 	err = lr.loop(start)
-	lr.closeReporters()
-	if err != nil {
+	if err := errors.Join(err, lr.closeReporters()); err != nil {
 		return nil, err
 	}
 	res := e.result(time.Since(start))
@@ -305,12 +304,16 @@ func (lr *liveRun) publish(k int) {
 	}
 }
 
-func (lr *liveRun) closeReporters() {
+// closeReporters closes every Reporter at once and returns their errors
+// joined.
+func (lr *liveRun) closeReporters() error {
 	var wg sync.WaitGroup
-	for _, r := range lr.reporters {
-		wg.Go(func() { r.Close() })
+	errs := make([]error, len(lr.reporters))
+	for i, r := range lr.reporters {
+		wg.Go(func() { errs[i] = r.Close() })
 	}
 	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (lr *liveRun) stats() *LiveStats {

@@ -16,6 +16,9 @@ import (
 
 // Connection defaults of Dial.
 const (
+	// DefaultAddr is where a sidecar serves gRPC when its --listen is not
+	// set: loopback port 50051 (server.DefaultListen is this constant).
+	DefaultAddr = "127.0.0.1:50051"
 	// KeepaliveTime is how long a connection may sit without traffic before
 	// the client pings the sidecar: 10s, the shortest gRPC-Go allows (the
 	// sidecar accepts pings every 5s or more, streams open or not).

@@ -1,4 +1,4 @@
-package servertest
+package testwait
 
 import (
 	"sync"
@@ -9,7 +9,7 @@ import (
 // output are the same on every run.
 var Epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// Clock is a settable clock for a daemon under test (server.Options.Now).
+// Clock is a settable clock for a daemon under test (server.Options.Now, servertest.Start).
 // The zero value is not usable; use NewClock. Safe for concurrent use.
 type Clock struct {
 	mu  sync.Mutex
