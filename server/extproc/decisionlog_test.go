@@ -45,7 +45,7 @@ func TestPickSpan(t *testing.T) {
 	threeDeployments(e)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
+	defer func() { _ = tp.Shutdown(context.Background()) }() // in-memory recorder: nothing to flush
 	p, err := extproc.New(e.sc.D.Server(), extproc.Options{Tracer: tp, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -282,3 +282,13 @@ func counter(fams map[string]*dto.MetricFamily, name string, want map[string]str
 	}
 	return sum
 }
+
+// send sends msgs on st in order and fails the test on the first error.
+func send(t testing.TB, st extprocv3.ExternalProcessor_ProcessClient, msgs ...*extprocv3.ProcessingRequest) {
+	t.Helper()
+	for _, m := range msgs {
+		if err := st.Send(m); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+	}
+}

@@ -72,8 +72,8 @@ func TestClientHangsUpMidBody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st.Send(reqHeaders("POST", "/v1/chat/completions", false, duplex))
-		st.Send(reqBody(chatBody("llama", 100<<10, i)[:50<<10], false))
+		send(t, st, reqHeaders("POST", "/v1/chat/completions", false, duplex))
+		send(t, st, reqBody(chatBody("llama", 100<<10, i)[:50<<10], false))
 		cancel()
 	}
 	servertest.Never(t, "a pick for a request whose client hung up", 0, func() bool {

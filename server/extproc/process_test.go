@@ -221,8 +221,8 @@ func TestResponsePhases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st.Send(reqHeaders("POST", "/v1/chat/completions", false, duplex))
-		st.Send(reqBody(chatBody("llama", 500, len(served)), true))
+		send(t, st, reqHeaders("POST", "/v1/chat/completions", false, duplex))
+		send(t, st, reqBody(chatBody("llama", 500, len(served)), true))
 		r, err := st.Recv()
 		if err != nil {
 			t.Fatal(err)
@@ -234,7 +234,7 @@ func TestResponsePhases(t *testing.T) {
 		if served == "chosen" {
 			served = chosen
 		}
-		st.Send(respHeaders(served))
+		send(t, st, respHeaders(served))
 		if _, err := st.Recv(); err != nil {
 			t.Fatal(err)
 		}

@@ -49,8 +49,11 @@ func call(client extprocv3.ExternalProcessorClient, token string) error {
 	if err != nil {
 		return err
 	}
-	st.Send(reqHeaders("POST", "/v1/chat/completions", false, duplex))
-	st.Send(reqBody(chatBody("nopool", 100, 1), true))
+	for _, m := range []*extprocv3.ProcessingRequest{reqHeaders("POST", "/v1/chat/completions", false, duplex), reqBody(chatBody("nopool", 100, 1), true)} {
+		if err := st.Send(m); err != nil {
+			return err
+		}
+	}
 	st.CloseSend()
 	r, err := st.Recv()
 	if err != nil {
