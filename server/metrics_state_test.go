@@ -31,7 +31,7 @@ func TestWindow(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var w window
 			for _, a := range c.adds {
-				w.add(a.sec, a.blocks, a.matched)
+				w.add(a.sec, a.blocks, a.matched, "i")
 			}
 			p, b, m := w.sum(c.at)
 			if p != c.picks || b != c.blocks || m != c.matched {
@@ -73,6 +73,6 @@ func BenchmarkWindowAdd(b *testing.B) {
 	var w window
 	sec := int64(1_800_000_000)
 	for i := 0; b.Loop(); i++ {
-		w.add(sec+int64(i>>16), 32, 16)
+		w.add(sec+int64(i>>16), 32, 16, "i")
 	}
 }
