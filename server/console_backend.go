@@ -23,6 +23,10 @@ type consoleBackend struct{ d *Daemon }
 // consoleHandler is the console's handler for httpHandler's mux.
 func (d *Daemon) consoleHandler() http.Handler { return console.Handler(consoleBackend{d}) }
 
+// ConsoleBackend is the daemon as the console sees it, for a test that
+// builds its own console.Handler (with console.Unlimited, say).
+func (d *Daemon) ConsoleBackend() console.Backend { return consoleBackend{d} }
+
 func (b consoleBackend) Admin() pb.AdminServiceServer { return &adminService{s: b.d.srv} }
 
 func (b consoleBackend) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickResponse, error) {

@@ -166,7 +166,11 @@ func markerOf(prev *store.PoolConfig, pc store.PoolConfig) (kind, label string) 
 	case r != nil && old == nil && prev != nil, r != nil && old != nil && old.ID != r.ID:
 		return "ramp", fmt.Sprintf("ramp %d started", r.ID)
 	case r != nil && (old == nil || old.Applied != r.Applied) && r.Applied > 0:
-		return "ramp", fmt.Sprintf("ramp %d step %d/%d", r.ID, r.Applied, len(r.Steps))
+		label := fmt.Sprintf("ramp %d step %d/%d", r.ID, r.Applied, len(r.Steps))
+		if r.State == rollout.Done {
+			label += " (done)"
+		}
+		return "ramp", label
 	case r != nil && old != nil && old.State != r.State:
 		return "ramp", fmt.Sprintf("ramp %d %s", r.ID, r.State)
 	case prev == nil || prev.WeightsVersion != pc.WeightsVersion:
@@ -256,4 +260,3 @@ func (o *observer) history(pool string, now time.Time) (console.History, bool) {
 	}
 	return h, true
 }
-

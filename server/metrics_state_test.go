@@ -76,3 +76,18 @@ func BenchmarkWindowAdd(b *testing.B) {
 		w.add(sec+int64(i>>16), 32, 16, "i")
 	}
 }
+
+// BenchmarkWindowAddHistory is BenchmarkWindowAdd with the console's
+// 15-minute ring on (history.go): the same lock, three more adds and one
+// map lookup by instance id.
+func BenchmarkWindowAddHistory(b *testing.B) {
+	w := window{hist: &history{inst: make(map[string]*instRate)}}
+	ids := []string{"a-1", "a-2", "b-1", "b-2"}
+	sec := int64(1_700_000_000)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		w.add(sec+int64(i>>16), 32, 16, ids[i&3])
+		i++
+	}
+}

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/chromedp/chromedp"
 
@@ -260,9 +263,44 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	b.screenshot("explain")
 
+	if os.Getenv("CONSOLE_DOCS") == "1" {
+		docsCutover(t, f, b)
+	}
+
 	// A phone-width view of the cutover page stays legible.
 	b.run(chromedp.EmulateViewport(390, 844))
 	b.open("#/pool/chat")
 	b.waitJS(`document.querySelector('#chart-share path')`)
 	b.screenshot("cutover-phone")
+}
+
+// docsCutover, for the README's screenshots (CONSOLE_DOCS=1), replaces the
+// paused ramp by one that moves all traffic to b in six 10 s steps, waits
+// for it to finish and shoots the cutover and pools pages again: the
+// charts then show the share following the weight, step by step.
+func docsCutover(t *testing.T, f *fleet, b *browser) {
+	ctx := context.Background()
+	if _, err := f.sc.Admin.AbortRamp(ctx, &pb.AbortRampRequest{Pool: fleetPool}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.sc.Admin.StartRamp(ctx, &pb.StartRampRequest{Pool: fleetPool, Target: map[string]float64{"a": 0, "b": 100},
+		Duration: durationpb.New(60 * time.Second), StepInterval: durationpb.New(10 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	b.open("#/pool/chat/ramp")
+	b.waitJS(`document.querySelector('#ramp').dataset.state === "running" && document.querySelector('ol.timeline li[data-step="1"][aria-current]')`)
+	b.screenshot("ramp")
+	b.open("#/pool/chat")
+	servertest.EventuallyWithin(t, 2*time.Minute, "docs ramp done", func() bool {
+		r, err := f.sc.Admin.GetRamp(ctx, &pb.GetRampRequest{Pool: fleetPool})
+		return err == nil && r.GetRamp().GetState() == pb.RampState_RAMP_STATE_DONE
+	})
+	b.run(chromedp.Click(`button[data-span="300"]`))
+	b.waitJS(`document.querySelector('#chart-share .marker[data-label$="(done)"]')`)
+	// a's traffic share falls to 0 within the chart's 10 s window after the last step
+	b.waitJS(`(() => { const p = document.querySelector('#chart-share path[data-series="share a"]').getAttribute("d").trim().split(/[ML]/).filter(Boolean).pop().split(" ");
+		return Math.abs(Number(p[1]) - Number(document.querySelector('#chart-share .grid-line').getAttribute("y1"))) < 0.5; })()`)
+	b.screenshot("cutover")
+	b.open("#/")
+	b.screenshot("pools")
 }

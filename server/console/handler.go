@@ -72,15 +72,25 @@ type console struct {
 	mux *http.ServeMux
 }
 
+// Option changes a Handler.
+type Option func(*console)
+
+// Unlimited turns the rate limit off, for a fuzz test that must reach the
+// endpoints' own checks.
+func Unlimited() Option { return func(c *console) { c.lim = rate.NewLimiter(rate.Inf, 0) } }
+
 // Handler serves the console under /ui/: the page and its assets, and the
 // JSON endpoints under /ui/api/. Safe for concurrent use.
-func Handler(b Backend) http.Handler {
+func Handler(b Backend, opts ...Option) http.Handler {
 	c := &console{b: b, lim: rate.NewLimiter(RequestsPerSecond, Burst), mux: http.NewServeMux()}
-	assets, err := fs.Sub(static, "static")
+	for _, o := range opts {
+		o(c)
+	}
+	root, err := fs.Sub(static, "static")
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
 	}
-	files := http.FileServerFS(assets)
+	files := http.FileServerFS(root)
 	c.mux.Handle("/ui/", http.StripPrefix("/ui/", assetsOnly(files)))
 	c.mux.HandleFunc("GET /ui/api/pools", c.pools)
 	c.mux.HandleFunc("GET /ui/api/pool", c.pool)
@@ -95,16 +105,19 @@ func Handler(b Backend) http.Handler {
 	return c
 }
 
-// assetsOnly serves the embedded files to GET and HEAD, and no directory
-// listing: a path ending in / other than the root is NotFound.
+// assets are the files of static/ the console serves; anything else under
+// /ui/ is NotFound (no directory listing, no file server error pages).
+var assets = map[string]bool{"": true, "index.html": true, "app.js": true, "style.css": true}
+
+// assetsOnly serves the embedded files to GET and HEAD.
 func assetsOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.Method != http.MethodGet && r.Method != http.MethodHead:
 			w.Header().Set("Allow", "GET, HEAD")
 			writeError(w, http.StatusMethodNotAllowed, "InvalidArgument", r.Method+" "+r.URL.Path+": the console's pages take GET")
-		case r.URL.Path != "" && strings.HasSuffix(r.URL.Path, "/"):
-			writeError(w, http.StatusNotFound, "NotFound", "no console page /ui/"+r.URL.Path)
+		case !assets[r.URL.Path]:
+			writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no console page /ui/%s", r.URL.Path))
 		default:
 			h.ServeHTTP(w, r)
 		}

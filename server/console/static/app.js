@@ -38,8 +38,8 @@ const num = (x, d = 1) => (x === null || x === undefined || isNaN(x)) ? "–" : 
 const secs = (s) => { // a protojson duration ("12.5s") as "2m 05s"
   const v = typeof s === "string" ? parseFloat(s) : (s || 0);
   if (!isFinite(v)) return "–";
-  if (v < 60) return v.toFixed(v < 10 ? 1 : 0) + " s";
-  const m = Math.floor(v / 60), r = Math.round(v % 60);
+  if (v < 59.5) return v.toFixed(v < 10 ? 1 : 0) + " s";
+  const t = Math.round(v), m = Math.floor(t / 60), r = t % 60;
   return m + " min " + String(r).padStart(2, "0") + " s";
 };
 const stateName = (s) => String(s || "").replace(/^INSTANCE_STATE_|^RAMP_STATE_/, "").toLowerCase();
@@ -268,17 +268,23 @@ function lineChart(opts) {
       "stroke-linejoin": "round", "data-series": ln.label }));
   }
   const startMs = (opts.start + from) * 1000;
-  for (const m of opts.markers || []) {
+  let labelX = 1e9; // newest first: a label only where it does not crowd the newer one
+  for (const m of [...(opts.markers || [])].reverse()) {
     if (m.at < startMs) continue;
-    const i = Math.min(n - 1, (m.at / 1000) - opts.start);
+    const i = Math.min(n - 1, (m.at / 1000) - opts.start), mx = x(i);
     const g = svg("g", { class: "marker", "data-kind": m.kind, "data-weights-version": m.weights_version, "data-label": m.label });
     g.append(svg("title", { text: m.label + " at " + new Date(m.at).toLocaleTimeString() }),
-      svg("line", { x1: x(i), x2: x(i), y1: T - 4, y2: H - B }),
-      svg("text", { x: x(i) + 3, y: T - 6, text: m.label }));
+      svg("line", { x1: mx, x2: mx, y1: T - 4, y2: H - B }));
+    if (opts.markerLabels && labelX - mx >= 70) { // on the first chart only
+      labelX = mx;
+      const right = mx > W - R - 70;
+      g.append(svg("text", { x: right ? mx - 3 : mx + 3, y: T + 8, "text-anchor": right ? "end" : "start", text: m.label.replace(/^ramp \d+ /, "") }));
+    }
     root.append(g);
   }
   return root;
 }
+const rateFmt = (v) => String(Number(v.toFixed(2)));
 function niceCeil(v) {
   const p = Math.pow(10, Math.floor(Math.log10(v)));
   for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
@@ -331,16 +337,16 @@ const pageCutover = {
       shareLines.push({ values: s.weight[d], color: c.color, dash: "7 4", width: 1.6, label: "weight " + d });
       shareLines.push({ values: s.share[d], color: c.color, width: 2.4, label: "share " + d, last: full });
     }
-    view.querySelector("#chart-share").replaceChildren(lineChart({ ...base, ymax: 1, fmt: (v) => pct(v, 0), lines: shareLines, title: "Weight share and traffic share" }));
+    view.querySelector("#chart-share").replaceChildren(lineChart({ ...base, ymax: 1, fmt: (v) => pct(v, 0), lines: shareLines, markerLabels: true, title: "Weight share and traffic share" }));
     view.querySelector("#chart-hit").replaceChildren(lineChart({ ...base, ymax: 1, fmt: (v) => pct(v, 0), title: "Hit ratio",
       lines: s.deps.map((d) => ({ values: s.hit[d], ...colors.get(d), label: "hit " + d, last: full })) }));
-    view.querySelector("#chart-rate").replaceChildren(lineChart({ ...base, fmt: (v) => num(v, v < 10 ? 1 : 0), title: "Pick rate",
+    view.querySelector("#chart-rate").replaceChildren(lineChart({ ...base, fmt: rateFmt, title: "Pick rate",
       lines: s.deps.map((d) => ({ values: s.rate[d], ...colors.get(d), label: "rate " + d, last: full })) }));
     const outcomes = Object.keys(s.failures);
     const ecolors = colorMap(outcomes);
     view.querySelector("#chart-errors").replaceChildren(
       outcomes.length ? legend(outcomes.map((o) => ({ label: o, ...ecolors.get(o) }))) : el("p", { class: "muted", text: "No failed picks in the last 15 min." }),
-      lineChart({ ...base, fmt: (v) => num(v, v < 10 ? 1 : 0), title: "Failed picks by outcome",
+      lineChart({ ...base, fmt: rateFmt, title: "Failed picks by outcome",
         lines: outcomes.map((o) => ({ values: s.failures[o], ...ecolors.get(o), label: "failed " + o, last: full })) }));
     // the table: the figures in force and over the last 60 s
     const last = (arr, k) => { let a = 0; for (let i = Math.max(0, full - k + 1); i <= full; i++) a += arr[i] || 0; return a; };
