@@ -24,7 +24,8 @@ const (
 	// DefaultListen is the gRPC address: loopback, the safe default
 	// without a tokens file.
 	DefaultListen = "127.0.0.1:50051"
-	// DefaultHTTPListen is the address of /healthz, /readyz and /metrics.
+	// DefaultHTTPListen is the address of /healthz, /readyz, /metrics and
+	// the console (/ui/).
 	DefaultHTTPListen = "127.0.0.1:9090"
 	// DefaultMaxRecvMsgBytes bounds one gRPC message: 4 MiB.
 	DefaultMaxRecvMsgBytes = 4 << 20
@@ -37,7 +38,7 @@ const (
 type DaemonConfig struct {
 	// Listen is the gRPC address. Default DefaultListen (127.0.0.1:50051).
 	Listen string
-	// HTTPListen is the address of /healthz, /readyz and /metrics. Default
+	// HTTPListen is the address of /healthz, /readyz, /metrics and /ui/. Default
 	// DefaultHTTPListen (127.0.0.1:9090); "off" disables it.
 	HTTPListen string
 	// MaxRecvMsgBytes bounds one gRPC message. Default 4 MiB: a Pick with

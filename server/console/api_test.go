@@ -116,7 +116,7 @@ func TestConsoleEndpoints(t *testing.T) {
 		{"ramp op unknown", "POST", "/ui/api/ramp/skip", `{"pool":"chat"}`, nil, 404, "want start, pause, resume or abort"},
 		{"ramp bad duration", "POST", "/ui/api/ramp/start", `{"pool":"chat","target":{"b":1},"duration":"soon","step_interval":"1m"}`, nil, 400, `duration is "soon"`},
 		{"ramp pause without ramp", "POST", "/ui/api/ramp/pause", `{"pool":"chat"}`, nil, 404, "never had a ramp"},
-		{"explain", "POST", "/ui/api/explain", `{"pool":"chat","text":"` + cachedPrompt + `","seed":"1"}`, nil, 200, `"instance_id":"a-1"`},
+		{"explain", "POST", "/ui/api/explain", `{"pool":"chat","text":"` + explainPrompt + `","seed":"1"}`, nil, 200, `"deployment":"a","decision"`},
 		{"explain tokens", "POST", "/ui/api/explain", `{"pool":"chat","tokens":"0-63, 7"}`, nil, 200, `"blocks":4`},
 		{"explain empty", "POST", "/ui/api/explain", `{"pool":"chat"}`, nil, 400, "the prompt is empty"},
 		{"explain both", "POST", "/ui/api/explain", `{"pool":"chat","text":"x","tokens":"1"}`, nil, 400, "not both"},

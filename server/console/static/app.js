@@ -268,17 +268,21 @@ function lineChart(opts) {
       "stroke-linejoin": "round", "data-series": ln.label }));
   }
   const startMs = (opts.start + from) * 1000;
-  let labelX = 1e9; // newest first: a label only where it does not crowd the newer one
+  const placed = []; // the labels' [x0, x1], newest first: an older label that would overlap one is left out
   for (const m of [...(opts.markers || [])].reverse()) {
     if (m.at < startMs) continue;
     const i = Math.min(n - 1, (m.at / 1000) - opts.start), mx = x(i);
     const g = svg("g", { class: "marker", "data-kind": m.kind, "data-weights-version": m.weights_version, "data-label": m.label });
     g.append(svg("title", { text: m.label + " at " + new Date(m.at).toLocaleTimeString() }),
       svg("line", { x1: mx, x2: mx, y1: T - 4, y2: H - B }));
-    if (opts.markerLabels && labelX - mx >= 70) { // on the first chart only
-      labelX = mx;
-      const right = mx > W - R - 70;
-      g.append(svg("text", { x: right ? mx - 3 : mx + 3, y: T + 8, "text-anchor": right ? "end" : "start", text: m.label.replace(/^ramp \d+ /, "") }));
+    if (opts.markerLabels) { // on the first chart only
+      const text = m.label.replace(/^ramp \d+ /, ""), w = 6.2 * text.length + 4;
+      const right = mx + w > W - R;
+      const x0 = right ? mx - w : mx, x1 = right ? mx : mx + w;
+      if (!placed.some(([a, b]) => x0 < b && a < x1)) {
+        placed.push([x0, x1]);
+        g.append(svg("text", { x: right ? mx - 3 : mx + 3, y: T + 8, "text-anchor": right ? "end" : "start", text }));
+      }
     }
     root.append(g);
   }
@@ -339,9 +343,9 @@ const pageCutover = {
     }
     view.querySelector("#chart-share").replaceChildren(lineChart({ ...base, ymax: 1, fmt: (v) => pct(v, 0), lines: shareLines, markerLabels: true, title: "Weight share and traffic share" }));
     view.querySelector("#chart-hit").replaceChildren(lineChart({ ...base, ymax: 1, fmt: (v) => pct(v, 0), title: "Hit ratio",
-      lines: s.deps.map((d) => ({ values: s.hit[d], ...colors.get(d), label: "hit " + d, last: full })) }));
+      lines: s.deps.map((d) => ({ values: s.hit[d], color: colors.get(d).color, label: "hit " + d, last: full })) }));
     view.querySelector("#chart-rate").replaceChildren(lineChart({ ...base, fmt: rateFmt, title: "Pick rate",
-      lines: s.deps.map((d) => ({ values: s.rate[d], ...colors.get(d), label: "rate " + d, last: full })) }));
+      lines: s.deps.map((d) => ({ values: s.rate[d], color: colors.get(d).color, label: "rate " + d, last: full })) }));
     const outcomes = Object.keys(s.failures);
     const ecolors = colorMap(outcomes);
     view.querySelector("#chart-errors").replaceChildren(
