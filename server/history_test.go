@@ -18,7 +18,9 @@ func TestMarkerOf(t *testing.T) {
 	ramp := func(id uint64, st rollout.State, applied int) *rollout.Ramp {
 		return &rollout.Ramp{ID: id, State: st, Applied: applied, Steps: make([]rollout.Step, 4)}
 	}
-	w := func(v uint64, r *rollout.Ramp) *store.PoolConfig { return &store.PoolConfig{WeightsVersion: v, Ramp: r} }
+	w := func(v uint64, r *rollout.Ramp) *store.PoolConfig {
+		return &store.PoolConfig{WeightsVersion: v, Ramp: r}
+	}
 	for _, c := range []struct {
 		name        string
 		prev        *store.PoolConfig

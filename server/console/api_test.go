@@ -203,16 +203,7 @@ func TestConsoleRateLimit(t *testing.T) {
 // cannot write (403), operator writes, explain needs gateway; and the Host
 // check of the loopback-only mode is off.
 func TestConsoleAuthorization(t *testing.T) {
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens.yaml")
-	var b bytes.Buffer
-	b.WriteString("identities:\n")
-	for _, id := range []struct{ name, role string }{{"reader", "operator-read"}, {"op", "operator"}, {"gw", "gateway"}} {
-		fmt.Fprintf(&b, "  - name: %s\n    roles: [%s]\n    token_sha256: %s\n", id.name, id.role, auth.HashToken(id.name+"-token"))
-	}
-	if err := os.WriteFile(tokens, b.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokens := writeTokens(t, map[string]string{"reader": "operator-read", "op": "operator", "gw": "gateway"})
 	sc := servertest.Start(t, servertest.Config(func(c *server.DaemonConfig) { c.TokensFile = tokens }))
 	addr := sc.HTTPAddr()
 	bearer := func(who string) map[string]string {
@@ -252,4 +243,20 @@ func TestConsoleAuthorization(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeTokens writes a tokens file of identities (name → role), each with
+// the token "<name>-token".
+func writeTokens(t *testing.T, ids map[string]string) string {
+	t.Helper()
+	var b bytes.Buffer
+	b.WriteString("identities:\n")
+	for name, role := range ids {
+		fmt.Fprintf(&b, "  - name: %s\n    roles: [%s]\n    token_sha256: %s\n", name, role, auth.HashToken(name+"-token"))
+	}
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

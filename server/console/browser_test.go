@@ -17,6 +17,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/servertest"
+	"github.com/prefixroute/prefixroute/server"
 )
 
 // The browser test: real headless Chromium (Debian's chromium, which 'make
@@ -161,12 +162,18 @@ func (b *browser) screenshot(name string) {
 
 // noErrors fails the test if the page logged an error, a warning or an
 // uncaught exception (a CSP violation is one).
-func (b *browser) noErrors() {
+func (b *browser) noErrors() { b.t.Helper(); b.noErrorsBut("") }
+
+// noErrorsBut is noErrors for the messages that do not contain expected
+// (every message when it is "").
+func (b *browser) noErrorsBut(expected string) {
 	b.t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, e := range b.errs {
-		b.t.Errorf("browser: %s", e)
+		if expected == "" || !strings.Contains(e, expected) {
+			b.t.Errorf("browser: %s", e)
+		}
 	}
 }
 
@@ -303,4 +310,20 @@ func docsCutover(t *testing.T, f *fleet, b *browser) {
 	b.screenshot("cutover")
 	b.open("#/")
 	b.screenshot("pools")
+}
+
+// TestConsoleSignIn: with a tokens file the page asks for a token, keeps
+// it in the tab's session storage, sends it, and shows the pools.
+func TestConsoleSignIn(t *testing.T) {
+	tokens := writeTokens(t, map[string]string{"reader": "operator-read"})
+	sc := servertest.Start(t, servertest.Config(func(c *server.DaemonConfig) { c.TokensFile = tokens }))
+	b := newBrowser(t, sc.HTTPAddr())
+	b.run(chromedp.Navigate(b.base + "#/"))
+	b.waitJS(`!document.querySelector('#login').hidden && document.activeElement.id === "token"`)
+	b.run(chromedp.SendKeys(`#token`, "reader-token"), chromedp.Click(`#login button[type=submit]`))
+	b.waitJS(`document.querySelector('#login').hidden && document.querySelector('#pools table')`)
+	if got := must[string](b, `sessionStorage.getItem("prefixroute.console.token")`); got != "reader-token" {
+		t.Errorf("session storage holds %q", got)
+	}
+	b.noErrorsBut("status of 401") // the polls before the token was given
 }

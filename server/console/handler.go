@@ -171,7 +171,7 @@ func checkWrite(r *http.Request) error {
 	}
 	if o := r.Header.Get("Origin"); o != "" && o != "null" {
 		if _, host, ok := strings.Cut(o, "://"); !ok || host != r.Host {
-			return fmt.Errorf("Origin %q is not this console's (%s): writes are accepted from the console's own origin only", o, r.Host)
+			return fmt.Errorf("the Origin header %q is not this console's (%s): writes are accepted from the console's own origin only", o, r.Host)
 		}
 	}
 	return nil
