@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/netip"
@@ -38,6 +39,13 @@ func (b consoleBackend) History(pool string) (console.History, bool) {
 }
 
 func (b consoleBackend) AuthEnabled() bool { return b.d.auth != nil }
+
+func (b consoleBackend) Decisions(pool string) ([]json.RawMessage, bool) {
+	if b.d.dlog == nil {
+		return nil, false
+	}
+	return b.d.dlog.recent.of(pool), true
+}
 
 // Authorize gives the request what a gRPC call carries: the peer (its
 // address for the audit log, its verified client certificate) and the

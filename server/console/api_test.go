@@ -126,6 +126,8 @@ func TestConsoleEndpoints(t *testing.T) {
 		{"explain bad seed", "POST", "/ui/api/explain", `{"pool":"chat","text":"x","seed":"-1"}`, nil, 400, `seed is "-1"`},
 		{"explain bad block size", "POST", "/ui/api/explain", `{"pool":"chat","text":"x","block_size":65}`, nil, 400, "block_size in 1..64"},
 		{"explain unknown pool", "POST", "/ui/api/explain", `{"pool":"nope","text":"x"}`, nil, 404, `"nope"`},
+		{"decisions, log off", "GET", "/ui/api/decisions?pool=chat", "", nil, 200, `{"enabled":false,"decisions":[]}`},
+		{"decisions without pool", "GET", "/ui/api/decisions", "", nil, 400, "query pool is required"},
 		{"rebinding", "GET", "/ui/api/pools", "", map[string]string{"Host": "evil.example:9090"}, 403, "not a loopback name"},
 		{"localhost", "GET", "/ui/api/pools", "", map[string]string{"Host": "localhost:9090"}, 200, `"pools"`},
 	} {

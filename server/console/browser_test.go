@@ -181,7 +181,8 @@ func (b *browser) noErrorsBut(expected string) {
 // fleet: the pool and its instances, a weight change reaching the chart
 // and the table, Pause on a running ramp, an explain of a cached prompt.
 func TestConsoleInBrowser(t *testing.T) {
-	f := startFleet(t)
+	dlog := filepath.Join(t.TempDir(), "decisions.jsonl")
+	f := startFleet(t, servertest.Config(func(c *server.DaemonConfig) { c.DecisionLog, c.DecisionLogRate = dlog, 1 }))
 	f.run(f.sc.Conn)
 	b := newBrowser(t, f.sc.HTTPAddr())
 	defer b.noErrors()
@@ -269,6 +270,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("explain chose %q, want an instance of a", chosen)
 	}
 	b.screenshot("explain")
+	// ...and a recent pick from the decision log, shown without picking again.
+	b.run(chromedp.Click(`#recent summary`))
+	b.waitJS(`document.querySelector('#recent-list button[data-recent="0"]')`)
+	b.run(chromedp.Click(`#recent-list button[data-recent="0"]`))
+	b.waitJS(`document.querySelector('#explain-msg').textContent.startsWith("From the decision log") && document.querySelectorAll('#dep-bars .bar').length === 2`)
 
 	if os.Getenv("CONSOLE_DOCS") == "1" {
 		docsCutover(t, f, b)

@@ -130,3 +130,27 @@ func parseTokens(s string) ([]uint32, error) {
 	}
 	return out, nil
 }
+
+// decisions is GET /ui/api/decisions?pool=P: the decision log's latest
+// sampled picks of the pool, newest first, for Explain to show without
+// picking again. Authorized as GetWeights (operator-read): it is the
+// pool's routing, as the decision log file holds it.
+func (c *console) decisions(w http.ResponseWriter, r *http.Request) {
+	pool, err := query(r, "pool", true)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if _, err := c.b.Authorize(r, pb.AdminService_GetWeights_FullMethodName); err != nil {
+		fail(w, err)
+		return
+	}
+	lines, on := c.b.Decisions(pool)
+	if lines == nil {
+		lines = []json.RawMessage{}
+	}
+	writeJSON(w, struct {
+		Enabled   bool              `json:"enabled"`
+		Decisions []json.RawMessage `json:"decisions"`
+	}{on, lines})
+}

@@ -16,7 +16,7 @@ import (
 // fuzzPaths are the endpoints FuzzConsoleAPI aims at; the fuzzer's path
 // suffix reaches the rest.
 var fuzzPaths = []string{"/ui/api/pools", "/ui/api/pool", "/ui/api/migration", "/ui/api/weights", "/ui/api/ramp/start",
-	"/ui/api/ramp/pause", "/ui/api/ramp/abort", "/ui/api/explain", "/ui/", "/ui/api/"}
+	"/ui/api/ramp/pause", "/ui/api/ramp/abort", "/ui/api/explain", "/ui/", "/ui/api/", "/ui/api/decisions"}
 
 // FuzzConsoleAPI sends arbitrary requests to the console of a real daemon
 // (rate limit off, so every request reaches the endpoint's own checks):

@@ -60,6 +60,10 @@ type Backend interface {
 	Authorize(r *http.Request, fullMethod string) (context.Context, error)
 	// AuthEnabled reports whether a tokens file is in force.
 	AuthEnabled() bool
+	// Decisions are the decision log's latest lines of the pool, newest
+	// first (its JSON lines, README "Decision log"); false when the
+	// decision log is off.
+	Decisions(pool string) ([]json.RawMessage, bool)
 }
 
 //go:embed static
@@ -95,6 +99,7 @@ func Handler(b Backend, opts ...Option) http.Handler {
 	c.mux.HandleFunc("GET /ui/api/pools", c.pools)
 	c.mux.HandleFunc("GET /ui/api/pool", c.pool)
 	c.mux.HandleFunc("GET /ui/api/migration", c.migration)
+	c.mux.HandleFunc("GET /ui/api/decisions", c.decisions)
 	c.mux.HandleFunc("POST /ui/api/weights", c.setWeights)
 	c.mux.HandleFunc("POST /ui/api/ramp/start", c.startRamp)
 	c.mux.HandleFunc("POST /ui/api/ramp/{op}", c.updateRamp)

@@ -611,9 +611,29 @@ const pageExplain = {
         el("div", {}, el("span", { class: "label-gap", text: "\u00a0" }), el("button", { type: "submit", class: "primary", id: "explain-go", text: "Explain" }))));
     view.append(el("h2", { text: "Explain a pick in " + r.pool }),
       el("p", { class: "muted", text: "Runs a real Pick with the full audit (it counts as a pick) and shows why it went where it did." }),
-      f, el("p", { id: "explain-msg", role: "status" }), el("div", { id: "explain" }));
+      f, el("details", { id: "recent" }, el("summary", { text: "…or show a recent pick from the decision log" }), el("div", { id: "recent-list" })),
+      el("p", { id: "explain-msg", role: "status" }), el("div", { id: "explain" }));
   },
-  async refresh() {}, // nothing to poll: the decision is a snapshot
+  async refresh(view, r, st) { // the decision log's latest picks; the explained decision itself is a snapshot
+    const data = await api("decisions?pool=" + encodeURIComponent(r.pool));
+    const key = data.enabled + "|" + data.decisions.length + "|" + (data.decisions[0] || {}).time;
+    if (st.recentKey === key) return;
+    st.recentKey = key;
+    const list = view.querySelector("#recent-list");
+    if (!data.enabled) { list.replaceChildren(el("p", { class: "muted", text: "The decision log is off (prefixrouted --decision-log FILE --decision-log-rate R)." })); return; }
+    if (!data.decisions.length) { list.replaceChildren(el("p", { class: "muted", text: "No pick of this pool sampled yet." })); return; }
+    list.replaceChildren(el("ol", { class: "recent" }, data.decisions.slice(0, 20).map((d, i) => {
+      const resp = d.response || {};
+      const what = d.code === "OK" ? `${resp.instance_id} (${resp.deployment})` : d.code + ": " + (d.error || "");
+      return el("li", {}, el("button", { type: "button", dataset: { recent: i }, onclick: () => {
+        const msg = view.querySelector("#explain-msg");
+        if (!d.response) { msg.textContent = what; msg.className = "error"; view.querySelector("#explain").replaceChildren(); return; }
+        msg.textContent = `From the decision log: picked at ${new Date(d.time).toLocaleTimeString()}` + (d.request && d.request.request_id ? `, request ${d.request.request_id}` : "");
+        msg.className = "";
+        this.draw(view, d.response);
+      } }, `${new Date(d.time).toLocaleTimeString()} · ${d.prefix_blocks} blocks → ${what}`));
+    })));
+  },
   async run(view, r, st) {
     const f = view.querySelector("#explain-form"), msg = view.querySelector("#explain-msg");
     const mode = f.querySelector("input[name=mode]:checked").value;
@@ -627,7 +647,11 @@ const pageExplain = {
     } catch (e) { msg.textContent = e.message; msg.className = "error"; }
   },
   draw(view, res) {
-    const d = res.decision;
+    // A decision-log line omits zero fields: every figure defaults to 0.
+    const d = { ...res.decision };
+    d.deployments = (d.deployments || []).map((x) => ({ weight: 0, hit_ratio: 0, probability: 0, matched_blocks: 0, eligible_instances: 0, ...x }));
+    d.instances = (d.instances || []).map((x) => ({ cost_ms: 0, prefill_ms: 0, queue_ms: 0, batch_wait_ms: 0, matched_blocks: 0, probability: 0, ...x }));
+    d.blocks = d.blocks || 0; d.prompt_tokens = d.prompt_tokens || 0; d.weights_version = d.weights_version || "0"; d.seed = d.seed || "0";
     const colors = colorMap(d.deployments.map((x) => x.deployment));
     const depBars = d.deployments.map((x) => [
       el("div", { class: x.deployment === res.deployment ? "chosen" : null }, swatch(colors.get(x.deployment)), x.deployment, x.deployment === res.deployment ? " ✓ chosen" : ""),
