@@ -203,6 +203,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.run(chromedp.Click(`button[data-sort="queue_ms"]`), chromedp.Click(`button[data-sort="queue_ms"]`))
 	b.waitJS(`document.querySelector('tbody tr').dataset.instance === "b-2"`)
 	b.screenshot("instances")
+	// The keyboard alone: Enter on a focused column header sorts by it.
+	b.run(chromedp.Focus(`button[data-sort="picks"]`), chromedp.KeyEvent("\r"))
+	b.waitJS(`document.querySelector('th[aria-sort="ascending"] button[data-sort="picks"]') && document.activeElement.dataset.sort === "picks"`)
 	b.run(chromedp.SendKeys(`#filter`, "b-"))
 	b.waitJS(`[...document.querySelectorAll('tr[data-instance]')].map(r => r.dataset.instance).sort().join() === "b-1,b-2"`)
 
