@@ -136,7 +136,12 @@ func (o *observer) published(pool string, before []state.DeploymentWeight, pc st
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	kind, label := markerOf(f.last, pc)
-	f.last = &pc
+	last := pc
+	if pc.Ramp != nil { // a copy: markerOf compares the next one's ID, State and Applied with these
+		r := *pc.Ramp
+		last.Ramp = &r
+	}
+	f.last = &last
 	if kind == "" {
 		return
 	}
