@@ -199,8 +199,15 @@ loadtest:
 	$(BIN)/prefixload --daemon $(BIN)/prefixrouted $(LOADTEST_FLAGS)
 
 ## test-deps: Debian packages the tests need: python3-zmq and python3-msgpack
-## for prefixagent's engine stand-in (internal/agent/testdata/engine.py).
+## for prefixagent's engine stand-in (internal/agent/testdata/engine.py), and
+## chromium for the console's browser test (server/console).
 .PHONY: test-deps
 test-deps:
-	@dpkg -s python3-zmq python3-msgpack >/dev/null 2>&1 || \
-		(apt-get update && apt-get install -y python3-zmq python3-msgpack)
+	@dpkg -s python3-zmq python3-msgpack chromium >/dev/null 2>&1 || \
+		(apt-get update && apt-get install -y python3-zmq python3-msgpack chromium)
+
+## console-docs: the console's browser test with a 60 s ramp, writing the
+## README's screenshots to docs/console/ (and out/console/).
+.PHONY: console-docs
+console-docs: test-deps
+	CONSOLE_DOCS=1 $(GO) test -count=1 -run TestConsoleInBrowser ./server/console/

@@ -185,7 +185,13 @@ func (s *Server) install(name string, pc store.PoolConfig) error {
 	if err != nil {
 		return statusOf(err)
 	}
+	if s.obs == nil {
+		pool.SetConfig(configOf(pc))
+		return nil
+	}
+	before := pool.Deployments()
 	pool.SetConfig(configOf(pc))
+	s.obs.published(name, before, pc, pool.Deployments()) // the console's markers
 	return nil
 }
 

@@ -26,7 +26,8 @@ const (
 	// without a tokens file (127.0.0.1:50051, client.DefaultAddr, which
 	// clients such as prefixctl dial by default).
 	DefaultListen = client.DefaultAddr
-	// DefaultHTTPListen is the address of /healthz, /readyz and /metrics.
+	// DefaultHTTPListen is the address of /healthz, /readyz, /metrics and
+	// the console (/ui/).
 	DefaultHTTPListen = "127.0.0.1:9090"
 	// DefaultMaxRecvMsgBytes bounds one gRPC message: 4 MiB.
 	DefaultMaxRecvMsgBytes = 4 << 20
@@ -39,7 +40,7 @@ const (
 type DaemonConfig struct {
 	// Listen is the gRPC address. Default DefaultListen (127.0.0.1:50051).
 	Listen string
-	// HTTPListen is the address of /healthz, /readyz and /metrics. Default
+	// HTTPListen is the address of /healthz, /readyz, /metrics and /ui/. Default
 	// DefaultHTTPListen (127.0.0.1:9090); "off" disables it.
 	HTTPListen string
 	// MaxRecvMsgBytes bounds one gRPC message. Default 4 MiB: a Pick with

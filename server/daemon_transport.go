@@ -60,7 +60,7 @@ func (d *Daemon) serveHTTP() {
 	}()
 }
 
-// httpHandler routes /healthz, /readyz and /metrics.
+// httpHandler routes /healthz, /readyz, /metrics and the console (/ui/).
 func (d *Daemon) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -74,5 +74,6 @@ func (d *Daemon) httpHandler() http.Handler {
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", d.tel.metricsHandler())
+	mux.Handle("/ui/", d.consoleHandler())
 	return mux
 }

@@ -41,6 +41,7 @@ type decisionLog struct {
 	w       io.WriteCloser
 	written metric.Int64Counter
 	dropped metric.Int64Counter
+	recent  recentLines // the last lines written, for the console's Explain page
 }
 
 // decisionRecord is one sampled pick, marshalled by the writer. The request
@@ -159,6 +160,7 @@ func (l *decisionLog) run() {
 		}
 		if err == nil {
 			l.written.Add(context.Background(), 1)
+			l.recent.add(r.req.GetPool(), line)
 		}
 	}
 	for {

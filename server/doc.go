@@ -28,11 +28,15 @@
 //	        → readiness.Tracker.Record         the migration-readiness window
 //	      → pickResponseAt                     the audit level the client asked for
 //	    → Server.recorded(pickRecord)          once per pick:
-//	        observer.done                      metrics, span attributes, decision log
+//	        observer.done                      metrics, span attributes, decision log,
+//	                                           the console's 15-minute ring (history.go)
 //	        logFailedPick                      a failed pick's log line
 //
 // A front end other than gRPC (an HTTP route endpoint, an Envoy ext_proc
 // server) turns its request into a pb.PickRequest and calls PickFor with
 // the caller's trace context in ctx and a PickMeta; it gets the same
 // metrics, span attributes, decision-log line and log line as a gRPC Pick.
+// The operator console (server/console, at /ui/ on the HTTP listener) is
+// one: its Explain calls PickFor, and its other pages call the
+// AdminService implementation, through consoleBackend (console_backend.go).
 package server

@@ -74,6 +74,7 @@ type observer struct {
 
 	mu    sync.RWMutex
 	pools map[string]*poolObs
+	rings ringBudget // of the console's history (history.go)
 }
 
 // poolObs is one pool's precomputed attribute options and deployments.
@@ -82,6 +83,8 @@ type poolObs struct {
 	latency  []metric.RecordOption                    // {pool}
 	failed   [numOutcomes][]metric.AddOption          // {pool, outcome}: deployment unset
 	excluded [scheduler.NumReasons][]metric.AddOption // {pool, reason}
+	rings    *ringBudget                              // nil: no history rings for the pool's deployments
+	fails    *failRing                                // failed picks and markers; nil without a ring
 
 	mu   sync.RWMutex
 	deps map[string]*depObs
@@ -146,6 +149,9 @@ func (o *observer) pool(name string) *poolObs {
 	defer o.mu.Unlock()
 	if p = o.pools[name]; p == nil {
 		p = newPoolObs(name)
+		if name != "" && o.rings.take() {
+			p.rings, p.fails = &o.rings, &failRing{}
+		}
 		o.pools[name] = p
 	}
 	return p
@@ -181,6 +187,9 @@ func (p *poolObs) dep(name string) *depObs {
 			ok:    []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(pa, da, attribute.String("outcome", "ok")))},
 			attrs: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(pa, da))}}
 		d.eligible.Store(-1)
+		if p.rings != nil && p.rings.take() {
+			d.window.hist = &history{inst: make(map[string]*instRate)}
+		}
 		p.deps[name] = d
 	}
 	return d
@@ -208,6 +217,9 @@ func (o *observer) done(ctx context.Context, rec *pickRecord) {
 	o.latency.Record(ctx, rec.elapsed.Seconds(), p.latency...)
 	if oc := outcomeOf(status.Code(rec.err)); oc != outcomeOK || rec.resp.GetDeployment() == "" {
 		o.picks.Add(ctx, 1, p.failed[oc]...)
+		if p.fails != nil {
+			p.fails.add(o.now().Unix(), oc)
+		}
 	} else {
 		o.picks.Add(ctx, 1, p.dep(rec.resp.GetDeployment()).ok...)
 	}
@@ -247,7 +259,7 @@ func (o *observer) decided(ctx context.Context, p *poolObs, rec *pickRecord) {
 		o.blocks.Add(ctx, int64(blocks), dep.attrs...)
 		o.matched.Add(ctx, int64(hit), dep.attrs...)
 	}
-	dep.window.add(o.now().Unix(), uint64(blocks), uint64(hit))
+	dep.window.add(o.now().Unix(), uint64(blocks), uint64(hit), pk.Snapshot.Instances[d.Instance].ID)
 }
 
 // decisionExplains reports whether a failed decision carries the reasons

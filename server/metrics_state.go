@@ -183,6 +183,7 @@ const windowBuckets = 60
 type window struct {
 	mu      sync.Mutex
 	buckets [windowBuckets]windowBucket
+	hist    *history // the console's 15-minute ring (history.go); nil past its budget
 }
 
 type windowBucket struct {
@@ -190,8 +191,8 @@ type windowBucket struct {
 	picks, blocks, matched uint64
 }
 
-// add counts one pick at Unix second sec.
-func (w *window) add(sec int64, blocks, matched uint64) {
+// add counts one pick at Unix second sec, chosen on instance.
+func (w *window) add(sec int64, blocks, matched uint64, instance string) {
 	w.mu.Lock()
 	b := &w.buckets[bucketOf(sec)]
 	if b.sec != sec {
@@ -200,6 +201,9 @@ func (w *window) add(sec int64, blocks, matched uint64) {
 	b.picks++
 	b.blocks += blocks
 	b.matched += matched
+	if w.hist != nil {
+		w.hist.add(sec, blocks, matched, instance)
+	}
 	w.mu.Unlock()
 }
 

@@ -31,7 +31,7 @@ func TestWindow(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var w window
 			for _, a := range c.adds {
-				w.add(a.sec, a.blocks, a.matched)
+				w.add(a.sec, a.blocks, a.matched, "i")
 			}
 			p, b, m := w.sum(c.at)
 			if p != c.picks || b != c.blocks || m != c.matched {
@@ -73,6 +73,21 @@ func BenchmarkWindowAdd(b *testing.B) {
 	var w window
 	sec := int64(1_800_000_000)
 	for i := 0; b.Loop(); i++ {
-		w.add(sec+int64(i>>16), 32, 16)
+		w.add(sec+int64(i>>16), 32, 16, "i")
+	}
+}
+
+// BenchmarkWindowAddHistory is BenchmarkWindowAdd with the console's
+// 15-minute ring on (history.go): the same lock, three more adds and one
+// map lookup by instance id.
+func BenchmarkWindowAddHistory(b *testing.B) {
+	w := window{hist: &history{inst: make(map[string]*instRate)}}
+	ids := []string{"a-1", "a-2", "b-1", "b-2"}
+	sec := int64(1_700_000_000)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		w.add(sec+int64(i>>16), 32, 16, ids[i&3])
+		i++
 	}
 }

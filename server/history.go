@@ -1,0 +1,267 @@
+package server
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prefixroute/prefixroute/internal/rollout"
+	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/internal/store"
+	"github.com/prefixroute/prefixroute/server/console"
+)
+
+// The console's history (issue 19): per deployment, the last 15 minutes of
+// successful picks in 1 s buckets (picks, blocks, matched blocks) and each
+// instance's picks over the last 5 s; per pool, the failed picks by
+// outcome and the changes of the configuration in force (markers).
+//
+// The deployment ring shares the traffic window's mutex (window.add): a
+// pick pays one nil check and three adds more, under the lock it already
+// took, plus one map lookup by instance id. Failures take their pool's
+// ring lock; markers are written by publish, off the pick path.
+//
+// Memory is bounded: a ring is allocated for at most maxHistoryRings
+// deployments and pools together (a deployment ring is about 21 KiB, a
+// pool's failure ring 36 KiB); deployments and pools past it have no
+// history (the console says so). A deployment tracks at most
+// maxTrackedInstances instances' rates; past it the table is reset.
+const (
+	historySeconds      = console.HistorySeconds
+	maxHistoryRings     = 512
+	maxTrackedInstances = 4096
+	maxMarkers          = 256
+)
+
+// history is one deployment's ring, guarded by its window's mutex.
+type history struct {
+	buckets [historySeconds]histBucket
+	inst    map[string]*instRate
+}
+
+type histBucket struct {
+	sec                    int64
+	picks, blocks, matched uint32
+}
+
+// instRate is one instance's picks in its last InstanceRateSeconds seconds.
+type instRate struct {
+	sec [console.InstanceRateSeconds]int64
+	n   [console.InstanceRateSeconds]uint32
+}
+
+func histIndex(sec int64, n int) int {
+	i := int(sec % int64(n))
+	if i < 0 {
+		i += n
+	}
+	return i
+}
+
+// add counts one pick at sec on instance. Called with the window's mutex
+// held.
+func (h *history) add(sec int64, blocks, matched uint64, instance string) {
+	b := &h.buckets[histIndex(sec, historySeconds)]
+	if b.sec != sec {
+		*b = histBucket{sec: sec}
+	}
+	b.picks++
+	b.blocks += uint32(blocks)
+	b.matched += uint32(matched)
+	r := h.inst[instance]
+	if r == nil {
+		if len(h.inst) >= maxTrackedInstances {
+			clear(h.inst)
+		}
+		r = &instRate{}
+		h.inst[instance] = r
+	}
+	i := histIndex(sec, console.InstanceRateSeconds)
+	if r.sec[i] != sec {
+		r.sec[i], r.n[i] = sec, 0
+	}
+	r.n[i]++
+}
+
+// failRing is one pool's failed picks per second by outcome.
+type failRing struct {
+	mu      sync.Mutex
+	buckets [historySeconds]failBucket
+	marks   []console.Marker  // oldest first, at most maxMarkers
+	last    *store.PoolConfig // the configuration last published, for markerOf
+}
+
+type failBucket struct {
+	sec int64
+	n   [numOutcomes]uint32
+}
+
+func (f *failRing) add(sec int64, oc outcome) {
+	f.mu.Lock()
+	b := &f.buckets[histIndex(sec, historySeconds)]
+	if b.sec != sec {
+		*b = failBucket{sec: sec}
+	}
+	b.n[oc]++
+	f.mu.Unlock()
+}
+
+// ringBudget hands out rings until maxHistoryRings are taken. Safe for
+// concurrent use.
+type ringBudget struct{ n atomic.Int64 }
+
+func (b *ringBudget) take() bool {
+	if b.n.Add(1) > maxHistoryRings {
+		b.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+// published records a configuration put in force on pool as a marker when
+// it changed the weights or the ramp; before and after are the
+// deployments' weights in force until then and from now. publish calls it
+// with adminMu held.
+func (o *observer) published(pool string, before []state.DeploymentWeight, pc store.PoolConfig, after []state.DeploymentWeight) {
+	if o == nil {
+		return
+	}
+	f := o.pool(pool).fails
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	kind, label := markerOf(f.last, pc)
+	last := pc
+	if pc.Ramp != nil { // a copy: markerOf compares the next one's ID, State and Applied with these
+		r := *pc.Ramp
+		last.Ramp = &r
+	}
+	f.last = &last
+	if kind == "" {
+		return
+	}
+	m := console.Marker{At: o.now().UnixMilli(), Kind: kind, Label: label, WeightsVersion: pc.WeightsVersion,
+		Before: sharesOf(before), After: sharesOf(after)}
+	cut := m.At - historySeconds*1000
+	i := 0
+	for i < len(f.marks)-1 && f.marks[i+1].At < cut { // keep the last one before the window: it holds the weights then
+		i++
+	}
+	f.marks = append(f.marks[i:], m)
+	if len(f.marks) > maxMarkers {
+		f.marks = slices.Delete(f.marks, 0, len(f.marks)-maxMarkers)
+	}
+}
+
+// markerOf names what changed from prev (nil: the first configuration
+// published since start) to pc, or "" when neither the weights nor the ramp
+// did (a policy change).
+func markerOf(prev *store.PoolConfig, pc store.PoolConfig) (kind, label string) {
+	r := pc.Ramp
+	var old *rollout.Ramp
+	if prev != nil {
+		old = prev.Ramp
+	}
+	switch {
+	case r != nil && old == nil && prev != nil, r != nil && old != nil && old.ID != r.ID:
+		return "ramp", fmt.Sprintf("ramp %d started", r.ID)
+	case r != nil && (old == nil || old.Applied != r.Applied) && r.Applied > 0:
+		label := fmt.Sprintf("ramp %d step %d/%d", r.ID, r.Applied, len(r.Steps))
+		if r.State == rollout.Done {
+			label += " (done)"
+		}
+		return "ramp", label
+	case r != nil && old != nil && old.State != r.State:
+		return "ramp", fmt.Sprintf("ramp %d %s", r.ID, r.State)
+	case prev == nil || prev.WeightsVersion != pc.WeightsVersion:
+		return "weights", fmt.Sprintf("weights v%d", pc.WeightsVersion)
+	}
+	return "", ""
+}
+
+func sharesOf(ds []state.DeploymentWeight) map[string]float64 {
+	out := make(map[string]float64, len(ds))
+	for _, d := range ds {
+		out[d.Deployment] = d.Share
+	}
+	return out
+}
+
+// history returns pool's ring as it stands at now: false when no pick,
+// report or change made the observer track the pool yet.
+func (o *observer) history(pool string, now time.Time) (console.History, bool) {
+	if o == nil {
+		return console.History{}, false
+	}
+	p := o.lookup(pool)
+	if p == nil {
+		return console.History{}, false
+	}
+	sec := now.Unix()
+	h := console.History{Start: sec - historySeconds + 1, Seconds: historySeconds, InstancePicks: map[string]float64{}}
+	p.mu.RLock()
+	deps := make([]*depObs, 0, len(p.deps))
+	for _, d := range p.deps {
+		deps = append(deps, d)
+	}
+	p.mu.RUnlock()
+	slices.SortFunc(deps, func(a, b *depObs) int { return strings.Compare(a.name, b.name) })
+	for _, d := range deps {
+		s := console.DeploymentSeries{Deployment: d.name, Picks: make([]uint32, historySeconds),
+			Blocks: make([]uint32, historySeconds), Matched: make([]uint32, historySeconds)}
+		d.window.mu.Lock()
+		if hist := d.window.hist; hist != nil {
+			for i := range historySeconds {
+				t := h.Start + int64(i)
+				if b := &hist.buckets[histIndex(t, historySeconds)]; b.sec == t {
+					s.Picks[i], s.Blocks[i], s.Matched[i] = b.picks, b.blocks, b.matched
+				}
+			}
+			for id, r := range hist.inst {
+				var n uint32
+				for j := range r.sec {
+					if r.sec[j] > sec-console.InstanceRateSeconds && r.sec[j] <= sec {
+						n += r.n[j]
+					}
+				}
+				if n > 0 {
+					h.InstancePicks[id] = float64(n) / console.InstanceRateSeconds
+				}
+			}
+		}
+		d.window.mu.Unlock()
+		h.Deployments = append(h.Deployments, s)
+	}
+	if f := p.fails; f != nil {
+		var byOutcome [numOutcomes][]uint32
+		f.mu.Lock()
+		for i := range historySeconds {
+			t := h.Start + int64(i)
+			b := &f.buckets[histIndex(t, historySeconds)]
+			if b.sec != t {
+				continue
+			}
+			for oc, n := range b.n {
+				if n > 0 {
+					if byOutcome[oc] == nil {
+						byOutcome[oc] = make([]uint32, historySeconds)
+					}
+					byOutcome[oc][i] = n
+				}
+			}
+		}
+		h.Markers = slices.Clone(f.marks)
+		f.mu.Unlock()
+		for oc, s := range byOutcome {
+			if s != nil {
+				h.Failures = append(h.Failures, console.FailureSeries{Outcome: outcomeNames[oc], Picks: s})
+			}
+		}
+	}
+	return h, true
+}
