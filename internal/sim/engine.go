@@ -80,9 +80,12 @@ func newEngine(rc *runConfig, opts RunOptions, live bool) (*engine, error) {
 	for k := range rc.routers {
 		var r router
 		rseed := seed ^ uint64(k+1)*0x9e3779b97f4a7c15
-		if rc.variant.Baseline() {
+		switch {
+		case rc.variant.Picker == "llmd":
+			r = newLLMD(rc, e.insts, rseed)
+		case rc.variant.Baseline():
 			r = newBaseline(rc, e.insts, rseed)
-		} else {
+		default:
 			sr, err := newStateRouter(rc, e.insts, rseed)
 			if err != nil {
 				return nil, err

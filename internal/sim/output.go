@@ -67,8 +67,12 @@ func WriteCSV(w io.Writer, res *Result) error {
 	return cw.Error()
 }
 
-// Label is the variant's name, marked when it is a simulator baseline.
+// Label is the variant's name, marked when it is a simulator baseline (the
+// llm-d-style scorer as "(precise prefix, baseline)").
 func (s *Summary) Label() string {
+	if s.Picker == "llmd" {
+		return s.Variant + " (precise prefix, baseline)"
+	}
 	if s.Baseline {
 		return s.Variant + " (baseline)"
 	}

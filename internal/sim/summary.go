@@ -11,6 +11,8 @@ import (
 type Summary struct {
 	Variant  string
 	Baseline bool
+	// Picker is the variant's picker ("" for the router).
+	Picker   string
 	Requests int
 	Rejected int
 	// TTFT in ms.
@@ -64,7 +66,7 @@ type Dip struct {
 
 // Summarise computes the run's Summary.
 func (res *Result) Summarise() Summary {
-	s := Summary{Variant: res.Variant.Name, Baseline: res.Variant.Baseline(), DepShare: make([]float64, len(res.Deployments)),
+	s := Summary{Variant: res.Variant.Name, Baseline: res.Variant.Baseline(), Picker: res.Variant.Picker, DepShare: make([]float64, len(res.Deployments)),
 		Readiness: res.Readiness}
 	var ttft []float64
 	perInst := make([]int, len(res.Instances))

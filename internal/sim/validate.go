@@ -91,8 +91,8 @@ func (sc *Scenario) Validate() error {
 			bad("%s: name must be set and unique", where)
 		}
 		vnames[v.Name] = true
-		if !slices.Contains([]string{"", "router", "round_robin", "random", "affinity"}, v.Picker) {
-			bad("%s: picker must be router, round_robin, random or affinity", where)
+		if !slices.Contains([]string{"", "router", "round_robin", "random", "affinity", "llmd"}, v.Picker) {
+			bad("%s: picker must be router, round_robin, random, affinity or llmd", where)
 		}
 		if v.Routers < 0 || v.Routers > 64 {
 			bad("%s: routers must be in [0, 64]", where)
