@@ -243,9 +243,33 @@ func (e *engine) dispatch(r *Request) error {
 // enqueue queues r on instance k, starting a batch when it is idle.
 func (e *engine) enqueue(k int, r *Request) {
 	r.Instance = k
+	e.hindsight(k, r)
 	if e.insts[k].enqueue(r) {
 		e.startBatch(k)
 	}
+}
+
+// hindsight sets r's best instance of k's deployment in hindsight at now
+// and the estimates (Record.Best): each instance's exact queue (the running
+// batch's rest and the queued uncached tokens with their overheads) plus
+// r's own prefill there by its real cache. FCFS means later arrivals do not
+// delay r, so this is r's TTFT there up to batching.
+func (e *engine) hindsight(k int, r *Request) {
+	est := func(in *Instance) float64 {
+		u := uncached(r.PromptTokens, in.cache.Match(r.Hashes), in.bs)
+		return in.queueMs(e.now) + float64(in.prefillTime(uint64(u)))/1e6
+	}
+	chosen := est(e.insts[k])
+	best, bestMs := k, chosen
+	for j, in := range e.insts {
+		if j == k || in.Deployment != e.insts[k].Deployment {
+			continue
+		}
+		if v := est(in); v < bestMs {
+			best, bestMs = j, v
+		}
+	}
+	r.best, r.estChosen, r.estBest = int32(best), float32(chosen), float32(bestMs)
 }
 
 func (e *engine) startBatch(k int) {

@@ -112,6 +112,9 @@ func RunLive(ctx context.Context, sc *Scenario, variant string, opts LiveOptions
 	if rc.variant.Baseline() {
 		return nil, fmt.Errorf("variant %q is a simulator baseline; live mode needs the router", variant)
 	}
+	if o := rc.variant.Optimistic; o != nil && !*o {
+		return nil, fmt.Errorf("variant %q is formula-only (optimistic: false), which only the simulator's router can be", variant)
+	}
 	for _, a := range append([]string{opts.Addr}, opts.Replicas...) {
 		if err := CheckLoopback(a); err != nil {
 			return nil, err

@@ -132,6 +132,19 @@ func WriteReport(dir string, sc *Scenario, runs []*Result, plots bool) ([]string
 		return files, err
 	}
 	files = append(files, filepath.Join(out, "summary.json"))
+	tail := filepath.Join(out, "tail.csv")
+	tf, err := os.Create(tail)
+	if err != nil {
+		return files, err
+	}
+	err = WriteTailCSV(tf, runs)
+	if cerr := tf.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return files, err
+	}
+	files = append(files, tail)
 	if slices.ContainsFunc(runs, func(r *Result) bool { return r.Readiness != nil }) {
 		path := filepath.Join(out, "readiness.csv")
 		f, err := os.Create(path)

@@ -39,6 +39,11 @@ type stateRouter struct {
 	out      state.Pick
 	// onPick, when set, sees every successful pick (the readiness probe).
 	onPick func(now time.Duration, r *Request, out *state.Pick)
+	// formula: after every pick, re-apply the chosen instance's last
+	// report (lastRep, lastAt), dropping the work assigned since.
+	formula bool
+	lastRep []state.Report
+	lastAt  []time.Duration
 }
 
 func newStateRouter(rc *runConfig, insts []*Instance, seed uint64) (*stateRouter, error) {
@@ -47,7 +52,11 @@ func newStateRouter(rc *runConfig, insts []*Instance, seed uint64) (*stateRouter
 		limits.Migration = rc.probe.trackerConfig()
 	}
 	sr := &stateRouter{reg: state.NewRegistry(limits), index: make(map[string]int, len(insts)),
-		rng: rand.New(rand.NewPCG(seed, 0x726f75746572)), policy: rc.policy}
+		rng: rand.New(rand.NewPCG(seed, 0x726f75746572)), policy: rc.policy,
+		formula: rc.variant.Optimistic != nil && !*rc.variant.Optimistic}
+	if sr.formula {
+		sr.lastRep, sr.lastAt = make([]state.Report, len(insts)), make([]time.Duration, len(insts))
+	}
 	pool, err := sr.reg.Ensure(rc.sc.Pool)
 	if err != nil {
 		return nil, err
@@ -84,12 +93,21 @@ func (sr *stateRouter) pick(now time.Duration, r *Request) (int, error) {
 	d := &sr.out.Decision
 	i := sr.index[sr.out.Snapshot.Instances[d.Instance].ID]
 	r.PredictedHit = r.PromptTokens - d.Instances[d.Instance].UncachedTokens
+	if sr.formula {
+		if err := sr.sessions[i].Report(epoch.Add(sr.lastAt[i]), &sr.lastRep[i]); err != nil {
+			return -1, err
+		}
+	}
 	return i, nil
 }
 
 func (sr *stateRouter) report(now time.Duration, inst int, rep *state.Report) error {
 	if err := sr.reg.ValidateReport(rep); err != nil {
 		return err
+	}
+	if sr.formula {
+		sr.lastRep[inst], sr.lastAt[inst] = *rep, now
+		sr.lastRep[inst].Stored, sr.lastRep[inst].Removed, sr.lastRep[inst].CacheCleared = nil, nil, false
 	}
 	return sr.sessions[inst].Report(epoch.Add(now), rep)
 }

@@ -135,6 +135,9 @@ type Request struct {
 	HitTokens    uint32
 	Recomputed   uint32
 	estUncached  uint32
+	// hindsight (see engine.hindsight) and the own prefill time, ms.
+	best                      int32
+	estChosen, estBest, ownMs float32
 }
 
 // Workload yields requests in arrival order. Implementations are not safe
