@@ -139,6 +139,10 @@ type Variant struct {
 	// the reported load only. With cache events the approximate index is
 	// not used either. Default true; router variants only, not live.
 	Optimistic *bool `yaml:"optimistic"`
+	// QueueLedger false turns the router's queue ledger off
+	// (state.Limits.NoQueueLedger): reports' queue figures are used as
+	// reported. Default true; in live mode see LiveOptions.
+	QueueLedger *bool `yaml:"queue_ledger"`
 }
 
 // Baseline reports whether v is one of the simulator's own pickers.

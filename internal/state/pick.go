@@ -115,6 +115,7 @@ func (p *Pool) assign(rec *instance, tokens uint64, hashes []uint64, nodes []uin
 		return false, nodes
 	}
 	rec.assigned += tokens
+	rec.ledger.add(tokens)
 	p.tmpl[rec.ord].AssignedTokens = rec.assigned
 	if rec.last.ReportsCacheEvents {
 		return false, nodes
