@@ -14,6 +14,7 @@ import (
 
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/sim"
+	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/server"
 )
 
@@ -24,28 +25,34 @@ const minLiveReportInterval = 25 * time.Millisecond
 // runLive runs the scenario's router variants one after the other against
 // prefixrouted, each in a pool of its own: the one at --addr, or --replicas
 // started in-process on 127.0.0.1 with temporary data dirs (joined through
-// an in-process NATS server when more than one).
+// an in-process NATS server when more than one), a fresh set per variant
+// (with state.Limits.NoQueueLedger for a variant with queue_ledger: false,
+// BacklogWeight for backlog_weight: true).
+// Baselines and formula-only variants (optimistic: false) are skipped.
 func runLive(ctx context.Context, sc *sim.Scenario, f *runFlags, stderr io.Writer) ([]*sim.Result, error) {
-	addrs := []string{f.addr}
-	if f.addr == "" {
-		// The router's acks set the report interval: the scenario's, scaled
-		// by --speed, but never under 25 ms (prefixrouted limits each
-		// stream to 50 reports/s by default).
-		interval := max(time.Duration(float64(sc.ReportInterval.D())/max(f.speed, 1e-9)), minLiveReportInterval)
-		var stop func()
-		var err error
-		addrs, stop, err = startRouters(max(f.replicas, 1), interval)
-		if err != nil {
-			return nil, err
-		}
-		defer stop()
-	} else if f.replicas > 1 {
+	if f.addr != "" && f.replicas > 1 {
 		return nil, fmt.Errorf("--replicas starts its own routers; it does not combine with --addr")
 	}
 	var runs []*sim.Result
 	for _, v := range sc.Variants {
-		if v.Baseline() || (f.variants != "" && !contains(strings.Split(f.variants, ","), v.Name)) {
+		if v.Baseline() || (v.Optimistic != nil && !*v.Optimistic) || (f.variants != "" && !contains(strings.Split(f.variants, ","), v.Name)) {
 			continue
+		}
+		limits := state.Limits{NoQueueLedger: v.QueueLedger != nil && !*v.QueueLedger, BacklogWeight: v.BacklogWeight}
+		addrs := []string{f.addr}
+		stop := func() {}
+		if f.addr == "" {
+			// The router's acks set the report interval: the scenario's, scaled
+			// by --speed, but never under 25 ms (prefixrouted limits each
+			// stream to 50 reports/s by default).
+			interval := max(time.Duration(float64(sc.ReportInterval.D())/max(f.speed, 1e-9)), minLiveReportInterval)
+			var err error
+			addrs, stop, err = startRouters(max(f.replicas, 1), interval, limits)
+			if err != nil {
+				return nil, err
+			}
+		} else if limits != (state.Limits{}) {
+			return nil, fmt.Errorf("%s/%s: queue_ledger and backlog_weight need routers started here (no --addr)", sc.Name, v.Name)
 		}
 		opts := sim.LiveOptions{Addr: addrs[0], Replicas: addrs[1:], Pool: sc.Pool + "-" + v.Name, Duration: f.duration, Speed: f.speed,
 			MaxRequests: f.maxRequests, Workers: f.workers}
@@ -57,6 +64,7 @@ func runLive(ctx context.Context, sc *sim.Scenario, f *runFlags, stderr io.Write
 			}
 		}
 		res, err := sim.RunLive(ctx, sc, v.Name, opts)
+		stop()
 		if bar != nil {
 			bar.Finish()
 		}
@@ -74,7 +82,7 @@ func runLive(ctx context.Context, sc *sim.Scenario, f *runFlags, stderr io.Write
 // startRouters starts n prefixrouted in-process on 127.0.0.1 with
 // temporary data dirs; with n > 1 they are replicas joined through an
 // in-process NATS server with JetStream. stop shuts everything down.
-func startRouters(n int, interval time.Duration) (addrs []string, stop func(), err error) {
+func startRouters(n int, interval time.Duration, limits state.Limits) (addrs []string, stop func(), err error) {
 	var stops []func()
 	stop = func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -108,7 +116,8 @@ func startRouters(n int, interval time.Duration) (addrs []string, stop func(), e
 	}
 	for i := range n {
 		opts := server.Options{DataDir: filepath.Join(dir, fmt.Sprintf("r%d", i+1)),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ReportInterval: interval}
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ReportInterval: interval,
+			Limits: limits}
 		if natsURL != "" {
 			opts.Cluster = &cluster.Config{URLs: []string{natsURL}, Name: fmt.Sprintf("prefixsim-r%d", i+1)}
 		}

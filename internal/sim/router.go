@@ -49,6 +49,7 @@ type stateRouter struct {
 func newStateRouter(rc *runConfig, insts []*Instance, seed uint64) (*stateRouter, error) {
 	var limits state.Limits
 	limits.NoQueueLedger = rc.variant.QueueLedger != nil && !*rc.variant.QueueLedger
+	limits.BacklogWeight = rc.variant.BacklogWeight
 	if rc.probe != nil {
 		limits.Migration = rc.probe.trackerConfig()
 	}

@@ -143,6 +143,10 @@ type Variant struct {
 	// (state.Limits.NoQueueLedger): reports' queue figures are used as
 	// reported. Default true; in live mode see LiveOptions.
 	QueueLedger *bool `yaml:"queue_ledger"`
+	// BacklogWeight turns state.Limits.BacklogWeight on: the prefill term
+	// weighs 1 + the fewest waiting requests of any instance. Default
+	// false.
+	BacklogWeight bool `yaml:"backlog_weight"`
 }
 
 // Baseline reports whether v is one of the simulator's own pickers.

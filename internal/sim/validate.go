@@ -96,8 +96,8 @@ func (sc *Scenario) Validate() error {
 		if !slices.Contains([]string{"", "router", "round_robin", "random", "affinity", "llmd"}, v.Picker) {
 			bad("%s: picker must be router, round_robin, random, affinity or llmd", where)
 		}
-		if (v.Optimistic != nil || v.QueueLedger != nil) && v.Baseline() {
-			bad("%s: optimistic and queue_ledger apply to the router, not to picker %s", where, v.Picker)
+		if (v.Optimistic != nil || v.QueueLedger != nil || v.BacklogWeight) && v.Baseline() {
+			bad("%s: optimistic, queue_ledger and backlog_weight apply to the router, not to picker %s", where, v.Picker)
 		}
 		if v.Routers < 0 || v.Routers > 64 {
 			bad("%s: routers must be in [0, 64]", where)

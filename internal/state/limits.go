@@ -38,6 +38,10 @@ type Limits struct {
 	// then sees every report's queue figures as reported. Default false:
 	// the ledger caps them. For comparisons.
 	NoQueueLedger bool
+	// BacklogWeight weighs the prefill term of every pick's costs by 1 +
+	// the fewest requests any instance of the pool has waiting (see
+	// backlogWeight). Default false: the model's cost exactly.
+	BacklogWeight bool
 }
 
 // Default limits.

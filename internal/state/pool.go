@@ -21,6 +21,7 @@ import (
 type Pool struct {
 	name   string
 	limits Limits
+	work   workMeter // prefill tokens picked, for backlogWeight
 	cfg    atomic.Pointer[Config]
 
 	mu       sync.RWMutex
