@@ -155,11 +155,11 @@ func printSummary(w io.Writer, sc *sim.Scenario, runs []*sim.Result, wall time.D
 		return err
 	}
 	if runs[0].Live != nil {
-		fmt.Fprintf(w, "\n| variant | picks | pick errors | pick p50 ms | pick p99 ms | pick max ms | reports acked | report streams | unfinished |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(w, "\n| variant | picks | pick errors | pick p50 ms | pick p99 ms | pick max ms | arrival to queued p50 / p99 ms (virtual) | reports acked | report streams | unfinished |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range runs {
 			l := r.Live
-			fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.2f | %.2f | %d | %d | %d |\n", r.Variant.Name, l.Picks, l.PickErrors,
-				l.PickP50Ms, l.PickP99Ms, l.PickMax, l.Acks, l.ReportStreams, l.Unfinished)
+			fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.2f | %.2f | %.2f / %.2f | %d | %d | %d |\n", r.Variant.Name, l.Picks, l.PickErrors,
+				l.PickP50Ms, l.PickP99Ms, l.PickMax, l.RouteP50Ms, l.RouteP99Ms, l.Acks, l.ReportStreams, l.Unfinished)
 			if l.FirstError != "" {
 				fmt.Fprintf(w, "\nfirst pick error of %s: %s\n", r.Variant.Name, l.FirstError)
 			}

@@ -58,7 +58,12 @@ type LiveStats struct {
 	Picks, PickErrors             int
 	FirstError                    string
 	PickP50Ms, PickP99Ms, PickMax float64
-	Reports, Acks, ReportStreams  uint64
+	// RouteP50Ms and RouteP99Ms are the time from a request's arrival to
+	// its queueing on the chosen instance (Pick's round trip, the gateway
+	// worker's and the loop's scheduling), in virtual ms: what a live TTFT
+	// holds that a simulated one does not.
+	RouteP50Ms, RouteP99Ms       float64
+	Reports, Acks, ReportStreams uint64
 	// Unfinished counts requests still queued or in a Pick call when the
 	// run stopped at its deadline.
 	Unfinished int
@@ -209,12 +214,13 @@ type liveRun struct {
 	index     map[string]int
 	rep       state.Report
 
-	mu         sync.Mutex
-	latencies  []float64
-	errs       int
-	firstErr   string
-	picks      int
-	unfinished int
+	mu          sync.Mutex
+	latencies   []float64
+	routeDelays []float64 // arrival to queued on the instance, virtual ms
+	errs        int
+	firstErr    string
+	picks       int
+	unfinished  int
 }
 
 // setup sets the policy and the first weights, starts one Reporter per
@@ -323,6 +329,8 @@ func (lr *liveRun) stats() *LiveStats {
 		Unfinished: lr.unfinished}
 	slices.Sort(lr.latencies)
 	st.PickP50Ms, st.PickP99Ms = percentile(lr.latencies, 0.5), percentile(lr.latencies, 0.99)
+	slices.Sort(lr.routeDelays)
+	st.RouteP50Ms, st.RouteP99Ms = percentile(lr.routeDelays, 0.5), percentile(lr.routeDelays, 0.99)
 	if n := len(lr.latencies); n > 0 {
 		st.PickMax = lr.latencies[n-1]
 	}
