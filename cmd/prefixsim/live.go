@@ -54,7 +54,7 @@ func runLive(ctx context.Context, sc *sim.Scenario, f *runFlags, stderr io.Write
 		} else if limits != (state.Limits{}) {
 			return nil, fmt.Errorf("%s/%s: queue_ledger and backlog_weight need routers started here (no --addr)", sc.Name, v.Name)
 		}
-		opts := sim.LiveOptions{Addr: addrs[0], Replicas: addrs[1:], Pool: sc.Pool + "-" + v.Name, Duration: f.duration, Speed: f.speed,
+		opts := sim.LiveOptions{Addr: addrs[0], Replicas: addrs[1:], Pool: sc.Pool + "-" + v.Name, Duration: f.duration, Speed: f.speed, Seed: f.seed,
 			MaxRequests: f.maxRequests, Workers: f.workers}
 		bar := newBar(f.quiet, stderr, sc.Name+"/"+v.Name+" (live)")
 		if bar != nil {

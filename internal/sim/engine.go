@@ -23,6 +23,16 @@ type RunOptions struct {
 	// Progress, when set, is called once per virtual second with the
 	// virtual time reached and the run's duration.
 	Progress func(done, total time.Duration)
+	// RouteDelays, by request id, delay a request's queueing on the
+	// instance its router chose at arrival (the decision and the router's
+	// accounting stay at arrival): a live run's measured arrival-to-queued
+	// times (Record.Routed), replayed to tell the router's real latency
+	// apart from the model. Missing ids are queued at once.
+	RouteDelays map[uint64]time.Duration
+	// LiveDraws makes the router draw as prefixrouted does in a live run:
+	// each pick's RNG seeded with the request id + 1, the seed live gateway
+	// workers send. With RouteDelays it replays a live run's randomness too.
+	LiveDraws bool
 }
 
 // engine is one run of one variant: the event loop, the fleet, the routers
@@ -90,6 +100,7 @@ func newEngine(rc *runConfig, opts RunOptions, live bool) (*engine, error) {
 			if err != nil {
 				return nil, err
 			}
+			sr.liveDraws = opts.LiveDraws
 			if k == 0 && rc.probe != nil {
 				e.pr = newProbe(rc, e.insts)
 				sr.onPick = e.pr.pick
@@ -187,6 +198,8 @@ func (e *engine) handle(ev event) error {
 		e.batchDone(int(ev.inst))
 	case evDecodeDone:
 		e.insts[ev.inst].decodeDone(ev.req)
+	case evQueued:
+		e.enqueue(int(ev.inst), ev.req)
 	case evReport:
 		if err := e.reportNow(int(ev.inst)); err != nil {
 			return err
@@ -236,13 +249,17 @@ func (e *engine) dispatch(r *Request) error {
 		}
 		return fmt.Errorf("pick of request %d at %v: %w", r.ID, e.now, err)
 	}
+	if d := e.opts.RouteDelays[r.ID]; d > 0 {
+		e.q.push(event{at: e.now + d, kind: evQueued, inst: int32(k), req: r})
+		return nil
+	}
 	e.enqueue(k, r)
 	return nil
 }
 
 // enqueue queues r on instance k, starting a batch when it is idle.
 func (e *engine) enqueue(k int, r *Request) {
-	r.Instance = k
+	r.Instance, r.queued = k, e.now
 	e.hindsight(k, r)
 	if e.insts[k].enqueue(r) {
 		e.startBatch(k)

@@ -49,6 +49,8 @@ type LiveOptions struct {
 	Logger *slog.Logger
 	// Progress is called once per virtual second, as for Run.
 	Progress func(done, total time.Duration)
+	// Seed replaces the scenario's seed when non-zero (the workload's).
+	Seed uint64
 }
 
 // LiveStats is what a live run measured on the gRPC side.
@@ -132,7 +134,7 @@ func RunLive(ctx context.Context, sc *Scenario, variant string, opts LiveOptions
 		rc.sc = &scc
 	}
 	virtual := min(sc.Duration.D(), time.Duration(float64(opts.Duration)*opts.Speed))
-	e, err := newEngine(rc, RunOptions{Duration: virtual, Progress: opts.Progress}, true)
+	e, err := newEngine(rc, RunOptions{Duration: virtual, Progress: opts.Progress, Seed: opts.Seed}, true)
 	if err != nil {
 		return nil, err
 	}

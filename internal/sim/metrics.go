@@ -30,6 +30,10 @@ type Record struct {
 	// by the real caches; ChosenEstMs and BestEstMs are those estimates.
 	OwnMs, ChosenEstMs, BestEstMs float32
 	Best                          int32
+	// Routed is the time from arrival to queueing on the instance: a live
+	// run's Pick round trip and scheduling, a replayed RouteDelays entry,
+	// else 0.
+	Routed time.Duration
 }
 
 // WeightChange is one step of the weight schedule as it fired.
@@ -119,6 +123,7 @@ func (c *collector) record(r *Request, in *Instance) Record {
 		rec.Instance, rec.Deployment = int32(r.Instance), int16(in.Deployment)
 		rec.Hit, rec.Predicted, rec.Recomputed = r.HitTokens, r.PredictedHit, r.Recomputed
 		rec.OwnMs, rec.ChosenEstMs, rec.BestEstMs, rec.Best = r.ownMs, r.estChosen, r.estBest, r.best
+		rec.Routed = r.queued - r.Arrival
 	}
 	return rec
 }

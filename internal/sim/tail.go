@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/csv"
+	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -85,6 +86,49 @@ func (res *Result) Tail() Tail {
 	t.Queue, t.Batch, t.Own, t.Recompute = t.Queue/ttft, t.Batch/ttft, t.Own/ttft, t.Recompute/ttft
 	t.Best, t.RegretMs, t.ChosenMs, t.BestEst = t.Best/n, t.RegretMs/n, t.ChosenMs/n, t.BestEst/n
 	return t
+}
+
+// WriteRoutesCSV writes every served request's arrival-to-queued time of a
+// run (Record.Routed), "request,routed_ms", for RunOptions.RouteDelays.
+func WriteRoutesCSV(w io.Writer, res *Result) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write([]string{"request", "routed_ms"}); err != nil {
+		return err
+	}
+	for _, r := range res.Records {
+		if err := cw.Write([]string{strconv.FormatUint(r.ID, 10), strconv.FormatFloat(float64(r.Routed)/1e6, 'f', 4, 64)}); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// ReadRoutesCSV reads what WriteRoutesCSV wrote, for RunOptions.RouteDelays.
+func ReadRoutesCSV(r io.Reader) (map[uint64]time.Duration, error) {
+	rows, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uint64]time.Duration, len(rows))
+	for i, row := range rows {
+		if i == 0 && len(row) > 0 && row[0] == "request" {
+			continue
+		}
+		if len(row) != 2 {
+			return nil, fmt.Errorf("routes line %d: want request,routed_ms", i+1)
+		}
+		id, err := strconv.ParseUint(row[0], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("routes line %d: request: %w", i+1, err)
+		}
+		ms, err := strconv.ParseFloat(row[1], 64)
+		if err != nil || !(ms >= 0 && ms < 1e9) {
+			return nil, fmt.Errorf("routes line %d: routed_ms %q: want a number of ms in [0, 1e9)", i+1, row[1])
+		}
+		out[id] = time.Duration(ms * 1e6)
+	}
+	return out, nil
 }
 
 // WriteTailCSV writes the slowest TailShare of every run's requests, one
