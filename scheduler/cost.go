@@ -11,6 +11,7 @@ type costModel struct {
 	defaultMsPerTok  float64 // 1000 / Policy.DefaultPrefillTokensPerSecond
 	defaultTokPerSec float64
 	batchWaitMs      float64
+	prefillWeight    float64 // Request.PrefillWeight, 1 when 0
 }
 
 func newCostModel(p *Policy, req *Request) costModel {
@@ -21,6 +22,7 @@ func newCostModel(p *Policy, req *Request) costModel {
 		defaultMsPerTok:  1000 / p.DefaultPrefillTokensPerSecond,
 		defaultTokPerSec: p.DefaultPrefillTokensPerSecond,
 		batchWaitMs:      p.BatchWaitMs,
+		prefillWeight:    max(1, req.PrefillWeight),
 	}
 }
 
@@ -32,7 +34,7 @@ func newCostModel(p *Policy, req *Request) costModel {
 //	PrefillMs   = uncached * 1000/tps
 //	QueueMs     = (HasQueueMs ? in.QueueMs : QueuedPrefillTokens*1000/tps) + AssignedTokens*1000/tps
 //	BatchWaitMs = Policy.BatchWaitMs
-//	CostMs      = PrefillMs + QueueMs + BatchWaitMs
+//	CostMs      = PrefillWeight*PrefillMs + QueueMs + BatchWaitMs (Request.PrefillWeight, 1 when 0)
 //
 // where tps is the instance's prefill throughput in tokens per second, and
 // the block size and the throughput fall back to the policy's when the
@@ -60,7 +62,7 @@ func (m *costModel) cost(in *Instance, r *InstanceResult) (matched int) {
 	prefill := float64(uncached) * msPerTok
 	// Field by field: a composite literal goes through a stack temporary
 	// whose copy stalls on store forwarding.
-	r.CostMs = prefill + queue + m.batchWaitMs
+	r.CostMs = m.prefillWeight*prefill + queue + m.batchWaitMs
 	r.PrefillMs = prefill
 	r.QueueMs = queue
 	r.BatchWaitMs = m.batchWaitMs

@@ -97,3 +97,34 @@ func TestCostParts(t *testing.T) {
 		})
 	}
 }
+
+// TestPrefillWeight: Request.PrefillWeight multiplies the prefill term of
+// CostMs only (the parts stay as they are); 0 and 1 are the model's cost;
+// below 1, NaN and infinity are refused.
+func TestPrefillWeight(t *testing.T) {
+	in := scheduler.Instance{QueuedPrefillTokens: 500, PrefillTokensPerSecond: 1000}
+	for _, tt := range []struct {
+		weight, cost float64
+		bad          bool
+	}{
+		{0, 100 + 500, false}, {1, 100 + 500, false}, {3, 300 + 500, false},
+		{0.5, 0, true}, {-1, 0, true}, {math.NaN(), 0, true}, {math.Inf(1), 0, true},
+	} {
+		snap := &scheduler.Snapshot{Deployments: deps(1), Instances: []scheduler.Instance{in, q(0, 1e9)}}
+		var d scheduler.Decision
+		err := scheduler.Decide(policy(nil), scheduler.Request{PromptTokens: 100, PrefillWeight: tt.weight}, snap, draws(0, 0), &d)
+		if tt.bad {
+			if err == nil {
+				t.Errorf("weight %v accepted", tt.weight)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("weight %v: %v", tt.weight, err)
+		}
+		r := d.Instances[0]
+		near(t, "CostMs", r.CostMs, tt.cost, 1e-12)
+		near(t, "PrefillMs", r.PrefillMs, 100, 1e-12)
+		near(t, "QueueMs", r.QueueMs, 500, 1e-12)
+	}
+}

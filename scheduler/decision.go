@@ -34,7 +34,8 @@ type DeploymentResult struct {
 // InstanceResult is the audit of one instance in a Decision. It is a plain
 // value.
 type InstanceResult struct {
-	// CostMs = PrefillMs + QueueMs + BatchWaitMs, S_i of the model. The cost
+	// CostMs = PrefillMs + QueueMs + BatchWaitMs, S_i of the model (with
+	// Request.PrefillWeight w > 1: w × PrefillMs + QueueMs + BatchWaitMs). The cost
 	// parts are filled for every instance, excluded ones included.
 	CostMs      float64
 	PrefillMs   float64

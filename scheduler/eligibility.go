@@ -33,6 +33,9 @@ func badFigure(v float64) bool {
 
 // checkRequest validates the request's figures.
 func checkRequest(req *Request) error {
+	if w := req.PrefillWeight; w != 0 && !(w >= 1 && w <= math.MaxFloat64) {
+		return fmt.Errorf("%w: request: PrefillWeight is %v, want 0 or a finite number >= 1", ErrInvalidSnapshot, w)
+	}
 	if req.Blocks < 0 {
 		return fmt.Errorf("%w: request: Blocks is %d, want >= 0", ErrInvalidSnapshot, req.Blocks)
 	}

@@ -32,6 +32,13 @@ type Request struct {
 	// keep Probability and Joint 0. For callers that report only the chosen
 	// instance (AUDIT_LEVEL_CHOSEN); false gives the full audit.
 	ChosenOnly bool
+	// PrefillWeight weighs the prefill term of every instance's cost:
+	// CostMs = PrefillWeight × PrefillMs + QueueMs + BatchWaitMs. 0 or 1
+	// is the model's cost exactly; the caller may set it above 1 when the
+	// fleet is backlogged, so that work a miss adds (which delays every
+	// request queued after it) counts for more than this request's own
+	// wait. Must be 0 or finite and >= 1.
+	PrefillWeight float64
 }
 
 // Deployment is one deployment of the pool as the caller sees it. It is a

@@ -61,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // runFlags are the flags of "prefixsim run".
 type runFlags struct {
-	out, variants, addr                      string
+	out, variants, addr, routeDelays         string
 	seed                                     uint64
 	duration                                 time.Duration
 	parallel, maxRequests, workers, replicas int
@@ -86,6 +86,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&f.speed, "speed", 1, "with --live: virtual seconds per wall-clock second")
 	fs.IntVar(&f.maxRequests, "max-requests", 20000, "with --live: bound on the requests sent")
 	fs.IntVar(&f.workers, "workers", 8, "with --live: concurrent gateway workers")
+	fs.StringVar(&f.routeDelays, "route-delays", "", "simulated runs: delay each request's queueing by the arrival-to-queued time a live run measured (its DIR/<scenario>-live/<variant>-routes.csv), and draw as its router did (each pick seeded with the request id + 1)")
 	fs.IntVar(&f.replicas, "replicas", 1, "with --live and no --addr: router replicas to start, joined through an in-process NATS server when more than 1; workers and instances are spread over them")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -132,6 +133,18 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 
 func runSim(sc *sim.Scenario, f *runFlags, stderr io.Writer) ([]*sim.Result, error) {
 	opts := sim.ScenarioOptions{Seed: f.seed, Duration: f.duration, Parallel: f.parallel}
+	if f.routeDelays != "" {
+		rf, err := os.Open(f.routeDelays)
+		if err != nil {
+			return nil, err
+		}
+		opts.LiveDraws = true
+		opts.RouteDelays, err = sim.ReadRoutesCSV(rf)
+		rf.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.routeDelays, err)
+		}
+	}
 	if f.variants != "" {
 		opts.Variants = strings.Split(f.variants, ",")
 	}

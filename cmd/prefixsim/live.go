@@ -14,6 +14,7 @@ import (
 
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/sim"
+	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/server"
 )
 
@@ -24,30 +25,36 @@ const minLiveReportInterval = 25 * time.Millisecond
 // runLive runs the scenario's router variants one after the other against
 // prefixrouted, each in a pool of its own: the one at --addr, or --replicas
 // started in-process on 127.0.0.1 with temporary data dirs (joined through
-// an in-process NATS server when more than one).
+// an in-process NATS server when more than one), a fresh set per variant
+// (with state.Limits.NoQueueLedger for a variant with queue_ledger: false,
+// BacklogWeight for backlog_weight: true).
+// Baselines and formula-only variants (optimistic: false) are skipped.
 func runLive(ctx context.Context, sc *sim.Scenario, f *runFlags, stderr io.Writer) ([]*sim.Result, error) {
-	addrs := []string{f.addr}
-	if f.addr == "" {
-		// The router's acks set the report interval: the scenario's, scaled
-		// by --speed, but never under 25 ms (prefixrouted limits each
-		// stream to 50 reports/s by default).
-		interval := max(time.Duration(float64(sc.ReportInterval.D())/max(f.speed, 1e-9)), minLiveReportInterval)
-		var stop func()
-		var err error
-		addrs, stop, err = startRouters(max(f.replicas, 1), interval)
-		if err != nil {
-			return nil, err
-		}
-		defer stop()
-	} else if f.replicas > 1 {
+	if f.addr != "" && f.replicas > 1 {
 		return nil, fmt.Errorf("--replicas starts its own routers; it does not combine with --addr")
 	}
 	var runs []*sim.Result
 	for _, v := range sc.Variants {
-		if v.Baseline() || (f.variants != "" && !contains(strings.Split(f.variants, ","), v.Name)) {
+		if v.Baseline() || (v.Optimistic != nil && !*v.Optimistic) || (f.variants != "" && !contains(strings.Split(f.variants, ","), v.Name)) {
 			continue
 		}
-		opts := sim.LiveOptions{Addr: addrs[0], Replicas: addrs[1:], Pool: sc.Pool + "-" + v.Name, Duration: f.duration, Speed: f.speed,
+		limits := state.Limits{NoQueueLedger: v.QueueLedger != nil && !*v.QueueLedger, BacklogWeight: v.BacklogWeight}
+		addrs := []string{f.addr}
+		stop := func() {}
+		if f.addr == "" {
+			// The router's acks set the report interval: the scenario's, scaled
+			// by --speed, but never under 25 ms (prefixrouted limits each
+			// stream to 50 reports/s by default).
+			interval := max(time.Duration(float64(sc.ReportInterval.D())/max(f.speed, 1e-9)), minLiveReportInterval)
+			var err error
+			addrs, stop, err = startRouters(max(f.replicas, 1), interval, limits)
+			if err != nil {
+				return nil, err
+			}
+		} else if limits != (state.Limits{}) {
+			return nil, fmt.Errorf("%s/%s: queue_ledger and backlog_weight need routers started here (no --addr)", sc.Name, v.Name)
+		}
+		opts := sim.LiveOptions{Addr: addrs[0], Replicas: addrs[1:], Pool: sc.Pool + "-" + v.Name, Duration: f.duration, Speed: f.speed, Seed: f.seed,
 			MaxRequests: f.maxRequests, Workers: f.workers}
 		bar := newBar(f.quiet, stderr, sc.Name+"/"+v.Name+" (live)")
 		if bar != nil {
@@ -57,6 +64,7 @@ func runLive(ctx context.Context, sc *sim.Scenario, f *runFlags, stderr io.Write
 			}
 		}
 		res, err := sim.RunLive(ctx, sc, v.Name, opts)
+		stop()
 		if bar != nil {
 			bar.Finish()
 		}
@@ -74,7 +82,7 @@ func runLive(ctx context.Context, sc *sim.Scenario, f *runFlags, stderr io.Write
 // startRouters starts n prefixrouted in-process on 127.0.0.1 with
 // temporary data dirs; with n > 1 they are replicas joined through an
 // in-process NATS server with JetStream. stop shuts everything down.
-func startRouters(n int, interval time.Duration) (addrs []string, stop func(), err error) {
+func startRouters(n int, interval time.Duration, limits state.Limits) (addrs []string, stop func(), err error) {
 	var stops []func()
 	stop = func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -112,7 +120,8 @@ func startRouters(n int, interval time.Duration) (addrs []string, stop func(), e
 	}
 	for i := range n {
 		opts := server.Options{DataDir: filepath.Join(dir, fmt.Sprintf("r%d", i+1)),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ReportInterval: interval}
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ReportInterval: interval,
+			Limits: limits}
 		if natsURL != "" {
 			opts.Cluster = &cluster.Config{URLs: []string{natsURL}, Name: fmt.Sprintf("prefixsim-r%d", i+1)}
 		}
@@ -152,11 +161,11 @@ func printSummary(w io.Writer, sc *sim.Scenario, runs []*sim.Result, wall time.D
 		return err
 	}
 	if runs[0].Live != nil {
-		fmt.Fprintf(w, "\n| variant | picks | pick errors | pick p50 ms | pick p99 ms | pick max ms | reports acked | report streams | unfinished |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(w, "\n| variant | picks | pick errors | pick p50 ms | pick p99 ms | pick max ms | arrival to queued p50 / p99 ms (virtual) | reports acked | report streams | unfinished |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range runs {
 			l := r.Live
-			fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.2f | %.2f | %d | %d | %d |\n", r.Variant.Name, l.Picks, l.PickErrors,
-				l.PickP50Ms, l.PickP99Ms, l.PickMax, l.Acks, l.ReportStreams, l.Unfinished)
+			fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.2f | %.2f | %.2f / %.2f | %d | %d | %d |\n", r.Variant.Name, l.Picks, l.PickErrors,
+				l.PickP50Ms, l.PickP99Ms, l.PickMax, l.RouteP50Ms, l.RouteP99Ms, l.Acks, l.ReportStreams, l.Unfinished)
 			if l.FirstError != "" {
 				fmt.Fprintf(w, "\nfirst pick error of %s: %s\n", r.Variant.Name, l.FirstError)
 			}

@@ -7,8 +7,9 @@
 // rollout.Plan), and one or more routers. The routers are the production code:
 // a internal/state Registry per router replica, a Session per instance fed
 // with load reports (and cache events), Pool.Pick with its prefix index and
-// optimistic accounting, and scheduler.Decide. Round-robin, random and
-// prefix-affinity pickers are the simulator's own baselines. A readiness
+// optimistic accounting, and scheduler.Decide. Round-robin, random,
+// prefix-affinity and an llm-d-style scorer (llmd.go) are the simulator's
+// own baselines. A readiness
 // probe (Scenario.Readiness) asks router 0's pool for its Migration
 // estimate before a cutover and measures, from the emulated caches, what the
 // deployment taking over then actually recomputed and prefilled

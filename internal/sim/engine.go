@@ -23,6 +23,16 @@ type RunOptions struct {
 	// Progress, when set, is called once per virtual second with the
 	// virtual time reached and the run's duration.
 	Progress func(done, total time.Duration)
+	// RouteDelays, by request id, delay a request's queueing on the
+	// instance its router chose at arrival (the decision and the router's
+	// accounting stay at arrival): a live run's measured arrival-to-queued
+	// times (Record.Routed), replayed to tell the router's real latency
+	// apart from the model. Missing ids are queued at once.
+	RouteDelays map[uint64]time.Duration
+	// LiveDraws makes the router draw as prefixrouted does in a live run:
+	// each pick's RNG seeded with the request id + 1, the seed live gateway
+	// workers send. With RouteDelays it replays a live run's randomness too.
+	LiveDraws bool
 }
 
 // engine is one run of one variant: the event loop, the fleet, the routers
@@ -80,13 +90,17 @@ func newEngine(rc *runConfig, opts RunOptions, live bool) (*engine, error) {
 	for k := range rc.routers {
 		var r router
 		rseed := seed ^ uint64(k+1)*0x9e3779b97f4a7c15
-		if rc.variant.Baseline() {
+		switch {
+		case rc.variant.Picker == "llmd":
+			r = newLLMD(rc, e.insts, rseed)
+		case rc.variant.Baseline():
 			r = newBaseline(rc, e.insts, rseed)
-		} else {
+		default:
 			sr, err := newStateRouter(rc, e.insts, rseed)
 			if err != nil {
 				return nil, err
 			}
+			sr.liveDraws = opts.LiveDraws
 			if k == 0 && rc.probe != nil {
 				e.pr = newProbe(rc, e.insts)
 				sr.onPick = e.pr.pick
@@ -184,6 +198,8 @@ func (e *engine) handle(ev event) error {
 		e.batchDone(int(ev.inst))
 	case evDecodeDone:
 		e.insts[ev.inst].decodeDone(ev.req)
+	case evQueued:
+		e.enqueue(int(ev.inst), ev.req)
 	case evReport:
 		if err := e.reportNow(int(ev.inst)); err != nil {
 			return err
@@ -233,16 +249,44 @@ func (e *engine) dispatch(r *Request) error {
 		}
 		return fmt.Errorf("pick of request %d at %v: %w", r.ID, e.now, err)
 	}
+	if d := e.opts.RouteDelays[r.ID]; d > 0 {
+		e.q.push(event{at: e.now + d, kind: evQueued, inst: int32(k), req: r})
+		return nil
+	}
 	e.enqueue(k, r)
 	return nil
 }
 
 // enqueue queues r on instance k, starting a batch when it is idle.
 func (e *engine) enqueue(k int, r *Request) {
-	r.Instance = k
+	r.Instance, r.queued = k, e.now
+	e.hindsight(k, r)
 	if e.insts[k].enqueue(r) {
 		e.startBatch(k)
 	}
+}
+
+// hindsight sets r's best instance of k's deployment in hindsight at now
+// and the estimates (Record.Best): each instance's exact queue (the running
+// batch's rest and the queued uncached tokens with their overheads) plus
+// r's own prefill there by its real cache. FCFS means later arrivals do not
+// delay r, so this is r's TTFT there up to batching.
+func (e *engine) hindsight(k int, r *Request) {
+	est := func(in *Instance) float64 {
+		u := uncached(r.PromptTokens, in.cache.Match(r.Hashes), in.bs)
+		return in.queueMs(e.now) + float64(in.prefillTime(uint64(u)))/1e6
+	}
+	chosen := est(e.insts[k])
+	best, bestMs := k, chosen
+	for j, in := range e.insts {
+		if j == k || in.Deployment != e.insts[k].Deployment {
+			continue
+		}
+		if v := est(in); v < bestMs {
+			best, bestMs = j, v
+		}
+	}
+	r.best, r.estChosen, r.estBest = int32(best), float32(chosen), float32(bestMs)
 }
 
 func (e *engine) startBatch(k int) {

@@ -16,6 +16,7 @@ const (
 	evWeights                     // the weight schedule's next step
 	evTick                        // once per virtual second: sampling, progress
 	evProbe                       // the readiness probe asks router 0
+	evQueued                      // a routed request reaches its instance (RunOptions.RouteDelays)
 )
 
 // event is one entry of the queue. Events fire in (at, seq) order, so two

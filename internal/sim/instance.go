@@ -30,16 +30,22 @@ type Instance struct {
 	batchEnd     time.Duration
 	batchTokens  uint64
 	queuedTokens uint64 // uncached tokens of the queue, estimated at enqueue
+	queuedPrompt uint64 // prompt tokens of the queue
+	promptQueue  bool   // report the queue's prompt tokens (spec.QueueReport "prompt")
 	decoding     int
 	activeBlocks int
 
 	// Counters over the run.
 	Requests, Prefilled, Hit uint64
 	Batches                  uint64
+	// Busy is the prefill engine's busy time (batches started so far,
+	// whole).
+	Busy time.Duration
 }
 
 func newInstance(id string, dep int, spec *DeploymentSpec, bs int, fleet map[uint64]int32, track bool) *Instance {
-	return &Instance{ID: id, Deployment: dep, spec: spec, bs: bs, cache: NewCache(spec.KVBlocks), fleet: fleet, track: track}
+	return &Instance{ID: id, Deployment: dep, spec: spec, bs: bs, cache: NewCache(spec.KVBlocks), fleet: fleet, track: track,
+		promptQueue: spec.QueueReport == "prompt"}
 }
 
 // Cache returns the instance's prefix cache.
@@ -60,6 +66,7 @@ func uncached(prompt uint32, matched, bs int) uint32 {
 func (in *Instance) enqueue(r *Request) bool {
 	r.estUncached = uncached(r.PromptTokens, in.cache.Match(r.Hashes), in.bs)
 	in.queuedTokens += uint64(r.estUncached)
+	in.queuedPrompt += uint64(r.PromptTokens)
 	in.queue = append(in.queue, r)
 	return !in.busy
 }
@@ -89,11 +96,13 @@ func (in *Instance) startBatch(now time.Duration) (time.Duration, bool) {
 		in.queue[in.head] = nil
 		in.head++
 		in.queuedTokens -= uint64(r.estUncached)
+		in.queuedPrompt -= uint64(r.PromptTokens)
 		held := m
 		for held < len(r.Hashes) && in.fleet[r.Hashes[held]] > 0 {
 			held++
 		}
 		r.Start, r.HitTokens = now, r.PromptTokens-u
+		r.ownMs = float32(float64(u) * 1000 / in.spec.PrefillTokensPerSecond)
 		r.Recomputed = uint32(min(uint64(held-m)*uint64(in.bs), uint64(u)))
 		tokens += uint64(u)
 		in.batch = append(in.batch, r)
@@ -108,6 +117,7 @@ func (in *Instance) startBatch(now time.Duration) (time.Duration, bool) {
 	in.busy, in.batchStart, in.batchTokens = true, now, tokens
 	in.batchEnd = now + in.prefillTime(tokens)
 	in.Batches++
+	in.Busy += in.batchEnd - now
 	return in.batchEnd, true
 }
 
@@ -172,27 +182,52 @@ func (in *Instance) queueMs(now time.Duration) float64 {
 	if in.busy {
 		ms = float64(in.batchEnd-now) / 1e6
 	}
-	if q := in.queuedTokens; in.head < len(in.queue) {
+	return ms + in.waitMs(in.queuedTokens)
+}
+
+// waitMs is the time the queue's q uncached tokens take to prefill: q at
+// the throughput plus one overhead per max_batch_tokens (0 when nothing
+// waits).
+func (in *Instance) waitMs(q uint64) float64 {
+	ms := 0.0
+	if in.head < len(in.queue) {
 		batches := math.Ceil(float64(max(q, 1)) / float64(in.spec.MaxBatchTokens))
 		ms += float64(q)*1000/in.spec.PrefillTokensPerSecond + batches*float64(in.spec.BatchOverhead.D())/1e6
 	}
 	return ms
 }
 
+// busyAt is the prefill engine's busy time up to now.
+func (in *Instance) busyAt(now time.Duration) time.Duration {
+	if in.busy && in.batchEnd > now {
+		return in.Busy - (in.batchEnd - now)
+	}
+	return in.Busy
+}
+
 // waiting is the number of queued requests.
 func (in *Instance) waiting() int { return len(in.queue) - in.head }
 
 // report fills rep with the instance's load at now and, with cache events,
-// the blocks stored and removed since the last report.
+// the blocks stored and removed since the last report. The queue is the
+// running batch's remaining work plus the waiting requests' uncached tokens
+// (the instance's match at enqueue), or, with queue_report "prompt", their
+// whole prompts: what an engine that decides hits only when it schedules a
+// request reports.
 func (in *Instance) report(now time.Duration, rep *state.Report) {
 	stored, removed := rep.Stored[:0], rep.Removed[:0]
-	queued := in.queuedTokens
+	waiting := in.queuedTokens
+	if in.promptQueue {
+		waiting = in.queuedPrompt
+	}
+	queued, running := waiting, 0.0
 	if in.busy && in.batchEnd > in.batchStart {
 		queued += uint64(float64(in.batchTokens) * float64(in.batchEnd-now) / float64(in.batchEnd-in.batchStart))
+		running = float64(in.batchEnd-now) / 1e6
 	}
 	*rep = state.Report{
 		RunningRequests: uint32(len(in.batch)*btoi(in.busy) + in.decoding), WaitingRequests: uint32(in.waiting()),
-		QueuedPrefillTokens: queued, QueueMs: in.queueMs(now), HasQueueMs: true,
+		QueuedPrefillTokens: queued, QueueMs: running + in.waitMs(waiting), HasQueueMs: true,
 		KVCacheUsage:           min(1, float64(in.activeBlocks)/float64(in.cache.Capacity())),
 		KVCapacityBlocks:       uint64(in.cache.Capacity()),
 		PrefillTokensPerSecond: in.spec.PrefillTokensPerSecond, BlockSizeTokens: uint32(in.bs),

@@ -50,6 +50,8 @@ type LiveOptions struct {
 	Logger *slog.Logger
 	// Progress is called once per virtual second, as for Run.
 	Progress func(done, total time.Duration)
+	// Seed replaces the scenario's seed when non-zero (the workload's).
+	Seed uint64
 }
 
 // LiveStats is what a live run measured on the gRPC side.
@@ -59,7 +61,12 @@ type LiveStats struct {
 	Picks, PickErrors             int
 	FirstError                    string
 	PickP50Ms, PickP99Ms, PickMax float64
-	Reports, Acks, ReportStreams  uint64
+	// RouteP50Ms and RouteP99Ms are the time from a request's arrival to
+	// its queueing on the chosen instance (Pick's round trip, the gateway
+	// worker's and the loop's scheduling), in virtual ms: what a live TTFT
+	// holds that a simulated one does not.
+	RouteP50Ms, RouteP99Ms       float64
+	Reports, Acks, ReportStreams uint64
 	// Unfinished counts requests still queued or in a Pick call when the
 	// run stopped at its deadline.
 	Unfinished int
@@ -113,6 +120,9 @@ func RunLive(ctx context.Context, sc *Scenario, variant string, opts LiveOptions
 	if rc.variant.Baseline() {
 		return nil, fmt.Errorf("variant %q is a simulator baseline; live mode needs the router", variant)
 	}
+	if o := rc.variant.Optimistic; o != nil && !*o {
+		return nil, fmt.Errorf("variant %q is formula-only (optimistic: false), which only the simulator's router can be", variant)
+	}
 	for _, a := range append([]string{opts.Addr}, opts.Replicas...) {
 		if err := CheckLoopback(a); err != nil {
 			return nil, err
@@ -125,7 +135,7 @@ func RunLive(ctx context.Context, sc *Scenario, variant string, opts LiveOptions
 		rc.sc = &scc
 	}
 	virtual := min(sc.Duration.D(), time.Duration(float64(opts.Duration)*opts.Speed))
-	e, err := newEngine(rc, RunOptions{Duration: virtual, Progress: opts.Progress}, true)
+	e, err := newEngine(rc, RunOptions{Duration: virtual, Progress: opts.Progress, Seed: opts.Seed}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -205,12 +215,13 @@ type liveRun struct {
 	index     map[string]int
 	rep       state.Report
 
-	mu         sync.Mutex
-	latencies  []float64
-	errs       int
-	firstErr   string
-	picks      int
-	unfinished int
+	mu          sync.Mutex
+	latencies   []float64
+	routeDelays []float64 // arrival to queued on the instance, virtual ms
+	errs        int
+	firstErr    string
+	picks       int
+	unfinished  int
 }
 
 // setup sets the policy and the first weights, starts one Reporter per
@@ -323,6 +334,8 @@ func (lr *liveRun) stats() *LiveStats {
 		Unfinished: lr.unfinished}
 	slices.Sort(lr.latencies)
 	st.PickP50Ms, st.PickP99Ms = percentile(lr.latencies, 0.5), percentile(lr.latencies, 0.99)
+	slices.Sort(lr.routeDelays)
+	st.RouteP50Ms, st.RouteP99Ms = percentile(lr.routeDelays, 0.5), percentile(lr.routeDelays, 0.99)
 	if n := len(lr.latencies); n > 0 {
 		st.PickMax = lr.latencies[n-1]
 	}

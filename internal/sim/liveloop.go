@@ -121,5 +121,8 @@ func (lr *liveRun) accept(m routed) {
 		lr.e.m.reject(m.r)
 		return
 	}
+	lr.mu.Lock()
+	lr.routeDelays = append(lr.routeDelays, float64(lr.e.now-m.r.Arrival)/1e6)
+	lr.mu.Unlock()
 	lr.e.enqueue(m.inst, m.r)
 }

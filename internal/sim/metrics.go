@@ -22,6 +22,18 @@ type Record struct {
 	// router predicted it, and recomputed although another instance held
 	// them (see Second.Recomputed).
 	Prompt, Hit, Predicted, Recomputed uint32
+	// OwnMs is the request's own uncached tokens at its instance's
+	// throughput (no overhead), ms. Best is the instance of its deployment
+	// that was best in hindsight when it was queued: the lowest EstMs of
+	// the instance's exact queue then (running batch, queued uncached
+	// tokens and overheads) plus the request's own uncached prefill there,
+	// by the real caches; ChosenEstMs and BestEstMs are those estimates.
+	OwnMs, ChosenEstMs, BestEstMs float32
+	Best                          int32
+	// Routed is the time from arrival to queueing on the instance: a live
+	// run's Pick round trip and scheduling, a replayed RouteDelays entry,
+	// else 0.
+	Routed time.Duration
 }
 
 // WeightChange is one step of the weight schedule as it fired.
@@ -58,8 +70,11 @@ type Result struct {
 	// QueueMs and Waiting are sampled at the end of every virtual second,
 	// per instance: the instance's own queue estimate and its queued
 	// requests.
-	QueueMs  [][]float64
-	Waiting  [][]int32
+	QueueMs [][]float64
+	Waiting [][]int32
+	// Busy is each instance's prefill busy fraction in every virtual
+	// second.
+	Busy     [][]float64
 	Changes  []WeightChange
 	Duration time.Duration
 	Warmup   time.Duration
@@ -77,6 +92,7 @@ type Result struct {
 type collector struct {
 	res       Result
 	generated int
+	busy      []time.Duration // instances' busy time at the last sample
 }
 
 func newCollector(rc *runConfig, insts []*Instance, end time.Duration) *collector {
@@ -106,6 +122,8 @@ func (c *collector) record(r *Request, in *Instance) Record {
 		rec.TTFT, rec.Wait = r.FirstToken-r.Arrival, r.Start-r.Arrival
 		rec.Instance, rec.Deployment = int32(r.Instance), int16(in.Deployment)
 		rec.Hit, rec.Predicted, rec.Recomputed = r.HitTokens, r.PredictedHit, r.Recomputed
+		rec.OwnMs, rec.ChosenEstMs, rec.BestEstMs, rec.Best = r.ownMs, r.estChosen, r.estBest, r.best
+		rec.Routed = r.queued - r.Arrival
 	}
 	return rec
 }
@@ -128,6 +146,16 @@ func (c *collector) sample(now time.Duration, insts []*Instance) {
 	}
 	c.res.QueueMs = append(c.res.QueueMs, q)
 	c.res.Waiting = append(c.res.Waiting, n)
+	if c.busy == nil {
+		c.busy = make([]time.Duration, len(insts))
+	}
+	b := make([]float64, len(insts))
+	for i, in := range insts {
+		t := in.busyAt(now)
+		b[i] = float64(t-c.busy[i]) / float64(time.Second)
+		c.busy[i] = t
+	}
+	c.res.Busy = append(c.res.Busy, b)
 }
 
 // result finishes the run's Result.

@@ -67,8 +67,12 @@ func WriteCSV(w io.Writer, res *Result) error {
 	return cw.Error()
 }
 
-// Label is the variant's name, marked when it is a simulator baseline.
+// Label is the variant's name, marked when it is a simulator baseline (the
+// llm-d-style scorer as "(precise prefix, baseline)").
 func (s *Summary) Label() string {
+	if s.Picker == "llmd" {
+		return s.Variant + " (precise prefix, baseline)"
+	}
 	if s.Baseline {
 		return s.Variant + " (baseline)"
 	}
@@ -139,6 +143,16 @@ func WriteMarkdown(w io.Writer, sc *Scenario, sums []Summary) error {
 					weightsString(sc, d.Weights), d.Baseline, d.Min, d.Depth, d.MinAfter, d.HalfWidth, rec, d.PeakTTFTP99, d.PeakPrefillRatio)
 			}
 		}
+	}
+	b.WriteString("\nLoad and the slowest 1 % (shares of their TTFT: waiting for their batch, the rest of their batch, own new prefill, own prefill of blocks another instance held; best: chosen instance best in hindsight within max(1 ms, 5 %)):\n\n")
+	b.WriteString("| variant | busy mean (min-max) | starved s | longest queue at end ms | tail mean TTFT ms | queue | batch | own | recompute | best in hindsight | regret ms |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for i := range sums {
+		s := &sums[i]
+		t := &s.Tail
+		fmt.Fprintf(&b, "| %s | %.2f (%.2f-%.2f) | %.1f%% | %.0f | %.1f | %.0f%% | %.0f%% | %.0f%% | %.0f%% | %.0f%% | %.1f |\n", s.Label(),
+			s.BusyMean, s.BusyMin, s.BusyMax, 100*s.Starved, s.QueueEndMaxMs, t.TTFTMeanMs, 100*t.Queue, 100*t.Batch, 100*t.Own,
+			100*t.Recompute, 100*t.Best, t.RegretMs)
 	}
 	writeReadinessMarkdown(&b, sums)
 	_, err := io.WriteString(w, b.String())

@@ -106,10 +106,7 @@ func linePlot(runs []*Result, title, ylabel string, logY bool, y func(w window) 
 		}
 		variantStyle(l, i)
 		p.Add(l)
-		label := res.Variant.Name
-		if res.Variant.Baseline() {
-			label += " (baseline)"
-		}
+		label := (&Summary{Variant: res.Variant.Name, Baseline: res.Variant.Baseline(), Picker: res.Variant.Picker}).Label()
 		p.Legend.Add(label, l)
 	}
 	if len(runs) > 0 && hi >= lo {
@@ -223,10 +220,7 @@ func instancePlot(path string, sc *Scenario, runs []*Result) error {
 		bars.Color, bars.LineStyle.Width = l.Color, 0
 		bars.Offset = vg.Length(float64(i)-float64(len(runs)-1)/2) * width
 		p.Add(bars)
-		label := res.Variant.Name
-		if res.Variant.Baseline() {
-			label += " (baseline)"
-		}
+		label := (&Summary{Variant: res.Variant.Name, Baseline: res.Variant.Baseline(), Picker: res.Variant.Picker}).Label()
 		p.Legend.Add(label, bars)
 	}
 	names := make([]string, n)

@@ -23,6 +23,9 @@ type ScenarioOptions struct {
 	// Progress is called with the virtual time simulated so far, summed
 	// over the variants, and the total; calls are serialised.
 	Progress func(done, total time.Duration)
+	// RouteDelays as in RunOptions, for every variant.
+	RouteDelays map[uint64]time.Duration
+	LiveDraws   bool
 }
 
 // RunScenario runs the scenario's variants (on identical traffic) and
@@ -51,7 +54,7 @@ func RunScenario(sc *Scenario, opts ScenarioOptions) ([]*Result, error) {
 	sem := make(chan struct{}, max(1, opts.Parallel))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		ro := RunOptions{Seed: opts.Seed, Duration: opts.Duration}
+		ro := RunOptions{Seed: opts.Seed, Duration: opts.Duration, RouteDelays: opts.RouteDelays, LiveDraws: opts.LiveDraws}
 		if opts.Progress != nil {
 			ro.Progress = func(d, _ time.Duration) {
 				mu.Lock()
@@ -132,6 +135,37 @@ func WriteReport(dir string, sc *Scenario, runs []*Result, plots bool) ([]string
 		return files, err
 	}
 	files = append(files, filepath.Join(out, "summary.json"))
+	for _, res := range runs {
+		if res.Live == nil {
+			continue
+		}
+		path := filepath.Join(out, fileName(res.Variant.Name)+"-routes.csv")
+		f, err := os.Create(path)
+		if err != nil {
+			return files, err
+		}
+		err = WriteRoutesCSV(f, res)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return files, err
+		}
+		files = append(files, path)
+	}
+	tail := filepath.Join(out, "tail.csv")
+	tf, err := os.Create(tail)
+	if err != nil {
+		return files, err
+	}
+	err = WriteTailCSV(tf, runs)
+	if cerr := tf.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return files, err
+	}
+	files = append(files, tail)
 	if slices.ContainsFunc(runs, func(r *Result) bool { return r.Readiness != nil }) {
 		path := filepath.Join(out, "readiness.csv")
 		f, err := os.Create(path)

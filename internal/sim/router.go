@@ -34,20 +34,36 @@ type stateRouter struct {
 	sessions []*state.Session
 	index    map[string]int
 	rng      *rand.Rand
-	policy   scheduler.Policy
-	in       state.PickInput
-	out      state.Pick
+	pcg      *rand.PCG // rng's source
+	// liveDraws reseeds pcg before each pick as prefixrouted does for a
+	// live run's Pick (RunOptions.LiveDraws).
+	liveDraws bool
+	policy    scheduler.Policy
+	in        state.PickInput
+	out       state.Pick
 	// onPick, when set, sees every successful pick (the readiness probe).
 	onPick func(now time.Duration, r *Request, out *state.Pick)
+	// formula: after every pick, re-apply the chosen instance's last
+	// report (lastRep, lastAt), dropping the work assigned since.
+	formula bool
+	lastRep []state.Report
+	lastAt  []time.Duration
 }
 
 func newStateRouter(rc *runConfig, insts []*Instance, seed uint64) (*stateRouter, error) {
 	var limits state.Limits
+	limits.NoQueueLedger = rc.variant.QueueLedger != nil && !*rc.variant.QueueLedger
+	limits.BacklogWeight = rc.variant.BacklogWeight
 	if rc.probe != nil {
 		limits.Migration = rc.probe.trackerConfig()
 	}
+	pcg := rand.NewPCG(seed, 0x726f75746572)
 	sr := &stateRouter{reg: state.NewRegistry(limits), index: make(map[string]int, len(insts)),
-		rng: rand.New(rand.NewPCG(seed, 0x726f75746572)), policy: rc.policy}
+		rng: rand.New(pcg), pcg: pcg, policy: rc.policy,
+		formula: rc.variant.Optimistic != nil && !*rc.variant.Optimistic}
+	if sr.formula {
+		sr.lastRep, sr.lastAt = make([]state.Report, len(insts)), make([]time.Duration, len(insts))
+	}
 	pool, err := sr.reg.Ensure(rc.sc.Pool)
 	if err != nil {
 		return nil, err
@@ -75,6 +91,9 @@ func (sr *stateRouter) pick(now time.Duration, r *Request) (int, error) {
 	if err := sr.reg.ValidatePick(&sr.in); err != nil {
 		return -1, err
 	}
+	if sr.liveDraws {
+		sr.pcg.Seed(r.ID+1, liveSeedStream)
+	}
 	if err := sr.pool.Pick(epoch.Add(now), &sr.in, sr.rng, &sr.out); err != nil {
 		return -1, err
 	}
@@ -84,6 +103,11 @@ func (sr *stateRouter) pick(now time.Duration, r *Request) (int, error) {
 	d := &sr.out.Decision
 	i := sr.index[sr.out.Snapshot.Instances[d.Instance].ID]
 	r.PredictedHit = r.PromptTokens - d.Instances[d.Instance].UncachedTokens
+	if sr.formula {
+		if err := sr.sessions[i].Report(epoch.Add(sr.lastAt[i]), &sr.lastRep[i]); err != nil {
+			return -1, err
+		}
+	}
 	return i, nil
 }
 
@@ -91,12 +115,20 @@ func (sr *stateRouter) report(now time.Duration, inst int, rep *state.Report) er
 	if err := sr.reg.ValidateReport(rep); err != nil {
 		return err
 	}
+	if sr.formula {
+		sr.lastRep[inst], sr.lastAt[inst] = *rep, now
+		sr.lastRep[inst].Stored, sr.lastRep[inst].Removed, sr.lastRep[inst].CacheCleared = nil, nil, false
+	}
 	return sr.sessions[inst].Report(epoch.Add(now), rep)
 }
 
 func (sr *stateRouter) setWeights(w map[string]float64, version uint64) {
 	sr.pool.SetConfig(&state.Config{Weights: maps.Clone(w), WeightsVersion: version, Policy: sr.policy, PolicyVersion: 1})
 }
+
+// liveSeedStream is prefixrouted's PCG stream for a Pick with a seed
+// (server/pick.go); a live run's gateway workers send request id + 1.
+const liveSeedStream = 0x9e3779b97f4a7c15
 
 // baseline is one of the simulator's own pickers, for comparison: it sees
 // neither load nor caches, only the deployment weights. "random" draws a

@@ -105,6 +105,11 @@ type DeploymentSpec struct {
 	KVBlocks int `yaml:"kv_blocks"`
 	// DecodePerToken is the decode time per output token; 0: no decode.
 	DecodePerToken Duration `yaml:"decode_per_token"`
+	// QueueReport is what the instances report as their queue: "uncached"
+	// (default: the waiting requests' uncached tokens, as matched when they
+	// were queued) or "prompt" (their whole prompts, as an engine that
+	// looks up its cache only when it schedules a request reports it).
+	QueueReport string `yaml:"queue_report"`
 }
 
 // WeightStep sets the deployment weights from At on.
@@ -128,6 +133,20 @@ type Variant struct {
 	// Ramp and Readiness replace the scenario's when set.
 	Ramp      *RampSpec      `yaml:"ramp"`
 	Readiness *ReadinessSpec `yaml:"readiness"`
+	// Optimistic false makes the router formula-only: after every pick the
+	// chosen instance's last report is applied again, which drops the work
+	// the router assigned since (optimistic accounting), so every pick sees
+	// the reported load only. With cache events the approximate index is
+	// not used either. Default true; router variants only, not live.
+	Optimistic *bool `yaml:"optimistic"`
+	// QueueLedger false turns the router's queue ledger off
+	// (state.Limits.NoQueueLedger): reports' queue figures are used as
+	// reported. Default true; in live mode see LiveOptions.
+	QueueLedger *bool `yaml:"queue_ledger"`
+	// BacklogWeight turns state.Limits.BacklogWeight on: the prefill term
+	// weighs 1 + the fewest waiting requests of any instance. Default
+	// false.
+	BacklogWeight bool `yaml:"backlog_weight"`
 }
 
 // Baseline reports whether v is one of the simulator's own pickers.

@@ -11,6 +11,8 @@ import (
 type Summary struct {
 	Variant  string
 	Baseline bool
+	// Picker is the variant's picker ("" for the router).
+	Picker   string
 	Requests int
 	Rejected int
 	// TTFT in ms.
@@ -36,7 +38,17 @@ type Summary struct {
 	// instance queue (the instance's own estimate, ms), QueueMeanMs the
 	// mean over seconds and instances: a hotspot shows as a large ratio.
 	QueueMaxMs, QueueMeanMs float64
-	Dips                    []Dip
+	// BusyMean is the fleet's mean prefill busy fraction after the warmup,
+	// BusyMin and BusyMax the least and most busy instance's.
+	BusyMean, BusyMin, BusyMax float64
+	// Starved is the fraction of seconds after the warmup in which one
+	// instance's queue was over StarvedQueueMs while another was less than
+	// half busy; QueueEndMaxMs the longest queue in the last second of
+	// arrivals.
+	Starved, QueueEndMaxMs float64
+	// Tail takes the slowest 1 % apart.
+	Tail Tail
+	Dips []Dip
 	// Readiness is the run's readiness probe (Result.Readiness), nil
 	// without one.
 	Readiness *ReadinessResult
@@ -64,7 +76,7 @@ type Dip struct {
 
 // Summarise computes the run's Summary.
 func (res *Result) Summarise() Summary {
-	s := Summary{Variant: res.Variant.Name, Baseline: res.Variant.Baseline(), DepShare: make([]float64, len(res.Deployments)),
+	s := Summary{Variant: res.Variant.Name, Baseline: res.Variant.Baseline(), Picker: res.Variant.Picker, DepShare: make([]float64, len(res.Deployments)),
 		Readiness: res.Readiness}
 	var ttft []float64
 	perInst := make([]int, len(res.Instances))
@@ -134,6 +146,8 @@ func (res *Result) Summarise() Summary {
 		s.QueueMaxMs /= float64(n)
 		s.QueueMeanMs /= float64(n)
 	}
+	s.busy(res)
+	s.Tail = res.Tail()
 	series := res.Series()
 	s.ShareErrorMax, s.ShareSigma = res.shareError(series)
 	for i, c := range res.Changes {
@@ -142,6 +156,49 @@ func (res *Result) Summarise() Summary {
 		}
 	}
 	return s
+}
+
+// StarvedQueueMs is the queue over which an instance counts as backed up
+// while another is less than half busy (Summary.Starved): 1000 ms.
+const StarvedQueueMs = 1000
+
+// busy fills the busy and starvation figures from the per-second samples.
+func (s *Summary) busy(res *Result) {
+	var per []float64
+	n, starved := 0, 0
+	for sec, b := range res.Busy {
+		if time.Duration(sec+1)*time.Second <= res.Warmup || len(b) == 0 {
+			continue
+		}
+		if per == nil {
+			per = make([]float64, len(b))
+		}
+		maxQ, minB := 0.0, 1.0
+		for i, v := range b {
+			per[i] += v
+			minB = min(minB, v)
+			if sec < len(res.QueueMs) {
+				maxQ = max(maxQ, res.QueueMs[sec][i])
+			}
+		}
+		if maxQ > StarvedQueueMs && minB < 0.5 {
+			starved++
+		}
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	s.BusyMin = 1
+	for _, v := range per {
+		v /= float64(n)
+		s.BusyMean += v / float64(len(per))
+		s.BusyMin, s.BusyMax = min(s.BusyMin, v), max(s.BusyMax, v)
+	}
+	s.Starved = float64(starved) / float64(n)
+	if last := int(res.Duration/time.Second) - 1; last >= 0 && last < len(res.QueueMs) {
+		s.QueueEndMaxMs = slices.Max(res.QueueMs[last])
+	}
 }
 
 // focusIndex is the index of the focus deployment.

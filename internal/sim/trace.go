@@ -71,6 +71,7 @@ type traceWorkload struct {
 	last     time.Duration
 	next     uint64
 	poolSeed uint64
+	speed    float64 // WorkloadSpec.TraceSpeed
 }
 
 // openTrace opens sc's trace file (relative to the scenario file).
@@ -89,7 +90,10 @@ func openTrace(sc *Scenario) (*traceWorkload, error) {
 func newTraceWorkload(r io.Reader, sc *Scenario) *traceWorkload {
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 1<<16), 64<<20)
-	t := &traceWorkload{sc: s, end: sc.Duration.D(), poolSeed: poolSeed(sc.Pool)}
+	t := &traceWorkload{sc: s, end: sc.Duration.D(), poolSeed: poolSeed(sc.Pool), speed: 1}
+	if v := sc.Workload.TraceSpeed; v > 0 {
+		t.speed = v
+	}
 	if c, ok := r.(io.Closer); ok {
 		t.f = c
 	}
@@ -114,7 +118,7 @@ func (t *traceWorkload) Next() (*Request, error) {
 		if math.IsNaN(ms) || ms < 0 {
 			return nil, fmt.Errorf("trace line %d: time %v ms: want >= 0", t.line, ms)
 		}
-		at := time.Duration(math.Round(ms * 1e6))
+		at := time.Duration(math.Round(ms / t.speed * 1e6))
 		if at < t.last {
 			return nil, fmt.Errorf("trace line %d: time %v ms is before the previous line's", t.line, ms)
 		}

@@ -44,6 +44,8 @@ func (sc *Scenario) Validate() error {
 			bad("%s: prefill_tokens_per_second must be > 0", where)
 		case d.BatchOverhead < 0 || d.DecodePerToken < 0:
 			bad("%s: batch_overhead and decode_per_token must be >= 0", where)
+		case d.QueueReport != "" && d.QueueReport != "uncached" && d.QueueReport != "prompt":
+			bad("%s: queue_report must be uncached or prompt", where)
 		case d.MaxBatchTokens < 1:
 			bad("%s: max_batch_tokens must be >= 1", where)
 		case d.KVBlocks < 1:
@@ -91,8 +93,11 @@ func (sc *Scenario) Validate() error {
 			bad("%s: name must be set and unique", where)
 		}
 		vnames[v.Name] = true
-		if !slices.Contains([]string{"", "router", "round_robin", "random", "affinity"}, v.Picker) {
-			bad("%s: picker must be router, round_robin, random or affinity", where)
+		if !slices.Contains([]string{"", "router", "round_robin", "random", "affinity", "llmd"}, v.Picker) {
+			bad("%s: picker must be router, round_robin, random, affinity or llmd", where)
+		}
+		if (v.Optimistic != nil || v.QueueLedger != nil || v.BacklogWeight) && v.Baseline() {
+			bad("%s: optimistic, queue_ledger and backlog_weight apply to the router, not to picker %s", where, v.Picker)
 		}
 		if v.Routers < 0 || v.Routers > 64 {
 			bad("%s: routers must be in [0, 64]", where)

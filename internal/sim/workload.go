@@ -22,6 +22,9 @@ type WorkloadSpec struct {
 	// Trace replays a JSONL trace instead (path relative to the scenario
 	// file); Rate, Arrivals and Classes must then be empty.
 	Trace string `yaml:"trace"`
+	// TraceSpeed replays the trace that many times faster (its times are
+	// divided by it). Default 1.
+	TraceSpeed float64 `yaml:"trace_speed"`
 }
 
 // RateStep sets the arrival rate from At on.
@@ -63,6 +66,9 @@ func (w *WorkloadSpec) validate() error {
 	if w.Trace != "" {
 		if w.Rate != 0 || len(w.Classes) > 0 || len(w.RateSchedule) > 0 {
 			return errors.New("trace replaces rate, rate_schedule and classes; give one or the other")
+		}
+		if w.TraceSpeed < 0 || math.IsInf(w.TraceSpeed, 0) || math.IsNaN(w.TraceSpeed) {
+			return errors.New("trace_speed must be a finite number > 0 (0: 1)")
 		}
 		return nil
 	}
@@ -135,6 +141,10 @@ type Request struct {
 	HitTokens    uint32
 	Recomputed   uint32
 	estUncached  uint32
+	queued       time.Duration // when it was queued on its instance
+	// hindsight (see engine.hindsight) and the own prefill time, ms.
+	best                      int32
+	estChosen, estBest, ownMs float32
 }
 
 // Workload yields requests in arrival order. Implementations are not safe

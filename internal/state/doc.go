@@ -32,4 +32,12 @@
 // report from that instance replaces the estimate with the instance's own
 // figures. So gateways picking between two reports spread out instead of all
 // choosing the same best instance.
+//
+// # Queue ledger and backlog weight
+//
+// The router also remembers the predicted uncached tokens of each
+// instance's latest picks and caps a report's queue at what its waiting and
+// running picks will really prefill (ledger.go): engines report whole
+// prompts. With Limits.BacklogWeight a pick's prefill term is weighed by how
+// backlogged the pool is (backlog.go).
 package state

@@ -44,6 +44,7 @@ type instance struct {
 	disconnectedAt time.Time
 	session        *Session
 	assigned       uint64 // prefill tokens picked onto it since its last report
+	ledger         ledger // its latest picks, for the queue estimate
 	cache          *blockLRU
 }
 

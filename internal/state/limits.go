@@ -34,6 +34,14 @@ type Limits struct {
 	// defaults of readiness.Config (a 5 min window in 60 buckets, 256 hot
 	// prefixes, 8 deployments).
 	Migration readiness.Config
+	// NoQueueLedger turns the queue ledger off (see ledger): the scheduler
+	// then sees every report's queue figures as reported. Default false:
+	// the ledger caps them. For comparisons.
+	NoQueueLedger bool
+	// BacklogWeight weighs the prefill term of every pick's costs by 1 +
+	// the fewest requests any instance of the pool has waiting (see
+	// backlogWeight). Default false: the model's cost exactly.
+	BacklogWeight bool
 }
 
 // Default limits.

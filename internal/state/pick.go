@@ -56,6 +56,7 @@ type Pick struct {
 	nodes                []uint32 // scratch of record
 	matched              []int32  // matched blocks by slot
 	live, active, nextBS []uint64
+	prefillWeight        float64 // scheduler.Request.PrefillWeight (backlogWeight)
 }
 
 // ValidatePick checks a pick request's sizes and figures against the limits.
@@ -92,14 +93,15 @@ func (r *Registry) ValidatePick(in *PickInput) error {
 // sentinels; out is filled in as far as the decision got.
 func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) error {
 	p.snapshot(now, in, out)
-	err := scheduler.Decide(&out.Config.Policy, scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: in.ChosenOnly},
-		&out.Snapshot, rng, &out.Decision)
+	err := scheduler.Decide(&out.Config.Policy, scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: in.ChosenOnly,
+		PrefillWeight: out.prefillWeight}, &out.Snapshot, rng, &out.Decision)
 	if err != nil {
 		return err
 	}
 	rec := out.recs[out.Decision.Instance]
 	tokens := uint64(out.Decision.Instances[out.Decision.Instance].UncachedTokens)
 	p.mu.Lock()
+	p.work.add(now, tokens)
 	out.Approximate, out.nodes = p.assign(rec, tokens, in.Hashes, out.nodes)
 	p.mu.Unlock()
 	p.tracker.Record(now, in.Hashes, in.PromptTokens, &out.Snapshot, &out.Decision)
@@ -115,6 +117,7 @@ func (p *Pool) assign(rec *instance, tokens uint64, hashes []uint64, nodes []uin
 		return false, nodes
 	}
 	rec.assigned += tokens
+	rec.ledger.add(tokens)
 	p.tmpl[rec.ord].AssignedTokens = rec.assigned
 	if rec.last.ReportsCacheEvents {
 		return false, nodes
@@ -132,6 +135,9 @@ func (p *Pool) Assign(instance string, tokens uint64, hashes []uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if rec := p.byID[instance]; rec != nil {
+		if !p.work.at.IsZero() {
+			p.work.add(p.work.at, tokens) // dated at this replica's latest pick
+		}
 		p.assign(rec, tokens, hashes, nil)
 	}
 }
@@ -160,6 +166,7 @@ func (p *Pool) snapshot(now time.Time, in *PickInput, out *Pick) {
 	defer p.mu.RUnlock()
 	cfg := p.cfg.Load()
 	out.Config = cfg
+	out.prefillWeight = p.backlogWeight(now)
 	words := p.index.words
 	out.live = grow(out.live, words)
 	out.active = grow(out.active, words)

@@ -21,6 +21,7 @@ import (
 type Pool struct {
 	name   string
 	limits Limits
+	work   workMeter // prefill tokens picked, for backlogWeight
 	cfg    atomic.Pointer[Config]
 
 	mu       sync.RWMutex
@@ -109,9 +110,11 @@ func (p *Pool) syncReport(in *instance) {
 	si := &p.tmpl[in.ord]
 	si.BlockSizeTokens = l.BlockSizeTokens
 	si.PrefillTokensPerSecond = l.PrefillTokensPerSecond
-	si.QueueMs = l.QueueMs
+	si.QueuedPrefillTokens, si.QueueMs = l.QueuedPrefillTokens, l.QueueMs
+	if !p.limits.NoQueueLedger {
+		si.QueuedPrefillTokens, si.QueueMs = in.ledger.queueFrom(l, p.defaultTPS())
+	}
 	si.HasQueueMs = l.HasQueueMs
-	si.QueuedPrefillTokens = l.QueuedPrefillTokens
 	si.AssignedTokens = in.assigned
 	si.KVUsage = l.KVCacheUsage
 	si.Draining = l.Draining

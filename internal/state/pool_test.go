@@ -691,7 +691,7 @@ func TestValidatePick(t *testing.T) {
 // TestLimitsDefaults: zero and negative fields take their defaults.
 func TestLimitsDefaults(t *testing.T) {
 	want := Limits{DefaultMaxPools, DefaultMaxInstancesPerPool, DefaultMaxPrefixBlocks, DefaultMaxBlockEvents,
-		DefaultMaxExcludes, DefaultMaxBlocksPerInstance, DefaultMaxIndexPairs, DefaultMaxNameBytes, readiness.Config{}}
+		DefaultMaxExcludes, DefaultMaxBlocksPerInstance, DefaultMaxIndexPairs, DefaultMaxNameBytes, readiness.Config{}, false, false}
 	if got := (Limits{}).withDefaults(); got != want {
 		t.Fatalf("zero: %+v", got)
 	}

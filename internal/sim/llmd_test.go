@@ -1,0 +1,123 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/prefixroute/prefixroute/internal/state"
+)
+
+// llmdFixture is a scorer over three instances of one deployment.
+func llmdFixture(t *testing.T) *llmdScorer {
+	t.Helper()
+	sc := parse(t, `
+name: l
+duration: 10s
+deployments: [{name: x, instances: 3, prefill_tokens_per_second: 10000, kv_blocks: 100}]
+workload: {rate: 1, classes: [{name: c, share: 1, prefix_tokens: 64, suffix_tokens: 8}]}
+variants: [{name: llm-d-style, picker: llmd}]
+`)
+	rc, err := sc.variantConfig("llm-d-style")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEngine(rc, RunOptions{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newLLMD(rc, e.insts, 7)
+}
+
+func TestLLMDScore(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		stored  [3][]uint64
+		waiting [3]uint32
+		kv      [3]float64
+		hashes  []uint64
+		want    int
+	}{
+		// 3×(2/4) + 2×1 + 2×1 = 5.5 beats 3×0 + 2 + 2 = 4.
+		{"prefix wins", [3][]uint64{{1, 2}, nil, nil}, [3]uint32{0, 0, 0}, [3]float64{}, []uint64{1, 2, 3, 4}, 0},
+		// waiting 4, 2, 0 → queue terms 0, 0.5, 1: 0.75+0+2 = 2.75, 0+1+2 = 3, 0+2+2 = 4.
+		{"queue wins", [3][]uint64{{1}, nil, nil}, [3]uint32{4, 2, 0}, [3]float64{}, []uint64{1, 2, 3, 4}, 2},
+		// a match must start at the first block: {2, 3} on instance 1 matches 0.
+		// 0: 0+2+2×0.5 = 3, 1: 0+2+2×0.9 = 3.8, 2: 0+2+2×0.8 = 3.6.
+		{"kv wins, match from the first block", [3][]uint64{nil, {2, 3}, nil}, [3]uint32{1, 1, 1}, [3]float64{0.5, 0.1, 0.2}, []uint64{1, 2, 3}, 1},
+		// full match on 2 with a long queue: 3 + 0 + 2 = 5 against 0 + 2 + 2 = 4 on 0.
+		{"full match outweighs the longest queue", [3][]uint64{nil, nil, {5, 6}}, [3]uint32{0, 3, 9}, [3]float64{}, []uint64{5, 6}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := llmdFixture(t)
+			for i := range 3 {
+				if err := s.report(0, i, &state.Report{Stored: tc.stored[i], WaitingRequests: tc.waiting[i], KVCacheUsage: tc.kv[i]}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := s.pick(0, &Request{Hashes: tc.hashes, PromptTokens: uint32(16 * len(tc.hashes))})
+			if err != nil || got != tc.want {
+				t.Fatalf("pick = %d, %v; want %d (scores %v)", got, err, tc.want, s.scores)
+			}
+		})
+	}
+}
+
+// TestLLMDTies: equal scores are drawn with the seeded RNG, exactly as a
+// replay of rand.NewPCG(7, ...) gives; removed blocks stop matching; a
+// deployment weighted 0 is skipped.
+func TestLLMDTies(t *testing.T) {
+	s := llmdFixture(t)
+	for i := range 3 {
+		if err := s.report(0, i, &state.Report{Stored: []uint64{9}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := [3]int{}
+	replay := rand.New(rand.NewPCG(7, 0x6c6c6d2d64))
+	for range 300 {
+		got, err := s.pick(0, &Request{Hashes: []uint64{9, 10}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := replay.IntN(3); got != want {
+			t.Fatalf("tie broken to %d, replay says %d", got, want)
+		}
+		counts[got]++
+	}
+	if counts != [3]int{104, 98, 98} {
+		t.Fatalf("ties split %v", counts)
+	}
+	if err := s.report(0, 1, &state.Report{Removed: []uint64{9}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		if got, _ := s.pick(0, &Request{Hashes: []uint64{9}}); got == 1 {
+			t.Fatal("instance 1 chosen after its block was removed")
+		}
+	}
+	s.setWeights(map[string]float64{"x": 0}, 2)
+	if _, err := s.pick(0, &Request{Hashes: []uint64{9}}); err == nil {
+		t.Fatal("pick with every weight 0 succeeded")
+	}
+}
+
+// TestLLMDRun: a whole run of the baseline is deterministic and serves
+// every request.
+func TestLLMDRun(t *testing.T) {
+	sc := parse(t, tinyYAML+"  - {name: llm-d-style, picker: llmd}\n")
+	a := run(t, sc, "llm-d-style", RunOptions{})
+	b := run(t, sc, "llm-d-style", RunOptions{})
+	if len(a.Records)+len(a.Rejected) != a.Generated {
+		t.Fatalf("%d served + %d rejected of %d", len(a.Records), len(a.Rejected), a.Generated)
+	}
+	sa, sb := a.Summarise(), b.Summarise()
+	if sa.TTFTP99 != sb.TTFTP99 || sa.HitRatio != sb.HitRatio || sa.Label() != "llm-d-style (precise prefix, baseline)" {
+		t.Fatalf("runs differ or label wrong: %+v vs %+v", sa, sb)
+	}
+	// Seed 11's exact outcome: the scorer's draws and the precise index
+	// (a 0 hit ratio would mean the cache events are not read).
+	if got := fmt.Sprintf("%.3f %.6f %.4f", sa.TTFTP99, sa.HitRatio, sa.MaxInstanceShare); got != "84.595 0.682167 0.3098" {
+		t.Fatalf("p99, hit ratio, max share = %s", got)
+	}
+}

@@ -1,0 +1,77 @@
+package state
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/prefixroute/prefixroute/scheduler"
+)
+
+func TestBacklogWeight(t *testing.T) {
+	rep := func(waiting uint32, draining bool) *Report {
+		return &Report{WaitingRequests: waiting, Draining: draining, PrefillTokensPerSecond: 10000, HasQueueMs: true}
+	}
+	for _, tc := range []struct {
+		name    string
+		off     bool
+		waiting []uint32
+		drain   int // index of a draining instance, -1 none
+		tokens  uint64
+		after   time.Duration
+		want    float64
+	}{
+		{"off", true, []uint32{2, 5, 3}, -1, 0, 0, 0},
+		{"least waiting", false, []uint32{2, 5, 3}, -1, 0, 0, 3},
+		{"a draining instance does not count", false, []uint32{4, 0, 3}, 1, 0, 0, 4},
+		// 30000 tokens at t0: 15000 tokens/s of 30000 → ρ 1/2 → 2.
+		{"utilisation", false, []uint32{0, 0, 1}, -1, 30000, 0, 2},
+		// 2 s later the rate is e^-1 of it.
+		{"utilisation decays", false, []uint32{0, 0, 1}, -1, 30000, 2 * time.Second, 1 / (1 - 0.5*math.Exp(-1))},
+		{"capped at ρ 0.95", false, []uint32{0, 0, 1}, -1, 1 << 30, 0, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, p := newTestPool(t, Limits{BacklogWeight: !tc.off})
+			for i, w := range tc.waiting {
+				connect(t, p, t0, "d", string(rune('a'+i)), rep(w, i == tc.drain))
+			}
+			if tc.tokens > 0 {
+				p.work.add(t0, tc.tokens)
+			}
+			p.mu.RLock()
+			got := p.backlogWeight(t0.Add(tc.after))
+			p.mu.RUnlock()
+			if math.Abs(got-tc.want) > 1e-12 {
+				t.Fatalf("backlogWeight = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBacklogWeightPick: with every instance backlogged a pick weighs the
+// prefill term, so the holder of the prefix wins against a shorter queue
+// that the model's cost prefers.
+func TestBacklogWeightPick(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		_, p := newTestPool(t, Limits{BacklogWeight: on, NoQueueLedger: true})
+		cfg := DefaultConfig()
+		cfg.Policy.Strategy = scheduler.Argmin
+		p.SetConfig(cfg)
+		// a holds the 10 blocks (160 tokens, 16 ms) and has 20 ms more queue.
+		connect(t, p, t0, "d", "a", &Report{ReportsCacheEvents: true, PrefillTokensPerSecond: 10000, BlockSizeTokens: 16,
+			WaitingRequests: 3, QueueMs: 30, HasQueueMs: true, Stored: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}})
+		connect(t, p, t0, "d", "b", &Report{ReportsCacheEvents: true, PrefillTokensPerSecond: 10000, BlockSizeTokens: 16,
+			WaitingRequests: 1, QueueMs: 10, HasQueueMs: true})
+		var out Pick
+		in := PickInput{Hashes: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, PromptTokens: 176}
+		if err := p.Pick(t0, &in, rand.New(rand.NewPCG(1, 1)), &out); err != nil {
+			t.Fatal(err)
+		}
+		// off: a 30 + 1.6 against b 10 + 17.6 → b. On: weight 2 → a 33.2, b 45.2.
+		want := map[bool]string{false: "b", true: "a"}[on]
+		if got := out.Snapshot.Instances[out.Decision.Instance].ID; got != want {
+			t.Fatalf("BacklogWeight %v: chose %s, want %s (%+v)", on, got, want, out.Decision.Instances)
+		}
+	}
+}
