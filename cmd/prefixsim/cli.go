@@ -140,7 +140,7 @@ func runSim(sc *sim.Scenario, f *runFlags, stderr io.Writer) ([]*sim.Result, err
 		}
 		opts.LiveDraws = true
 		opts.RouteDelays, err = sim.ReadRoutesCSV(rf)
-		rf.Close()
+		_ = rf.Close() // read-only, fully read
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f.routeDelays, err)
 		}

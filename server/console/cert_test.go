@@ -47,7 +47,9 @@ func TestConsoleClientCertificate(t *testing.T) {
 		raw, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode >= 400 {
 			var e struct{ Error string }
-			json.Unmarshal(raw, &e)
+			if err := json.Unmarshal(raw, &e); err != nil {
+				t.Fatalf("error body %q is not JSON: %v", raw, err)
+			}
 			return resp.StatusCode, e.Error
 		}
 		return resp.StatusCode, string(raw)

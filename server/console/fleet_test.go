@@ -86,7 +86,11 @@ func (f *fleet) run(cc grpc.ClientConnInterface) {
 		if in.id == "a-1" {
 			r.Stored(held...)
 		}
-		t.Cleanup(func() { r.Close() })
+		t.Cleanup(func() {
+			if err := r.Close(); err != nil {
+				t.Errorf("Reporter.Close: %v", err)
+			}
+		})
 	}
 	picker, err := client.NewPicker(cc, client.PickerOptions{Pool: fleetPool, Timeout: 2 * time.Second})
 	if err != nil {

@@ -204,7 +204,7 @@ type apiError struct {
 func writeError(w http.ResponseWriter, httpStatus int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(httpStatus)
-	json.NewEncoder(w).Encode(apiError{Error: msg, Code: code})
+	_ = json.NewEncoder(w).Encode(apiError{Error: msg, Code: code}) // a client gone mid-answer: nothing left to tell it
 }
 
 // writeStatus answers err, a gRPC status from the backend (or any error,
@@ -249,7 +249,7 @@ func httpStatusOf(c codes.Code) int {
 // writeJSON answers v with 200.
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(v)
+	_ = json.NewEncoder(w).Encode(v) // a client gone mid-answer: nothing left to tell it
 }
 
 // badRequest is an input error the console found itself.
