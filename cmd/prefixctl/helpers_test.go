@@ -26,7 +26,10 @@ func TestMain(m *testing.M) { servertest.VerifyNoLeaks(m) }
 // stands still (no instance ever goes stale); else it is the real clock.
 func startDaemon(t *testing.T, frozen bool) *server.Daemon {
 	t.Helper()
-	opts := []servertest.Option{servertest.Config(func(c *server.DaemonConfig) { c.HTTPListen = "off" })}
+	opts := []servertest.Option{servertest.Config(func(c *server.DaemonConfig) {
+		c.HTTPListen = "off"
+		c.Server.Limits.BacklogWeight = true // as prefixrouted runs by default (--backlog-weight)
+	})}
 	if !frozen {
 		opts = append(opts, servertest.RealClock())
 	}

@@ -43,7 +43,7 @@ func run() int {
 	flag.IntVar(&cfg.Server.Limits.MaxPools, "max-pools", state.DefaultMaxPools, "most pools the router may hold")
 	flag.IntVar(&cfg.Server.Limits.MaxBlocksPerInstance, "max-blocks-per-instance", state.DefaultMaxBlocksPerInstance, "most prefix-index blocks held for one instance, whatever kv_capacity_blocks it reports")
 	flag.IntVar(&cfg.Server.Limits.MaxIndexPairs, "max-index-pairs", state.DefaultMaxIndexPairs, "most prefix-index (block, instance) pairs over all pools (36-82 bytes each)")
-	flag.BoolVar(&cfg.Server.Limits.BacklogWeight, "backlog-weight", false, "weigh every pick's prefill term by max(1 + least waiting requests, 1/(1 - utilisation)): favours cache hits as the pool fills (SIMULATION.md, util70)")
+	flag.BoolVar(&cfg.Server.Limits.BacklogWeight, "backlog-weight", true, "weigh every pick's prefill term by max(1 + least waiting requests, 1/(1 - utilisation)): favours cache hits as the pool fills (SIMULATION.md, util70)")
 	flag.BoolVar(&cfg.Server.Limits.NoQueueLedger, "no-queue-ledger", false, "use reported queues as they are, not capped by the router's ledger of its latest picks")
 	flag.DurationVar(&cfg.Server.Limits.Migration.Window, "migration-window", readiness.DefaultWindow,
 		fmt.Sprintf("window of picks GetMigrationStatus reads (prefixctl migration), in %d buckets", readiness.DefaultBuckets))

@@ -40,7 +40,8 @@ type Limits struct {
 	NoQueueLedger bool
 	// BacklogWeight weighs the prefill term of every pick's costs by 1 +
 	// the fewest requests any instance of the pool has waiting (see
-	// backlogWeight). Default false: the model's cost exactly.
+	// backlogWeight). Default false here, the model's cost exactly;
+	// prefixrouted turns it on (--backlog-weight, SIMULATION.md section 5).
 	BacklogWeight bool
 }
 
