@@ -91,6 +91,7 @@ type Daemon struct {
 	auth    authorizer  // nil: authentication off
 	tls     listenerTLS // nil: plaintext
 	guard   *streamGuard
+	picker  *httpPicker // POST /v1/pick and /v1/route on the HTTP listener
 	ready   atomic.Bool
 	cancel  context.CancelFunc
 	done    chan error
@@ -201,6 +202,9 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 	}
 	d.srv.obs = obs
 	if err := d.startSecurity(cfg, meter); err != nil {
+		return err
+	}
+	if d.picker, err = newHTTPPicker(cfg, d); err != nil {
 		return err
 	}
 	if d.lis, err = net.Listen("tcp", cfg.Listen); err != nil {

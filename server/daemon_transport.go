@@ -55,7 +55,8 @@ func (d *Daemon) serveHTTP() {
 	}()
 }
 
-// httpHandler routes /healthz, /readyz and /metrics.
+// httpHandler routes /healthz, /readyz, /metrics and the Pick front ends
+// (httppick.go).
 func (d *Daemon) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -69,5 +70,6 @@ func (d *Daemon) httpHandler() http.Handler {
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", d.tel.metricsHandler())
+	d.picker.register(mux)
 	return mux
 }
