@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/gateway"
 )
 
 // Defaults of DaemonConfig, which prefixrouted's flags show.
@@ -68,6 +69,10 @@ type DaemonConfig struct {
 	Insecure bool
 	// Transport bounds connections and report streams.
 	Transport TransportLimits
+	// Gateway maps a gateway's HTTP request (an OpenAI body) to a Pick:
+	// its pool, prefix hashes and prompt length, and the body limit. The
+	// HTTP listener's POST /v1/route uses it (httproute.go).
+	Gateway gateway.Config
 
 	// testUnary, when set, is chained innermost around every unary handler.
 	// Tests use it to inject panics.

@@ -19,6 +19,7 @@ import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/netaddr"
+	"github.com/prefixroute/prefixroute/internal/openai"
 )
 
 // The Pick front ends of the HTTP listener (--http-listen), for gateways
@@ -59,6 +60,7 @@ type httpPicker struct {
 	// refused, when set, is why neither endpoint is served on this
 	// listener: every request gets 403 with it.
 	refused string
+	router  *router // /v1/route's mapping (httproute.go)
 }
 
 // newHTTPPicker returns the front ends of d for its configuration; d's
@@ -69,7 +71,9 @@ func newHTTPPicker(cfg *DaemonConfig, d *Daemon) (*httpPicker, error) {
 	if p.refused = pickRefusal(cfg, d.auth != nil, d.tls != nil); p.refused != "" {
 		d.log.Warn(p.refused)
 	}
-	return p, nil
+	var err error
+	p.router, err = newRouter(cfg, d.srv)
+	return p, err
 }
 
 // pickRefusal is why the Pick front ends are not served on the HTTP
@@ -88,6 +92,7 @@ func pickRefusal(cfg *DaemonConfig, authOn, tlsOn bool) string {
 // register adds both endpoints to mux.
 func (p *httpPicker) register(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+PathPick, p.servePick)
+	mux.HandleFunc("POST "+PathRoute, p.serveRoute)
 }
 
 // servePick is POST /v1/pick.
@@ -107,7 +112,7 @@ func (p *httpPicker) pickJSON(ctx context.Context, w http.ResponseWriter, r *htt
 	}
 	body, err := readBody(w, r, p.maxPickBytes)
 	if err != nil {
-		return writeStatus(w, err)
+		return writeStatus(w, bodyStatus(err))
 	}
 	req := &pb.PickRequest{}
 	if err := protojson.Unmarshal(body, req); err != nil {
@@ -157,31 +162,22 @@ type httpError struct {
 func (e *httpError) Error() string              { return e.st.Err().Error() }
 func (e *httpError) GRPCStatus() *status.Status { return e.st }
 
-// readBody reads a request body of at most limit bytes. The error is a
-// gRPC status: ResourceExhausted naming the limit, answered 413, or
-// InvalidArgument for a body that could not be read (400).
+// readBody reads a request body of at most limit bytes. The error wraps
+// openai.ErrBodyTooLarge, naming the limit, or openai.ErrBadBody for a
+// body that could not be read.
 func readBody(w http.ResponseWriter, r *http.Request, limit int) ([]byte, error) {
 	if r.ContentLength > int64(limit) {
-		return nil, tooLarge(r.ContentLength, limit)
+		return nil, fmt.Errorf("%w: %d bytes; the limit is %d bytes", openai.ErrBodyTooLarge, r.ContentLength, limit)
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, tooLarge(-1, limit)
+		return nil, fmt.Errorf("%w: over the limit of %d bytes", openai.ErrBodyTooLarge, limit)
 	case err != nil:
-		return nil, status.Errorf(codes.InvalidArgument, "reading the request body: %v", err)
+		return nil, errBodyUnread(err)
 	}
 	return b, nil
-}
-
-// tooLarge is the error of a body over limit (n < 0: its size is unknown).
-func tooLarge(n int64, limit int) error {
-	msg := fmt.Sprintf("request body over the limit of %d bytes", limit)
-	if n >= 0 {
-		msg = fmt.Sprintf("request body of %d bytes is over the limit of %d bytes", n, limit)
-	}
-	return &httpError{code: http.StatusRequestEntityTooLarge, st: status.New(codes.ResourceExhausted, msg)}
 }
 
 // writeStatus answers a gRPC status error with its HTTP status and the

@@ -25,42 +25,57 @@ func (e *secureEnv) httpsClient(certName string) *http.Client {
 
 // TestHTTPPickAuthorization: /v1/pick and /v1/route authorize as a gRPC Pick
 // does, by bearer token or verified client certificate, over the HTTP
-// listener's TLS; the status is the gRPC code's.
+// listener's TLS; /v1/pick answers the gRPC code's status, /v1/route 401
+// unauthenticated or 403 permission_denied in its reason header.
 func TestHTTPPickAuthorization(t *testing.T) {
 	e := startSecure(t, nil)
 	for _, tc := range []struct {
 		name, token, cert string
 		status            int
-		msg               string
+		reason, msg       string
 	}{
-		{"no credentials", "", "", 401, "no credentials"},
-		{"unknown token", "nope-nope-nope-nope", "", 401, "bearer token not recognised"},
-		{"gateway token", "gw", "", 404, `pool not found: "nope"`}, // authorized: the pick itself fails
-		{"reader token", "reader", "", 403, `identity "reader" (token) has role operator-read`},
-		{"operator certificate", "", "alice", 403, `identity "alice" (cert) has role operator`},
-		{"certificate of no identity", "", "stranger", 403, "maps to no identity"},
+		{"no credentials", "", "", 401, reasonUnauthenticated, "no credentials"},
+		{"unknown token", "nope-nope-nope-nope", "", 401, reasonUnauthenticated, "bearer token not recognised"},
+		{"gateway token", "gw", "", 404, "unknown_pool", `pool not found: "nope"`}, // authorized: the pick fails
+		{"reader token", "reader", "", 403, reasonPermissionDenied, `identity "reader" (token) has role operator-read`},
+		{"operator certificate", "", "alice", 403, reasonPermissionDenied, `identity "alice" (cert) has role operator`},
+		{"certificate of no identity", "", "stranger", 403, reasonPermissionDenied, "maps to no identity"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodPost, "https://"+e.d.HTTPAddr()+PathPick, strings.NewReader(`{"pool":"nope"}`))
-			if tc.token != "" {
-				tok, ok := e.Token[tc.token]
-				if !ok {
-					tok = tc.token
+		for _, path := range []string{PathPick, PathRoute} {
+			t.Run(tc.name+" "+path, func(t *testing.T) {
+				body := `{"pool":"nope"}`
+				if path == PathRoute {
+					body = `{"model":"nope","prompt":"hi"}`
 				}
-				req.Header.Set("Authorization", "Bearer "+tok)
-			}
-			resp, err := e.httpsClient(tc.cert).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			var st struct{ Message string }
-			json.Unmarshal(b, &st)
-			if resp.StatusCode != tc.status || !strings.Contains(st.Message, tc.msg) {
-				t.Fatalf("status %d %s, want %d mentioning %q", resp.StatusCode, b, tc.status, tc.msg)
-			}
-		})
+				req, _ := http.NewRequest(http.MethodPost, "https://"+e.d.HTTPAddr()+path, strings.NewReader(body))
+				req.Header.Set(OriginalURIHeader, "/v1/completions")
+				if tc.token != "" {
+					tok, ok := e.Token[tc.token]
+					if !ok {
+						tok = tc.token
+					}
+					req.Header.Set("Authorization", "Bearer "+tok)
+				}
+				resp, err := e.httpsClient(tc.cert).Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				var st struct {
+					Message string
+					Error   struct{ Message string }
+				}
+				json.Unmarshal(b, &st)
+				msg, reason := st.Message, ""
+				if path == PathRoute {
+					msg, reason = st.Error.Message, tc.reason
+				}
+				if resp.StatusCode != tc.status || !strings.Contains(msg, tc.msg) || resp.Header.Get("x-prefixroute-reason") != reason {
+					t.Fatalf("status %d %v %s, want %d %q mentioning %q", resp.StatusCode, resp.Header, b, tc.status, reason, tc.msg)
+				}
+			})
+		}
 	}
 }
 

@@ -112,7 +112,7 @@ func TestHTTPPickErrors(t *testing.T) {
 		{"no pool", `{}`, 400, 3, "pool is empty"},
 		{"unknown pool", `{"pool":"nope"}`, 404, 5, "nope"},
 		{"over the body limit", `{"pool":"chat","requestId":"` + strings.Repeat("x", 1024) + `"}`, 413, 8,
-			"request body of 1054 bytes is over the limit of 1024 bytes"},
+			"request body too large: 1054 bytes; the limit is 1024 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := post(t, e.d, "/v1/pick", tc.body, nil)
@@ -142,7 +142,7 @@ func TestHTTPPickErrors(t *testing.T) {
 		defer resp.Body.Close()
 		var st rpcStatus
 		json.NewDecoder(resp.Body).Decode(&st)
-		if resp.StatusCode != 413 || st.Code != 8 || st.Message != "request body over the limit of 1024 bytes" {
+		if resp.StatusCode != 413 || st.Code != 8 || st.Message != "request body too large: over the limit of 1024 bytes" {
 			t.Fatalf("status %d %+v", resp.StatusCode, st)
 		}
 	})
