@@ -381,7 +381,9 @@ func TestNginxAnswersTheSidecarsErrors(t *testing.T) {
 		got.header.Get(gateway.ReasonHeader) != gateway.ReasonUnknownPool || got.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("through nginx %d %v %s; the sidecar answers %d %s", got.status, got.header, got.body, direct.status, direct.body)
 	}
-	var e struct{ Error struct{ Code, Message string } }
+	var e struct {
+		Error struct{ Code, Message string }
+	}
 	if err := json.Unmarshal([]byte(got.body), &e); err != nil || e.Error.Code != gateway.ReasonUnknownPool ||
 		!strings.Contains(e.Error.Message, "no-such-model") {
 		t.Fatalf("body %s: %v", got.body, err)
@@ -395,7 +397,6 @@ func TestNginxAnswersTheSidecarsErrors(t *testing.T) {
 		t.Fatalf("sidecar down: %d %v %s", got.status, got.header, got.body)
 	}
 }
-
 
 // chat is an OpenAI chat completion body for model with a system and a
 // user message (no system message when system is "").

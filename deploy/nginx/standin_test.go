@@ -63,8 +63,8 @@ func newStandIn(t testing.TB, cc grpc.ClientConnInterface, pool, dep, name strin
 	go s.srv.Serve(lis)
 	s.rep, err = client.NewReporter(cc, client.ReporterOptions{
 		Pool: pool, Deployment: dep, InstanceID: name, Address: s.addr, CacheEvents: true,
-		Load: func() client.Load { return client.Load{PrefillTokensPerSecond: 10000, KVCapacityBlocks: 100000} },
-		Hold: s.hold.Load,
+		Load:   func() client.Load { return client.Load{PrefillTokensPerSecond: 10000, KVCapacityBlocks: 100000} },
+		Hold:   s.hold.Load,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
