@@ -192,8 +192,10 @@ loadtest:
 	$(BIN)/prefixload --daemon $(BIN)/prefixrouted $(LOADTEST_FLAGS)
 
 ## test-deps: Debian packages the tests need: python3-zmq and python3-msgpack
-## for prefixagent's engine stand-in (internal/agent/testdata/engine.py).
+## for prefixagent's engine stand-in (internal/agent/testdata/engine.py);
+## nginx and libnginx-mod-http-js (njs) for deploy/nginx's end-to-end test.
 .PHONY: test-deps
+TEST_DEBS := python3-zmq python3-msgpack nginx libnginx-mod-http-js
 test-deps:
-	@dpkg -s python3-zmq python3-msgpack >/dev/null 2>&1 || \
-		(apt-get update && apt-get install -y python3-zmq python3-msgpack)
+	@dpkg -s $(TEST_DEBS) >/dev/null 2>&1 || \
+		(apt-get update && apt-get install -y $(TEST_DEBS))

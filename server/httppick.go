@@ -55,7 +55,7 @@ type httpPicker struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
 	// maxPickBytes bounds a /v1/pick body: the gRPC listener's message
-	// limit, --max-recv-msg-bytes' DaemonConfig.MaxRecvMsgBytes (4 MiB).
+	// limit, DaemonConfig.MaxRecvMsgBytes (--max-message-bytes, 4 MiB).
 	maxPickBytes int
 	// refused, when set, is why neither endpoint is served on this
 	// listener: every request gets 403 with it.

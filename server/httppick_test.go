@@ -128,6 +128,15 @@ func TestHTTPPickErrors(t *testing.T) {
 			}
 		})
 	}
+	t.Run("at the limit", func(t *testing.T) {
+		pad := func(n int) string { return `{"pool":"chat","requestId":"` + strings.Repeat("x", n-30) + `"}` }
+		if a := post(t, e.d, "/v1/pick", pad(1024), nil); a.status != http.StatusOK {
+			t.Errorf("body of 1024 bytes: %d %s", a.status, a.body)
+		}
+		if a := post(t, e.d, "/v1/pick", pad(1025), nil); a.status != http.StatusRequestEntityTooLarge {
+			t.Errorf("body of 1025 bytes: %d %s", a.status, a.body)
+		}
+	})
 	t.Run("chunked over the limit", func(t *testing.T) {
 		// No Content-Length: the limit cuts the read.
 		r, w := io.Pipe()

@@ -83,6 +83,15 @@ func TestHTTPRouteErrors(t *testing.T) {
 	}
 	e.report(rep("drained", "a", "d-1"))
 	chat := routeHeader("/v1/chat/completions")
+	t.Run("at the limit", func(t *testing.T) {
+		pad := func(n int) string { return chatBody("chat", strings.Repeat("x", n-len(chatBody("chat", "")))) }
+		if a := post(t, e.d, "/v1/route", pad(1024), chat); a.status != http.StatusNoContent {
+			t.Errorf("body of 1024 bytes: %d %s", a.status, a.body)
+		}
+		if a := post(t, e.d, "/v1/route", pad(1025), chat); a.status != http.StatusRequestEntityTooLarge {
+			t.Errorf("body of 1025 bytes: %d %s", a.status, a.body)
+		}
+	})
 	for _, tc := range []struct {
 		name, body string
 		header     http.Header
