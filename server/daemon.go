@@ -73,6 +73,9 @@ type DaemonConfig struct {
 	// its pool, prefix hashes and prompt length, and the body limit. The
 	// HTTP listener's POST /v1/route uses it (httproute.go).
 	Gateway gateway.Config
+	// FrontEnds are served on listeners of their own (frontend.go): the
+	// Envoy ext_proc endpoint picker. One with an empty Listen is off.
+	FrontEnds []FrontEnd
 
 	// testUnary, when set, is chained innermost around every unary handler.
 	// Tests use it to inject panics.
@@ -97,6 +100,7 @@ type Daemon struct {
 	tls     listenerTLS // nil: plaintext
 	guard   *streamGuard
 	picker  *httpPicker // POST /v1/pick and /v1/route on the HTTP listener
+	fronts  []*frontEnd // the front ends with a listener
 	ready   atomic.Bool
 	cancel  context.CancelFunc
 	done    chan error
@@ -130,6 +134,9 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 	if err := checkExposure(&cfg); err != nil {
 		return nil, err
 	}
+	if err := checkFrontEndExposure(&cfg); err != nil {
+		return nil, err
+	}
 	if err := cfg.TLS.Check(); err != nil {
 		return nil, err
 	}
@@ -141,7 +148,7 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 	if cfg.Server.Now == nil {
 		cfg.Server.Now = time.Now
 	}
-	d := &Daemon{log: log, done: make(chan error, 2)}
+	d := &Daemon{log: log, done: make(chan error, 2+len(cfg.FrontEnds))}
 	if err := d.start(&cfg); err != nil {
 		d.release(context.Background())
 		return nil, err
@@ -157,6 +164,11 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 		d.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
 	reflection.Register(d.grpc)
+	if err := d.serveFrontEnds(&cfg); err != nil {
+		d.stopFrontEnds()
+		d.release(context.Background())
+		return nil, err
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
@@ -221,7 +233,7 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 			return fmt.Errorf("listen %s (--http-listen): %w", cfg.HTTPListen, err)
 		}
 	}
-	return nil
+	return d.listenFrontEnds(cfg)
 }
 
 // release frees what start acquired, for a failed Start.
@@ -229,6 +241,11 @@ func (d *Daemon) release(ctx context.Context) {
 	for _, l := range []net.Listener{d.lis, d.httpLis} {
 		if l != nil {
 			l.Close()
+		}
+	}
+	for _, fe := range d.fronts {
+		if fe.lis != nil {
+			fe.lis.Close()
 		}
 	}
 	if d.dlog != nil {
@@ -277,7 +294,7 @@ func (d *Daemon) shutdown(ctx context.Context) error {
 	d.ready.Store(false)
 	d.health.Shutdown()
 	stopped := make(chan struct{})
-	go func() { d.grpc.GracefulStop(); close(stopped) }()
+	go func() { d.grpc.GracefulStop(); d.gracefulStopFrontEnds(); close(stopped) }()
 	// The report streams end only once the unary calls are done: a pick
 	// still in flight (or sent before the client saw GOAWAY) is decided on
 	// the instances as they were, not on instances Drain just disconnected.
@@ -288,6 +305,7 @@ func (d *Daemon) shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		d.log.Warn("shutdown timeout: cutting the calls still in flight", "err", ctx.Err())
 		d.grpc.Stop()
+		d.stopFrontEnds()
 		<-stopped
 	}
 	d.cancel()

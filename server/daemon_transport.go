@@ -19,7 +19,16 @@ import (
 // handshake deadline (a connection that does not finish its TLS handshake
 // and HTTP/2 preface within 10 s is closed).
 func (d *Daemon) serverOptions(cfg *DaemonConfig) []grpc.ServerOption {
-	opts := []grpc.ServerOption{
+	opts := transportOptions(cfg)
+	if d.tls != nil {
+		opts = append(opts, grpc.Creds(d.tls.GRPCCredentials()))
+	}
+	return opts
+}
+
+// transportOptions are serverOptions without the credentials.
+func transportOptions(cfg *DaemonConfig) []grpc.ServerOption {
+	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes),
 		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
 		grpc.MaxHeaderListSize(maxHeaderListBytes),
@@ -27,10 +36,6 @@ func (d *Daemon) serverOptions(cfg *DaemonConfig) []grpc.ServerOption {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}
-	if d.tls != nil {
-		opts = append(opts, grpc.Creds(d.tls.GRPCCredentials()))
-	}
-	return opts
 }
 
 // maxHeaderListBytes bounds the metadata of one call: tokens and trace

@@ -50,6 +50,7 @@ func run() int {
 	flag.IntVar(&cfg.DecisionLogBuffer, "decision-log-buffer", server.DefaultDecisionLogBuffer, "sampled Picks held waiting for the disk before new ones are dropped")
 	securityFlags(&cfg)
 	nats := clusterFlags()
+	ext := newExtprocFlags(flag.CommandLine)
 	shutdown := flag.Duration("shutdown-timeout", 10*time.Second, "how long SIGTERM waits for in-flight calls and the telemetry flush")
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	logFormat := flag.String("log-format", "text", "text or json")
@@ -64,6 +65,12 @@ func run() int {
 	}
 	cfg.Server.Logger = log
 	cfg.Server.Cluster, cfg.Server.ClusterCatchUp = nats.config(), nats.catchUp
+	fe, err := ext.frontEnd()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "prefixrouted: %v\n", err)
+		return 2
+	}
+	cfg.FrontEnds = append(cfg.FrontEnds, fe)
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 

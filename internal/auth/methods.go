@@ -1,6 +1,7 @@
 package auth
 
 import (
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
@@ -38,8 +39,10 @@ const reflectionV1Alpha = "/grpc.reflection.v1alpha.ServerReflection/ServerRefle
 // to everybody (PermissionDenied), so a new RPC needs its line here; the
 // tests walk the daemon's registered services to make sure it has one.
 var methodRules = map[string]Rule{
-	pb.PickService_Pick_FullMethodName:       {Role: RoleGateway},
-	pb.LoadService_ReportLoad_FullMethodName: {Role: RoleInstance},
+	pb.PickService_Pick_FullMethodName: {Role: RoleGateway},
+	// The Envoy ext_proc endpoint picker (--extproc-listen) picks as Pick does.
+	extprocv3.ExternalProcessor_Process_FullMethodName: {Role: RoleGateway},
+	pb.LoadService_ReportLoad_FullMethodName:           {Role: RoleInstance},
 
 	pb.AdminService_GetWeights_FullMethodName:         {Role: RoleOperatorRead},
 	pb.AdminService_GetPolicy_FullMethodName:          {Role: RoleOperatorRead},

@@ -3,6 +3,7 @@ package auth
 import (
 	"testing"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -11,9 +12,10 @@ import (
 )
 
 // servedDescs are the services the daemon registers (v1alpha reflection
-// aside: its generated package is deprecated).
+// aside: its generated package is deprecated), with the ext_proc front
+// end's.
 var servedDescs = []*grpc.ServiceDesc{&pb.PickService_ServiceDesc, &pb.LoadService_ServiceDesc, &pb.AdminService_ServiceDesc,
-	&healthpb.Health_ServiceDesc, &rpb.ServerReflection_ServiceDesc}
+	&healthpb.Health_ServiceDesc, &rpb.ServerReflection_ServiceDesc, &extprocv3.ExternalProcessor_ServiceDesc}
 
 // descMethods are the full names of every method and stream of the descs.
 func descMethods(descs []*grpc.ServiceDesc) []string {

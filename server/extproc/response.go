@@ -1,0 +1,82 @@
+package extproc
+
+import (
+	"strconv"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/prefixroute/prefixroute/internal/gateway"
+)
+
+// Results of a request in prefixroute_extproc_requests_total besides the
+// error reasons (gateway.Reason*, reasonUnsupportedMode, the subset
+// reasons).
+const (
+	resultRouted      = "routed"      // decided and answered with a destination
+	resultPassthrough = "passthrough" // no body: passed through untouched
+)
+
+// Reasons of the answers the Processor makes itself.
+const (
+	reasonUnsupportedMode    = "unsupported_body_mode" // 500: the gateway's body mode cannot carry a decision
+	reasonEmptySubset        = "empty_subset"          // 503: the subset hint lists no endpoint
+	reasonSubsetExcludeLimit = "subset_exclude_limit"  // 500: the subset leaves more instances to exclude than a pick may carry
+	reasonNoInstanceInSubset = gateway.ReasonNoEligibleInstance
+)
+
+// setHeader sets (overwriting a client's) one request header.
+func setHeader(key, value string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: key, RawValue: []byte(value)},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
+}
+
+// destinationMetadata is envoy.lb / x-gateway-destination-endpoint = dest.
+func destinationMetadata(dest string) *structpb.Struct {
+	return &structpb.Struct{Fields: map[string]*structpb.Value{
+		MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			gateway.DestinationHeader: structpb.NewStringValue(dest)}})}}
+}
+
+// streamed is a body mutation that streams chunk (FULL_DUPLEX_STREAMED).
+func streamed(chunk []byte, eos bool) *extprocv3.CommonResponse {
+	return &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{
+		StreamedResponse: &extprocv3.StreamedBodyResponse{Body: chunk, EndOfStream: eos}}}}
+}
+
+// sendChunks calls send for body in chunks of at most BodyChunkBytes, eos
+// on the last; an empty body is one empty chunk when eos is set, none
+// otherwise.
+func sendChunks(body []byte, eos bool, send func(chunk []byte, eos bool) error) error {
+	if len(body) == 0 {
+		if eos {
+			return send(nil, true)
+		}
+		return nil
+	}
+	for len(body) > 0 {
+		n := min(len(body), BodyChunkBytes)
+		if err := send(body[:n], eos && n == len(body)); err != nil {
+			return err
+		}
+		body = body[n:]
+	}
+	return nil
+}
+
+// immediate is the ImmediateResponse of an error: its status, JSON body,
+// content type and reason header.
+func immediate(e *gateway.Error) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+		ImmediateResponse: &extprocv3.ImmediateResponse{
+			Status: &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},
+			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
+				setHeader("content-type", "application/json"),
+				setHeader(gateway.ReasonHeader, e.Reason),
+			}},
+			Body:    e.JSON(),
+			Details: "prefixroute_" + e.Reason + "_" + strconv.Itoa(e.Status),
+		}}}
+}

@@ -1,0 +1,95 @@
+package extproc_test
+
+import (
+	"context"
+	"crypto/tls"
+	"testing"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/prefixroute/prefixroute/internal/servertest"
+	"github.com/prefixroute/prefixroute/internal/testpki"
+	"github.com/prefixroute/prefixroute/server"
+	"github.com/prefixroute/prefixroute/server/extproc"
+)
+
+// secureFrontEnd starts a daemon with the test PKI's tokens file (and its
+// TLS files when daemonTLS) and the ext_proc front end with mode, and
+// dials the front end over TLS trusting tlsConf.
+func secureFrontEnd(t *testing.T, mode server.FrontEndTLS, daemonTLS bool, tlsConf func(*testpki.PKI) *tls.Config) extprocv3.ExternalProcessorClient {
+	t.Helper()
+	pki := testpki.New(t)
+	sc := servertest.Start(t, servertest.Config(func(c *server.DaemonConfig) {
+		pki.Secure(daemonTLS)(c)
+		c.FrontEnds = append(c.FrontEnds, extproc.FrontEnd("127.0.0.1:0", mode, extproc.Options{}))
+	}))
+	cc, err := grpc.NewClient(sc.D.FrontEndAddr("extproc"), grpc.WithTransportCredentials(credentials.NewTLS(tlsConf(pki))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return extprocv3.NewExternalProcessorClient(cc)
+}
+
+// call sends one chat request with token ("" for none) and returns the
+// first response's error: nil when the processor answered (here 404, the
+// pool is unknown).
+func call(client extprocv3.ExternalProcessorClient, token string) error {
+	ctx := context.Background()
+	if token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
+	st, err := client.Process(ctx)
+	if err != nil {
+		return err
+	}
+	st.Send(reqHeaders("POST", "/v1/chat/completions", false, duplex))
+	st.Send(reqBody(chatBody("nopool", 100, 1), true))
+	st.CloseSend()
+	r, err := st.Recv()
+	if err != nil {
+		return err
+	}
+	if r.GetImmediateResponse().GetStatus().GetCode() != 404 {
+		return status.Errorf(codes.Unknown, "answer %v, want 404", r)
+	}
+	return nil
+}
+
+// TestAuthAndTLS: Process needs the gateway role, over the self-signed
+// certificate (verification skipped, as GIE's Envoy config does) or the
+// daemon's certificate (verified against its CA).
+func TestAuthAndTLS(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		mode      server.FrontEndTLS
+		daemonTLS bool
+		conf      func(*testpki.PKI) *tls.Config
+	}{
+		{"self-signed", server.FrontEndSelfSigned, false, func(*testpki.PKI) *tls.Config { return &tls.Config{InsecureSkipVerify: true} }},
+		{"daemon certificate", server.FrontEndTLSDaemon, true, func(p *testpki.PKI) *tls.Config {
+			return &tls.Config{RootCAs: p.CA.Pool(), ServerName: "localhost"}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			client := secureFrontEnd(t, tt.mode, tt.daemonTLS, tt.conf)
+			for _, c := range []struct {
+				identity string
+				code     codes.Code
+			}{{"gw", codes.OK}, {"", codes.Unauthenticated}, {"reader", codes.PermissionDenied}, {"inst", codes.PermissionDenied}} {
+				tok := ""
+				if c.identity != "" {
+					tok = testpki.Token(c.identity)
+				}
+				if err := call(client, tok); status.Code(err) != c.code {
+					t.Errorf("as %q: %v, want %v", c.identity, err, c.code)
+				}
+			}
+		})
+	}
+}
