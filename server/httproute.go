@@ -20,7 +20,8 @@ import (
 // path of the client's request (which OpenAI endpoint it is) comes in the
 // X-Original-URI header, nginx's auth_request idiom. The pool is the
 // ?pool= parameter, else the one DaemonConfig.Gateway maps the request to
-// (its pool header, model map, default pool), else the body's model; the
+// (its pool header, model map, default pool: prefixrouted's --extproc-*
+// flags, shared with the ext_proc listener), else the body's model; the
 // body may be at most Gateway.MaxBodyBytes (16 MiB by default). The
 // answer is 204 with
 //
@@ -68,25 +69,11 @@ func newRouter(cfg *DaemonConfig, srv *Server) (*router, error) {
 	if gc.MaxPrefixBlocks == 0 {
 		gc.MaxPrefixBlocks = srv.reg.Limits().MaxPrefixBlocks
 	}
-	m, err := gateway.NewMapper(gc, srv.BlockSizeTokens)
+	m, err := gateway.NewMapper(gc, srv.BlockSize)
 	if err != nil {
 		return nil, err
 	}
 	return &router{m: m}, nil
-}
-
-// BlockSizeTokens is a pool's block_size_tokens policy, the block size of
-// token-mode prefix hashes, or 0 for a pool the router does not know. Safe
-// for concurrent use.
-func (s *Server) BlockSizeTokens(pool string) int {
-	p, err := s.reg.Pool(pool)
-	if err != nil {
-		return 0
-	}
-	if c := p.Config(); c != nil {
-		return int(c.Policy.BlockSizeTokens)
-	}
-	return 0
 }
 
 // serveRoute is POST /v1/route.
