@@ -367,11 +367,13 @@ func readEvent(br *bufio.Reader) (string, error) {
 
 // TestNginxAnswersTheSidecarsErrors: a request the sidecar finds no
 // instance for gets the sidecar's answer through nginx, status, JSON body
-// and reason; with the sidecar down nginx answers 503 itself.
+// and reason; a body over the limit gets 413 in the same form; with the
+// sidecar down nginx answers 503 itself.
 func TestNginxAnswersTheSidecarsErrors(t *testing.T) {
 	down := false
 	f := startFleet(t, func(line string) bool {
-		return down && strings.Contains(line, "while connecting to upstream") && strings.Contains(line, "/v1/route")
+		return strings.Contains(line, "client intended to send too large body") ||
+			down && strings.Contains(line, "while connecting to upstream") && strings.Contains(line, "/v1/route")
 	})
 	f.add("chat", "d", "i-1")
 	body := chat("no-such-model", "", "hello", false)
@@ -387,6 +389,15 @@ func TestNginxAnswersTheSidecarsErrors(t *testing.T) {
 	if err := json.Unmarshal([]byte(got.body), &e); err != nil || e.Error.Code != gateway.ReasonUnknownPool ||
 		!strings.Contains(e.Error.Message, "no-such-model") {
 		t.Fatalf("body %s: %v", got.body, err)
+	}
+
+	// Over the body limit (nginx's, the same as the sidecar's): 413 in the
+	// sidecar's form, without asking it.
+	big := chat("chat", "", strings.Repeat("x", 16<<20), false)
+	got = f.send(big)
+	if err := json.Unmarshal([]byte(got.body), &e); err != nil || got.status != http.StatusRequestEntityTooLarge ||
+		e.Error.Code != gateway.ReasonBodyTooLarge || got.header.Get(gateway.ReasonHeader) != gateway.ReasonBodyTooLarge {
+		t.Fatalf("body of %d bytes: %d %v %s", len(big), got.status, got.header, got.body)
 	}
 
 	down = true
