@@ -104,7 +104,6 @@ func (p *httpPicker) route(ctx context.Context, w http.ResponseWriter, r *http.R
 	if err := p.router.m.Map(greq, req); err != nil {
 		return writeRouteError(w, gateway.ErrorFor(err))
 	}
-	body, greq.Body = nil, nil // never kept past the mapping
 	resp, err := p.srv.PickFor(ctx, req, PickMeta{Start: start, Service: httpService, Method: "POST " + PathRoute})
 	if err != nil {
 		return writeRouteError(w, gateway.ErrorFor(err))

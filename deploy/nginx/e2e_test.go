@@ -225,18 +225,23 @@ func TestNginxWeightsShiftNewPrompts(t *testing.T) {
 	t.Logf("weights 1:9 over %d new prompts: a-1 %d (%.1f%%), b-1 %d", n, count["a-1"], 100*float64(count["a-1"])/n, count["b-1"])
 }
 
-// TestNginxDeadInstance: an instance that vanishes (stops answering and
-// reporting, its stream still open) is still chosen until its reports are
-// stale_after old: nginx's connection to it fails and the request goes to
-// the fallback the sidecar listed, so every client request still
-// succeeds; once stale the sidecar names it no more. An instance that is
-// killed (its stream ends) is dropped at once.
+// TestNginxDeadInstance: an instance that dies serving a request (it
+// stops answering and reporting, its stream still open, as a host that
+// froze) fails that request unanswered, and nginx sends it to the
+// fallback the sidecar listed; the sidecar still chooses the instance
+// until its reports are stale_after old, and nginx's refused connections
+// go to the fallback too, so every client request succeeds; once stale
+// the sidecar names it no more. An instance whose stream ends (killed
+// with its reporter) is dropped at once.
 func TestNginxDeadInstance(t *testing.T) {
 	var gone []string
 	f := startFleet(t, func(line string) bool {
-		// nginx logs each failed connection to a dead instance: expected.
+		// nginx logs each failed connection to a dead instance, and the
+		// request the instance died serving: expected.
 		for _, addr := range gone {
-			if strings.Contains(line, "(111: Connection refused) while connecting to upstream") && strings.Contains(line, addr) {
+			if (strings.Contains(line, "(111: Connection refused) while connecting to upstream") ||
+				strings.Contains(line, "upstream prematurely closed connection while reading response header")) &&
+				strings.Contains(line, addr) {
 				return true
 			}
 		}
@@ -253,18 +258,16 @@ func TestNginxDeadInstance(t *testing.T) {
 	gone = append(gone, x.addr)
 	f.waitHeld("chat", holder, chat("chat", systemPrompt, "question 1", false))
 
-	x.vanish()
-	vanished := time.Now()
-	// The sidecar still names x first: nginx retries the fallback.
+	// x dies serving the next request: that request, in flight, goes to
+	// the fallback.
+	x.dieOnNext.Store(true)
 	got := f.servedBy(chat("chat", systemPrompt, "question 1", false))
-	if got == holder {
-		t.Fatalf("served by %s, which is gone", got)
-	}
-	last := lastAccessLine(t, f.nginx)
-	if !strings.Contains(last, "instance="+holder+" ") || !strings.Contains(last, "upstream="+x.addr+" : "+ins[got].addr+" ") ||
-		!strings.Contains(last, "upstream_status=502 : 200 ") {
-		t.Fatalf("access log %q: want the request routed to %s (%s), refused, then served by the fallback %s", last, holder, x.addr, got)
-	}
+	vanished := time.Now()
+	wantRetried(t, f.nginx, holder, x, ins[got])
+	// Until stale_after the sidecar still names x first: nginx's
+	// connection is refused and the request goes to the fallback.
+	got = f.servedBy(chat("chat", systemPrompt, "question 2", false))
+	wantRetried(t, f.nginx, holder, x, ins[got])
 	// Within stale_after the sidecar stops naming x.
 	servertest.Eventually(t, holder+" left out of /v1/route", func() bool {
 		r := f.route(chat("chat", systemPrompt, "probe", false))
@@ -278,7 +281,7 @@ func TestNginxDeadInstance(t *testing.T) {
 	}
 	t.Logf("%s left out %v after it vanished (stale_after %v)", holder, took.Round(time.Millisecond), stale)
 	before := x.served.Load()
-	for i := 2; i < 12; i++ {
+	for i := 3; i < 13; i++ {
 		if got := f.servedBy(chat("chat", systemPrompt, fmt.Sprintf("question %d", i), false)); got == holder {
 			t.Fatalf("served by %s, which is gone", got)
 		}
@@ -308,6 +311,18 @@ func TestNginxDeadInstance(t *testing.T) {
 		if got := f.servedBy(chat("chat", "", fmt.Sprintf("after the kill %d", i), false)); got == holder || got == killed.name {
 			t.Fatalf("served by %s, which is gone", got)
 		}
+	}
+}
+
+// wantRetried fails unless nginx's latest request was routed to x (the
+// sidecar's choice, holder), failed there with 502 and was served by the
+// fallback y.
+func wantRetried(t *testing.T, p *nginxProc, holder string, x, y *standIn) {
+	t.Helper()
+	last := lastAccessLine(t, p)
+	if y == nil || y == x || !strings.Contains(last, "instance="+holder+" ") ||
+		!strings.Contains(last, "upstream="+x.addr+" : "+y.addr+" ") || !strings.Contains(last, "upstream_status=502 : 200 ") {
+		t.Fatalf("access log %q: want the request routed to %s (%s), failed there, then served by a fallback", last, holder, x.addr)
 	}
 }
 

@@ -37,6 +37,9 @@ type standIn struct {
 	mapper     *gateway.Mapper
 	served     atomic.Int64
 	hold       atomic.Bool // reports held: the sidecar will see it go stale
+	// dieOnNext makes the next request kill the stand-in while it serves
+	// it: it vanishes, closing that request's connection unanswered.
+	dieOnNext atomic.Bool
 	// gate, when set, is waited on between a stream's first event and
 	// the rest (SSE test: the client must see the first event before the
 	// stand-in sends more, which buffering anywhere would prevent).
@@ -142,6 +145,10 @@ func (s *standIn) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		http.Error(w, `{"error":{"message":"bad body","type":"invalid_request_error"}}`, http.StatusBadRequest)
+		return
+	}
+	if s.dieOnNext.CompareAndSwap(true, false) {
+		s.vanish() // closes this connection too, before any answer
 		return
 	}
 	s.served.Add(1)
