@@ -30,6 +30,7 @@ type fleet struct {
 	sidecar *servertest.Sidecar
 	cc      *grpc.ClientConn // the stand-ins' connection to the sidecar
 	nginx   *nginxProc
+	reqs    int // requests sent through nginx, for their ids
 }
 
 // startFleet starts the sidecar and nginx; allowed lines of nginx's error
@@ -78,10 +79,16 @@ type answer struct {
 	body   string
 }
 
-// send posts a chat completion body through nginx.
+// send posts a chat completion body through nginx with a new
+// x-request-id, which names the request in nginx's access log
+// (accessLine).
 func (f *fleet) send(body string) answer {
 	f.t.Helper()
-	resp, err := f.nginx.post("/v1/chat/completions", body)
+	f.reqs++
+	req, _ := http.NewRequest(http.MethodPost, f.nginx.url("/v1/chat/completions"), strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", fmt.Sprintf("e2e-%d", f.reqs))
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -91,6 +98,24 @@ func (f *fleet) send(body string) answer {
 		f.t.Fatal(err)
 	}
 	return answer{resp.StatusCode, resp.Header, string(b)}
+}
+
+// accessLine is the access log line of the latest request send made. nginx
+// writes it after the answer, so it may take a moment to appear.
+func (f *fleet) accessLine() string {
+	f.t.Helper()
+	id := fmt.Sprintf("request_id=e2e-%d ", f.reqs)
+	var line string
+	servertest.Eventually(f.t, "the access log has "+id, func() bool {
+		for _, l := range strings.Split(f.nginx.accessLog(), "\n") {
+			if strings.Contains(l+" ", id) {
+				line = l + " "
+				return true
+			}
+		}
+		return false
+	})
+	return line
 }
 
 // servedBy sends body through nginx and returns the instance that
@@ -188,7 +213,9 @@ func TestNginxSharedPrefixStaysOnItsInstance(t *testing.T) {
 	t.Logf("%s holds the system prompt's %d blocks", first, blocks)
 	for i := 1; i <= 20; i++ {
 		if got := f.servedBy(chat("chat", systemPrompt, fmt.Sprintf("question %d", i), false)); got != first {
-			t.Fatalf("request %d sharing the system prompt went to %s, not %s which holds it", i, got, first)
+			li, _ := f.sidecar.Admin.ListInstances(context.Background(), &pb.ListInstancesRequest{Pool: "chat"})
+			t.Fatalf("request %d sharing the system prompt went to %s, not %s which holds it; instances now: %v",
+				i, got, first, li.GetInstances())
 		}
 	}
 	if n := ins[first].served.Load(); n != 21 {
@@ -263,11 +290,21 @@ func TestNginxDeadInstance(t *testing.T) {
 	x.dieOnNext.Store(true)
 	got := f.servedBy(chat("chat", systemPrompt, "question 1", false))
 	vanished := time.Now()
-	wantRetried(t, f.nginx, holder, x, ins[got])
-	// Until stale_after the sidecar still names x first: nginx's
+	wantRetried(t, f, holder, x, ins[got])
+	// Until stale_after the sidecar may still name x first (it shares the
+	// prefix with the fallback that served question 1 now): nginx's
 	// connection is refused and the request goes to the fallback.
-	got = f.servedBy(chat("chat", systemPrompt, "question 2", false))
-	wantRetried(t, f.nginx, holder, x, ins[got])
+	refused := 0
+	for i := 2; refused == 0 && i < 40; i++ {
+		got = f.servedBy(chat("chat", systemPrompt, fmt.Sprintf("question %d", i), false))
+		if strings.Contains(f.accessLine(), "instance="+holder+" ") {
+			wantRetried(t, f, holder, x, ins[got])
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("the sidecar never named %s in 38 requests before it went stale", holder)
+	}
 	// Within stale_after the sidecar stops naming x.
 	servertest.Eventually(t, holder+" left out of /v1/route", func() bool {
 		r := f.route(chat("chat", systemPrompt, "probe", false))
@@ -281,11 +318,11 @@ func TestNginxDeadInstance(t *testing.T) {
 	}
 	t.Logf("%s left out %v after it vanished (stale_after %v)", holder, took.Round(time.Millisecond), stale)
 	before := x.served.Load()
-	for i := 3; i < 13; i++ {
-		if got := f.servedBy(chat("chat", systemPrompt, fmt.Sprintf("question %d", i), false)); got == holder {
+	for i := range 10 {
+		if got := f.servedBy(chat("chat", systemPrompt, fmt.Sprintf("after stale %d", i), false)); got == holder {
 			t.Fatalf("served by %s, which is gone", got)
 		}
-		if l := lastAccessLine(t, f.nginx); strings.Contains(l, " : ") {
+		if l := f.accessLine(); strings.Contains(l, " : ") {
 			t.Fatalf("access log %q: a retry after %s went stale", l, holder)
 		}
 	}
@@ -314,23 +351,16 @@ func TestNginxDeadInstance(t *testing.T) {
 	}
 }
 
-// wantRetried fails unless nginx's latest request was routed to x (the
-// sidecar's choice, holder), failed there with 502 and was served by the
-// fallback y.
-func wantRetried(t *testing.T, p *nginxProc, holder string, x, y *standIn) {
+// wantRetried fails unless the latest request through nginx was routed
+// to x (the sidecar's choice, holder), failed there with 502 and was
+// served by the fallback y.
+func wantRetried(t *testing.T, f *fleet, holder string, x, y *standIn) {
 	t.Helper()
-	last := lastAccessLine(t, p)
+	last := f.accessLine()
 	if y == nil || y == x || !strings.Contains(last, "instance="+holder+" ") ||
 		!strings.Contains(last, "upstream="+x.addr+" : "+y.addr+" ") || !strings.Contains(last, "upstream_status=502 : 200 ") {
 		t.Fatalf("access log %q: want the request routed to %s (%s), failed there, then served by a fallback", last, holder, x.addr)
 	}
-}
-
-// lastAccessLine is nginx's latest access log line.
-func lastAccessLine(t *testing.T, p *nginxProc) string {
-	t.Helper()
-	lines := strings.Split(strings.TrimSpace(p.accessLog()), "\n")
-	return lines[len(lines)-1] + " "
 }
 
 // TestNginxStreamsSSE: a streamed answer passes through nginx byte for
