@@ -197,9 +197,11 @@ func (f *fleet) waitHeld(pool, instance, body string) int {
 	return int(blocks)
 }
 
-// systemPrompt is a long shared system prompt: ~2,000 tokens, ~200 ms of
-// prefill at the stand-ins' 10,000 tokens/s, so that the instance holding
-// it is far cheaper than any other.
+// systemPrompt is a long shared system prompt: 8,400 bytes, estimated at
+// 2,100 tokens, ~1 s of prefill at the stand-ins' 2,000 tokens/s. The
+// instance holding it costs ~1 s less than any other, and the instance
+// softmax (δ = 20 ms) gives each other instance 2^-50 of its odds: a
+// request sharing the prompt lands elsewhere about once in 10^15.
 var systemPrompt = strings.Repeat("You are a careful assistant. Answer in one short paragraph. ", 140)
 
 // TestNginxSharedPrefixStaysOnItsInstance: requests sharing a long system

@@ -66,7 +66,7 @@ func newStandIn(t testing.TB, cc grpc.ClientConnInterface, pool, dep, name strin
 	go s.srv.Serve(lis)
 	s.rep, err = client.NewReporter(cc, client.ReporterOptions{
 		Pool: pool, Deployment: dep, InstanceID: name, Address: s.addr, CacheEvents: true,
-		Load:   func() client.Load { return client.Load{PrefillTokensPerSecond: 10000, KVCapacityBlocks: 100000} },
+		Load:   func() client.Load { return client.Load{PrefillTokensPerSecond: 2000, KVCapacityBlocks: 100000} },
 		Hold:   s.hold.Load,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
