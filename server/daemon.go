@@ -232,6 +232,8 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 		if d.httpLis, err = net.Listen("tcp", cfg.HTTPListen); err != nil {
 			return fmt.Errorf("listen %s (--http-listen): %w", cfg.HTTPListen, err)
 		}
+		// It serves picks too (POST /v1/route, /v1/pick): the same bound.
+		d.httpLis = netutil.LimitListener(d.httpLis, cfg.Transport.MaxConnections)
 	}
 	return d.listenFrontEnds(cfg)
 }
