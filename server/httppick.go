@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -51,6 +53,7 @@ const (
 // httpPicker serves POST /v1/pick and /v1/route. Safe for concurrent use.
 type httpPicker struct {
 	srv    *Server
+	log    *slog.Logger
 	auth   authorizer // nil: authentication off
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
@@ -66,7 +69,7 @@ type httpPicker struct {
 // newHTTPPicker returns the front ends of d for its configuration; d's
 // telemetry, server and security are set up.
 func newHTTPPicker(cfg *DaemonConfig, d *Daemon) (*httpPicker, error) {
-	p := &httpPicker{srv: d.srv, auth: d.auth, prop: d.tel.propagator, maxPickBytes: cfg.MaxRecvMsgBytes,
+	p := &httpPicker{srv: d.srv, log: d.log, auth: d.auth, prop: d.tel.propagator, maxPickBytes: cfg.MaxRecvMsgBytes,
 		tracer: d.tel.tracer.Tracer("github.com/prefixroute/prefixroute/server")}
 	if p.refused = pickRefusal(cfg, d.auth != nil, d.tls != nil); p.refused != "" {
 		d.log.Warn(p.refused)
@@ -100,8 +103,25 @@ func (p *httpPicker) servePick(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx, span := p.startSpan(r, PathPick)
 	defer span.End()
+	defer p.recovered(ctx, w, PathPick)
 	code := p.pickJSON(ctx, w, r, start)
 	endSpan(span, code)
+}
+
+// recovered, deferred by a handler, turns its panic into a logged error
+// with the stack, a count in prefixroute_panics_recovered_total and a 500
+// answer, as the gRPC recovery interceptor does; the server keeps serving.
+func (p *httpPicker) recovered(ctx context.Context, w http.ResponseWriter, path string) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	p.srv.obs.panicked(ctx)
+	if p.log != nil {
+		p.log.ErrorContext(ctx, "recovered from a panic in an HTTP pick handler; the request fails with 500, the server keeps serving",
+			"path", path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	}
+	writeStatus(w, status.Error(codes.Internal, "internal error: the router recovered from a panic while handling this request; its log has the details"))
 }
 
 // pickJSON answers one /v1/pick and returns the HTTP status it wrote.

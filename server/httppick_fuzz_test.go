@@ -102,3 +102,22 @@ func FuzzHTTPPick(f *testing.F) {
 		}
 	})
 }
+
+// TestHTTPPickRecoversPanics: a panic in a handler (here: no router) is a
+// 500 with a JSON status, not a dropped connection.
+func TestHTTPPickRecoversPanics(t *testing.T) {
+	p := fuzzPicker(t)
+	p.router = nil
+	req := httptest.NewRequest(http.MethodPost, "http://sidecar"+PathRoute, strings.NewReader(`{"model":"chat","prompt":"x"}`))
+	req.Header.Set(OriginalURIHeader, "/v1/completions")
+	w := httptest.NewRecorder()
+	p.serveRoute(w, req)
+	var st struct {
+		Code    int
+		Message string
+	}
+	if w.Code != http.StatusInternalServerError || json.Unmarshal(w.Body.Bytes(), &st) != nil || st.Code != 13 ||
+		!strings.Contains(st.Message, "recovered from a panic") {
+		t.Fatalf("status %d, body %s", w.Code, w.Body)
+	}
+}

@@ -81,6 +81,7 @@ func (p *httpPicker) serveRoute(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx, span := p.startSpan(r, PathRoute)
 	defer span.End()
+	defer p.recovered(ctx, w, PathRoute)
 	endSpan(span, p.route(ctx, w, r, start))
 }
 
