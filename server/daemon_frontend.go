@@ -64,7 +64,7 @@ func (d *Daemon) serveFrontEnds(cfg *DaemonConfig) error {
 			opts = append(opts, grpc.Creds(creds))
 		}
 		fe.grpc = grpc.NewServer(append(middleware(d.log, d.tel, d.srv.obs, &d.calls, d.authFunc(), d.guard, cfg.testUnary), opts...)...)
-		names, err := fe.cfg.Register(fe.grpc, FrontEndDeps{Server: d.srv, Logger: d.log,
+		names, err := fe.cfg.Register(fe.grpc, FrontEndDeps{Server: d.srv, Logger: d.log, Tracer: d.tel.tracer,
 			Meter: d.tel.meter.Meter("github.com/prefixroute/prefixroute/server/" + fe.cfg.Name)})
 		if err != nil {
 			return fmt.Errorf("%s: %w", fe.cfg.Name, err)

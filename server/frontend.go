@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 )
 
@@ -35,9 +36,10 @@ type FrontEnd struct {
 
 // FrontEndDeps is what the daemon gives a front end's Register.
 type FrontEndDeps struct {
-	Server *Server      // the daemon's services and state
-	Meter  metric.Meter // the daemon's metrics (/metrics)
-	Logger *slog.Logger // the daemon's log
+	Server *Server              // the daemon's services and state
+	Meter  metric.Meter         // the daemon's metrics (/metrics)
+	Tracer trace.TracerProvider // the daemon's traces (per the OTEL_* environment)
+	Logger *slog.Logger         // the daemon's log
 }
 
 // FrontEndTLS is how a front end's listener is secured.

@@ -29,6 +29,8 @@ func TestErrorClasses(t *testing.T) {
 		Policy: &pb.Policy{OnSaturation: pb.OnSaturation_ON_SATURATION_SHED}}); err != nil {
 		t.Fatal(err)
 	}
+	e.report(&pb.ReportLoadRequest{Pool: "draining", Deployment: "blue", InstanceId: "x1", Address: "10.0.3.1:8000", Seq: 1,
+		PrefillTokensPerSecond: 10000, Draining: true})
 	chat := func(model string) []byte { return chatBody(model, 200, 1) }
 	for _, tt := range []struct {
 		name   string
@@ -46,6 +48,7 @@ func TestErrorClasses(t *testing.T) {
 		{"unknown endpoint", duplex, "/v1/images/generations", chunked(chat("llama"), 1<<20), 404, "unknown_endpoint", "/v1/images/generations"},
 		{"unknown pool", duplex, "/v1/chat/completions", chunked(chat("mistral"), 1<<20), 404, "unknown_pool", "mistral"},
 		{"model mapped to an unknown pool", buffered, "/v1/chat/completions", chunked(chat("ghost"), 1<<20), 404, "unknown_pool", "nowhere"},
+		{"no eligible instance", duplex, "/v1/chat/completions", chunked(chat("draining"), 1<<20), 503, "no_eligible_instance", "draining"},
 		{"drained", duplex, "/v1/chat/completions", chunked(chat("drained"), 1<<20), 503, "drained", "weight 0"},
 		{"saturated", duplex, "/v1/chat/completions", chunked(chat("full"), 1<<20), 429, "saturated", "saturated"},
 		{"streamed mode", procmode.ProcessingMode_STREAMED, "/v1/chat/completions", chunked(chat("llama"), 1<<20), 500, "unsupported_body_mode", "STREAMED"},

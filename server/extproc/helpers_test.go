@@ -62,17 +62,24 @@ func start(t testing.TB, opts extproc.Options, mutate ...func(*server.DaemonConf
 // stream stays open until the test ends.
 func (e *env) instance(pool, deployment, id, addr string, kvUsage float64) {
 	e.t.Helper()
+	e.report(&pb.ReportLoadRequest{Pool: pool, Deployment: deployment, InstanceId: id, Address: addr, Seq: 1,
+		KvCacheUsage: kvUsage, KvCapacityBlocks: 10000, PrefillTokensPerSecond: 10000, BlockSizeTokens: 16})
+}
+
+// report connects an instance with its first report r; the stream stays
+// open until the test ends.
+func (e *env) report(r *pb.ReportLoadRequest) {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := e.sc.Load.ReportLoad(ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := st.Send(&pb.ReportLoadRequest{Pool: pool, Deployment: deployment, InstanceId: id, Address: addr, Seq: 1,
-		KvCacheUsage: kvUsage, KvCapacityBlocks: 10000, PrefillTokensPerSecond: 10000, BlockSizeTokens: 16}); err != nil {
+	if err := st.Send(r); err != nil {
 		e.t.Fatal(err)
 	}
 	if _, err := st.Recv(); err != nil {
-		e.t.Fatalf("report of %s: %v", id, err)
+		e.t.Fatalf("report of %s: %v", r.InstanceId, err)
 	}
 	e.t.Cleanup(func() { st.CloseSend(); cancel() })
 }

@@ -82,8 +82,11 @@ func TestRoutedBothModes(t *testing.T) {
 			if want := wantFallbacks(chosen, 2); d.header != want {
 				t.Fatalf("destination %q, want %q (fallbacks by probability)", d.header, want)
 			}
-			if dh := d.extra["x-prefixroute-decision"]; !strings.HasPrefix(dh, "deployment=") || !strings.Contains(dh, "; probability=0.") {
-				t.Errorf("decision header %q", dh)
+			// Cold cache, one instance a deployment: P = the weight's share.
+			want := map[string]string{"10.0.0.1:8000": "deployment=blue; probability=0.6",
+				"10.0.0.2:8000": "deployment=green; probability=0.3", "10.0.0.3:8000": "deployment=red; probability=0.1"}[chosen]
+			if dh := d.extra["x-prefixroute-decision"]; dh != want {
+				t.Errorf("decision header %q, want %q", dh, want)
 			}
 			if tt.mode == buffered {
 				if d.chunks != 0 || len(rs) != 2 {

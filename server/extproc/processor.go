@@ -11,6 +11,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -78,6 +80,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Meter makes the processor's metrics; nil means none.
 	Meter metric.Meter
+	// Tracer makes one span per pick, a child of the HTTP request's
+	// traceparent (else of the Process stream's span) on which PickFor
+	// records the decision as for a gRPC Pick; nil means none.
+	Tracer trace.TracerProvider
 }
 
 // Processor is the ExternalProcessor server. Safe for concurrent use.
@@ -90,6 +96,7 @@ type Processor struct {
 	mode      procmode.ProcessingMode_BodySendMode
 	log       *slog.Logger
 	met       *metrics
+	tracer    trace.Tracer
 }
 
 // New returns a Processor picking through p.
@@ -114,12 +121,16 @@ func New(p Picker, opts Options) (*Processor, error) {
 	if opts.Meter == nil {
 		opts.Meter = noop.NewMeterProvider().Meter("")
 	}
+	if opts.Tracer == nil {
+		opts.Tracer = tracenoop.NewTracerProvider()
+	}
 	met, err := newMetrics(opts.Meter)
 	if err != nil {
 		return nil, fmt.Errorf("extproc: metrics: %w", err)
 	}
 	return &Processor{picker: p, mapper: m, fallbacks: opts.Fallbacks, decHeader: opts.DecisionHeader,
-		mode: opts.DefaultBodyMode, log: opts.Logger.With("component", "extproc"), met: met}, nil
+		mode: opts.DefaultBodyMode, log: opts.Logger.With("component", "extproc"), met: met,
+		tracer: opts.Tracer.Tracer("github.com/prefixroute/prefixroute/server/extproc")}, nil
 }
 
 // FrontEnd is the daemon's front end serving a Processor built with opts
@@ -133,7 +144,7 @@ func FrontEnd(listen string, tls server.FrontEndTLS, opts Options) server.FrontE
 	return server.FrontEnd{Name: "extproc", Listen: listen, TLS: tls, MaxRecvMsgBytes: maxMsg + 64<<10,
 		Register: func(gs grpc.ServiceRegistrar, deps server.FrontEndDeps) ([]string, error) {
 			o := opts
-			o.Meter, o.Logger = deps.Meter, deps.Logger
+			o.Meter, o.Logger, o.Tracer = deps.Meter, deps.Logger, deps.Tracer
 			if o.Gateway.MaxPrefixBlocks == 0 {
 				o.Gateway.MaxPrefixBlocks = deps.Server.Registry().Limits().MaxPrefixBlocks
 			}

@@ -8,6 +8,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 )
 
@@ -79,4 +80,34 @@ func immediate(e *gateway.Error) *extprocv3.ProcessingResponse {
 			Body:    e.JSON(),
 			Details: "prefixroute_" + e.Reason + "_" + strconv.Itoa(e.Status),
 		}}}
+}
+
+// removeSpoofed is the headers response of a request not (yet) decided:
+// nothing, unless the client sent its own destination header, which is
+// removed (with the route cache) so that it cannot pick the upstream.
+func (s *stream) removeSpoofed() *extprocv3.CommonResponse {
+	for _, h := range s.headers {
+		if h.GetKey() == gateway.DestinationHeader {
+			return &extprocv3.CommonResponse{ClearRouteCache: true,
+				HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{gateway.DestinationHeader}}}
+		}
+	}
+	return nil
+}
+
+// decisionHeaders are the header mutation's headers: the destination, and
+// the decision header when configured.
+func (s *stream) decisionHeaders(dest string, resp *pb.PickResponse) []*corev3.HeaderValueOption {
+	hs := []*corev3.HeaderValueOption{setHeader(gateway.DestinationHeader, dest)}
+	if s.p.decHeader != "" {
+		p := 0.0
+		for _, in := range resp.GetDecision().GetInstances() {
+			if in.GetInstanceId() == resp.GetInstanceId() {
+				p = in.GetJointProbability()
+				break
+			}
+		}
+		hs = append(hs, setHeader(s.p.decHeader, "deployment="+resp.GetDeployment()+"; probability="+strconv.FormatFloat(p, 'g', 4, 64)))
+	}
+	return hs
 }

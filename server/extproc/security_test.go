@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/internal/testpki"
 	"github.com/prefixroute/prefixroute/server"
@@ -91,5 +92,33 @@ func TestAuthAndTLS(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAuthTableCoversFrontEnd: every method the ext_proc front end
+// registers has a line in the authorization table (internal/auth
+// methods.go), and Process is the gateway role's.
+func TestAuthTableCoversFrontEnd(t *testing.T) {
+	sc := servertest.Start(t)
+	gs := grpc.NewServer()
+	names, err := extproc.FrontEnd("127.0.0.1:0", server.FrontEndPlaintext, extproc.Options{}).Register(gs, server.FrontEndDeps{Server: sc.D.Server()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 1 || names[0] != extproc.ServiceName {
+		t.Fatalf("health names %v, want [%s]", names, extproc.ServiceName)
+	}
+	n := 0
+	for svc, info := range gs.GetServiceInfo() {
+		for _, m := range info.Methods {
+			n++
+			rule, ok := auth.RuleFor("/" + svc + "/" + m.Name)
+			if !ok || rule.Open || rule.Role != auth.RoleGateway {
+				t.Errorf("/%s/%s: rule %v (in table: %v), want role gateway", svc, m.Name, rule, ok)
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d methods registered, want 1 (Process)", n)
 	}
 }

@@ -3,12 +3,12 @@ package extproc
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	procmode "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
@@ -18,6 +18,9 @@ import (
 	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/server"
 )
+
+// spanName is the span of one ext_proc pick.
+const spanName = "prefixroute.extproc/Pick"
 
 // phase is where a stream is in its HTTP request.
 type phase uint8
@@ -133,7 +136,7 @@ func (s *stream) requestBody(b *extprocv3.HttpBody) (bool, error) {
 	}
 	if max := s.p.mapper.Config().MaxBodyBytes; len(s.body)+len(b.GetBody()) > max {
 		return s.fail(&gateway.Error{Status: 413, Reason: gateway.ReasonBodyTooLarge,
-			Message: fmt.Sprintf("request body too large: over %d bytes; the limit is %d bytes", max, max)})
+			Message: fmt.Sprintf("request body too large: %d bytes received so far; the limit is %d bytes", len(s.body)+len(b.GetBody()), max)})
 	}
 	s.body = append(s.body, b.GetBody()...)
 	buffered := s.reqMode != procmode.ProcessingMode_FULL_DUPLEX_STREAMED
@@ -183,7 +186,12 @@ func (s *stream) decide(trailers bool) (bool, error) {
 		}
 	}
 	ctx, meta := s.traceContext()
+	ctx, span := s.p.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindServer))
 	resp, err := s.p.picker.PickFor(ctx, &req, meta)
+	if err != nil {
+		span.SetStatus(otelcodes.Error, status.Convert(err).Message())
+	}
+	span.End()
 	if err != nil {
 		return s.fail(gateway.ErrorFor(err))
 	}
@@ -207,36 +215,6 @@ func (s *stream) decide(trailers bool) (bool, error) {
 	})
 	s.body = nil
 	return false, err
-}
-
-// removeSpoofed is the headers response of a request not (yet) decided:
-// nothing, unless the client sent its own destination header, which is
-// removed (with the route cache) so that it cannot pick the upstream.
-func (s *stream) removeSpoofed() *extprocv3.CommonResponse {
-	for _, h := range s.headers {
-		if h.GetKey() == gateway.DestinationHeader {
-			return &extprocv3.CommonResponse{ClearRouteCache: true,
-				HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{gateway.DestinationHeader}}}
-		}
-	}
-	return nil
-}
-
-// decisionHeaders are the header mutation's headers: the destination, and
-// the decision header when configured.
-func (s *stream) decisionHeaders(dest string, resp *pb.PickResponse) []*corev3.HeaderValueOption {
-	hs := []*corev3.HeaderValueOption{setHeader(gateway.DestinationHeader, dest)}
-	if s.p.decHeader != "" {
-		p := 0.0
-		for _, in := range resp.GetDecision().GetInstances() {
-			if in.GetInstanceId() == resp.GetInstanceId() {
-				p = in.GetJointProbability()
-				break
-			}
-		}
-		hs = append(hs, setHeader(s.p.decHeader, "deployment="+resp.GetDeployment()+"; probability="+strconv.FormatFloat(p, 'g', 4, 64)))
-	}
-	return hs
 }
 
 // traceContext is the context and PickMeta of the pick: the caller's trace
