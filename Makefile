@@ -199,12 +199,14 @@ loadtest:
 	$(BIN)/prefixload --daemon $(BIN)/prefixrouted $(LOADTEST_FLAGS)
 
 ## test-deps: Debian packages the tests need: python3-zmq and python3-msgpack
-## for prefixagent's engine stand-in (internal/agent/testdata/engine.py), and
+## for prefixagent's engine stand-in (internal/agent/testdata/engine.py);
+## nginx and libnginx-mod-http-js (njs) for deploy/nginx's end-to-end test;
 ## chromium for the console's browser test (server/console).
 .PHONY: test-deps
+TEST_DEBS := python3-zmq python3-msgpack nginx libnginx-mod-http-js chromium
 test-deps:
-	@dpkg -s python3-zmq python3-msgpack chromium >/dev/null 2>&1 || \
-		(apt-get update && apt-get install -y python3-zmq python3-msgpack chromium)
+	@dpkg -s $(TEST_DEBS) >/dev/null 2>&1 || \
+		(apt-get update && apt-get install -y $(TEST_DEBS))
 
 ## console-docs: the console's browser test with a 60 s ramp, writing the
 ## README's screenshots to docs/console/ (and out/console/).

@@ -5,5 +5,6 @@
 // and with prefixrouted's flags (the endpoint-picker ones, epp-*.yaml,
 // with the InferencePool and HTTPRoute), envoy/envoy.yaml is a valid Envoy
 // bootstrap by go-control-plane's schema, and every metric the Grafana
-// dashboard queries is one a running daemon exports.
+// dashboard queries is one a running daemon exports. nginx/ is a package
+// of its own: its configuration and the end-to-end test that runs it.
 package deploy

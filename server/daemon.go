@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
@@ -71,6 +72,10 @@ type DaemonConfig struct {
 	Insecure bool
 	// Transport bounds connections and report streams.
 	Transport TransportLimits
+	// Gateway maps a gateway's HTTP request (an OpenAI body) to a Pick:
+	// its pool, prefix hashes and prompt length, and the body limit. The
+	// HTTP listener's POST /v1/route uses it (httproute.go).
+	Gateway gateway.Config
 	// FrontEnds are served on listeners of their own (frontend.go): the
 	// Envoy ext_proc endpoint picker. One with an empty Listen is off.
 	FrontEnds []FrontEnd
@@ -100,6 +105,7 @@ type Daemon struct {
 	auth    authorizer  // nil: authentication off
 	tls     listenerTLS // nil: plaintext
 	guard   *streamGuard
+	picker  *httpPicker // POST /v1/pick and /v1/route on the HTTP listener
 	fronts  []*frontEnd // the front ends with a listener
 	ready   atomic.Bool
 	cancel  context.CancelFunc
@@ -221,6 +227,9 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 	if err := d.startSecurity(cfg, meter); err != nil {
 		return err
 	}
+	if d.picker, err = newHTTPPicker(cfg, d); err != nil {
+		return err
+	}
 	if d.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("listen %s (--listen): %w", cfg.Listen, err)
 	}
@@ -229,6 +238,8 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 		if d.httpLis, err = net.Listen("tcp", cfg.HTTPListen); err != nil {
 			return fmt.Errorf("listen %s (--http-listen): %w", cfg.HTTPListen, err)
 		}
+		// It serves picks too (POST /v1/route, /v1/pick): the same bound.
+		d.httpLis = netutil.LimitListener(d.httpLis, cfg.Transport.MaxConnections)
 	}
 	return d.listenFrontEnds(cfg)
 }

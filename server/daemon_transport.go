@@ -60,7 +60,8 @@ func (d *Daemon) serveHTTP() {
 	}()
 }
 
-// httpHandler routes /healthz, /readyz, /metrics and the console (/ui/).
+// httpHandler routes /healthz, /readyz, /metrics, the Pick front ends
+// (httppick.go) and the console (/ui/).
 func (d *Daemon) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -75,5 +76,6 @@ func (d *Daemon) httpHandler() http.Handler {
 	})
 	mux.Handle("GET /metrics", d.tel.metricsHandler())
 	mux.Handle("/ui/", d.consoleHandler())
+	d.picker.register(mux)
 	return mux
 }

@@ -35,6 +35,28 @@ func newExtprocFlags(fs *flag.FlagSet) *extprocFlags {
 	return f
 }
 
+// gateway is the request mapping of the flags (model map, default pool,
+// pool header, body limit), shared by the ext_proc front end and the HTTP
+// listener's POST /v1/route.
+func (f *extprocFlags) gateway() (gateway.Config, error) {
+	spec := f.models
+	if f.modelsFile != "" {
+		b, err := os.ReadFile(f.modelsFile)
+		if err != nil {
+			return gateway.Config{}, fmt.Errorf("--extproc-models-file: %w", err)
+		}
+		spec += "\n" + string(b)
+	}
+	models, err := gateway.ParseModelPools(spec)
+	if err != nil {
+		return gateway.Config{}, fmt.Errorf("--extproc-models: %w", err)
+	}
+	if f.maxBody <= 0 {
+		return gateway.Config{}, fmt.Errorf("--extproc-max-body-bytes: %d; want > 0", f.maxBody)
+	}
+	return gateway.Config{ModelPools: models, DefaultPool: f.defaultPool, PoolHeader: f.poolHeader, MaxBodyBytes: f.maxBody}, nil
+}
+
 // frontEnd is the configured front end; its Listen is empty when
 // --extproc-listen is not set.
 func (f *extprocFlags) frontEnd() (server.FrontEnd, error) {
@@ -42,17 +64,9 @@ func (f *extprocFlags) frontEnd() (server.FrontEnd, error) {
 	if err != nil {
 		return server.FrontEnd{}, fmt.Errorf("--extproc-tls: %w", err)
 	}
-	spec := f.models
-	if f.modelsFile != "" {
-		b, err := os.ReadFile(f.modelsFile)
-		if err != nil {
-			return server.FrontEnd{}, fmt.Errorf("--extproc-models-file: %w", err)
-		}
-		spec += "\n" + string(b)
-	}
-	models, err := gateway.ParseModelPools(spec)
+	gc, err := f.gateway()
 	if err != nil {
-		return server.FrontEnd{}, fmt.Errorf("--extproc-models: %w", err)
+		return server.FrontEnd{}, err
 	}
 	var mode procmode.ProcessingMode_BodySendMode
 	switch f.bodyMode {
@@ -66,11 +80,7 @@ func (f *extprocFlags) frontEnd() (server.FrontEnd, error) {
 	if f.fallbacks < 0 {
 		return server.FrontEnd{}, fmt.Errorf("--extproc-fallbacks: %d; want >= 0", f.fallbacks)
 	}
-	if f.maxBody <= 0 {
-		return server.FrontEnd{}, fmt.Errorf("--extproc-max-body-bytes: %d; want > 0", f.maxBody)
-	}
 	return extproc.FrontEnd(f.listen, tls, extproc.Options{
-		Gateway:   gateway.Config{ModelPools: models, DefaultPool: f.defaultPool, PoolHeader: f.poolHeader, MaxBodyBytes: f.maxBody},
-		Fallbacks: f.fallbacks, DecisionHeader: f.decisionHeader, DefaultBodyMode: mode,
+		Gateway: gc, Fallbacks: f.fallbacks, DecisionHeader: f.decisionHeader, DefaultBodyMode: mode,
 	}), nil
 }

@@ -44,3 +44,23 @@ func TestExtprocFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestExtprocFlagsGateway: the mapping flags give the gateway.Config that
+// POST /v1/route shares with the ext_proc front end.
+func TestExtprocFlagsGateway(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "models")
+	if err := os.WriteFile(file, []byte("lora-a=llama\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	f := newExtprocFlags(fs)
+	if err := fs.Parse([]string{"--extproc-models", "m=p", "--extproc-models-file", file, "--extproc-default-pool", "d",
+		"--extproc-pool-header", "X-Pool", "--extproc-max-body-bytes", "1024"}); err != nil {
+		t.Fatal(err)
+	}
+	gc, err := f.gateway()
+	if err != nil || len(gc.ModelPools) != 2 || gc.ModelPools["m"] != "p" || gc.ModelPools["lora-a"] != "llama" ||
+		gc.DefaultPool != "d" || gc.PoolHeader != "X-Pool" || gc.MaxBodyBytes != 1024 {
+		t.Fatalf("%+v, %v", gc, err)
+	}
+}

@@ -73,6 +73,7 @@ func run() int {
 		return 2
 	}
 	cfg.FrontEnds = append(cfg.FrontEnds, fe)
+	cfg.Gateway, _ = ext.gateway() // checked by frontEnd; POST /v1/route maps as ext_proc does
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 

@@ -1,0 +1,9 @@
+// Package nginx holds no code: it is the home of the nginx configuration
+// (nginx.conf) and njs script (prefixroute.js) that route a gateway's
+// OpenAI requests through prefixrouted's HTTP POST /v1/route, and of the
+// end-to-end test that runs them: a real nginx (Debian's nginx and
+// libnginx-mod-http-js, which 'make test-deps' installs), a real
+// prefixrouted and HTTP model-server stand-ins that report their load and
+// cache through pkg/client. README "Behind nginx (or any HTTP gateway)"
+// explains the setup.
+package nginx

@@ -1,0 +1,185 @@
+package nginx
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/gateway"
+	"github.com/prefixroute/prefixroute/internal/servertest"
+	"github.com/prefixroute/prefixroute/pkg/client"
+)
+
+// standIn is an OpenAI-compatible model server on loopback: it answers
+// /v1/chat/completions with its own name, as one JSON completion or, for
+// "stream": true, as server-sent events in OpenAI's chunk format, and
+// reports its load through a pkg/client Reporter with the cache events of
+// what it served: the prefix blocks of each prompt, hashed as the
+// sidecar's /v1/route hashes them (internal/gateway), as a model server
+// with prefix caching would hold them. Safe for concurrent use.
+type standIn struct {
+	t          testing.TB
+	pool, dep  string
+	name, addr string
+	lis        net.Listener
+	srv        *http.Server
+	rep        *client.Reporter
+	mapper     *gateway.Mapper
+	served     atomic.Int64
+	hold       atomic.Bool // reports held: the sidecar will see it go stale
+	// dieOnNext makes the next request kill the stand-in while it serves
+	// it: it vanishes, closing that request's connection unanswered.
+	dieOnNext atomic.Bool
+	// gate, when set, is waited on between a stream's first event and
+	// the rest (SSE test: the client must see the first event before the
+	// stand-in sends more, which buffering anywhere would prevent).
+	gateMu sync.Mutex
+	gate   chan struct{}
+}
+
+// newStandIn starts the stand-in of instance name (pool, deployment) and
+// its reporter to the sidecar on cc.
+func newStandIn(t testing.TB, cc grpc.ClientConnInterface, pool, dep, name string) *standIn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := gateway.NewMapper(gateway.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &standIn{t: t, pool: pool, dep: dep, name: name, addr: lis.Addr().String(), lis: lis, mapper: m}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.complete)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go s.srv.Serve(lis)
+	s.rep, err = client.NewReporter(cc, client.ReporterOptions{
+		Pool: pool, Deployment: dep, InstanceID: name, Address: s.addr, CacheEvents: true,
+		Load:   func() client.Load { return client.Load{PrefillTokensPerSecond: 2000, KVCapacityBlocks: 100000} },
+		Hold:   s.hold.Load,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.kill)
+	return s
+}
+
+// kill stops answering (the listener closes: connections are refused)
+// and ends the reporter's stream.
+func (s *standIn) kill() {
+	s.srv.Close()
+	s.rep.Close()
+}
+
+// vanish stops answering and stops reporting without ending the stream,
+// as a host that froze or dropped off the network: the sidecar only learns
+// it from the reports' absence (stale_after).
+func (s *standIn) vanish() {
+	s.hold.Store(true)
+	s.srv.Close()
+}
+
+// setGate makes every stream wait for g after its first event.
+func (s *standIn) setGate(g chan struct{}) {
+	s.gateMu.Lock()
+	s.gate = g
+	s.gateMu.Unlock()
+}
+
+// chatRequest is the part of a chat completion request the stand-in reads.
+type chatRequest struct {
+	Model  string `json:"model"`
+	Stream bool   `json:"stream"`
+}
+
+// Reply is what the stand-in answers a non-streamed request with (and
+// what the test decodes): an OpenAI chat completion naming the instance.
+type Reply struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Message struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"message"`
+	} `json:"choices"`
+	Instance string `json:"instance"` // the stand-in's own field
+}
+
+// sseEvents are the events of a streamed answer by instance name: a role
+// chunk, content chunks, a finish chunk, then [DONE].
+func sseEvents(name string) []string {
+	chunk := func(delta, finish string) string {
+		return fmt.Sprintf(`data: {"id":"chatcmpl-%s","object":"chat.completion.chunk","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`+"\n\n",
+			name, delta, finish)
+	}
+	return []string{
+		chunk(`{"role":"assistant"}`, "null"),
+		chunk(`{"content":"served "}`, "null"),
+		chunk(`{"content":"by "}`, "null"),
+		chunk(`{"content":"`+name+`"}`, "null"),
+		chunk(`{}`, `"stop"`),
+		"data: [DONE]\n\n",
+	}
+}
+
+func (s *standIn) complete(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	var req chatRequest
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
+		http.Error(w, `{"error":{"message":"bad body","type":"invalid_request_error"}}`, http.StatusBadRequest)
+		return
+	}
+	if s.dieOnNext.CompareAndSwap(true, false) {
+		s.vanish() // closes this connection too, before any answer
+		return
+	}
+	s.served.Add(1)
+	var pr pb.PickRequest
+	if err := s.mapper.Map(gateway.Request{Path: r.URL.Path, Body: body}, &pr); err == nil {
+		s.rep.Stored(pr.GetPrefixHashes()...)
+		s.rep.Flush()
+	}
+	w.Header().Set("X-Served-By", s.name)
+	if !req.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"chatcmpl-%s","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"served by %s"},"finish_reason":"stop"}],"instance":%q}`,
+			s.name, req.Model, s.name, s.name)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	fl := w.(http.Flusher)
+	s.gateMu.Lock()
+	gate := s.gate
+	s.gateMu.Unlock()
+	for i, ev := range sseEvents(s.name) {
+		io.WriteString(w, ev)
+		fl.Flush()
+		if i == 0 && gate != nil {
+			select {
+			case <-gate:
+			case <-time.After(servertest.DefaultTimeout):
+				io.WriteString(w, "data: the client never saw the first event: the stream was buffered\n\n")
+				return
+			}
+		}
+	}
+}
