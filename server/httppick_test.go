@@ -182,7 +182,7 @@ func TestHTTPPickDecisionLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened for reading
 	var lines []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
