@@ -66,7 +66,9 @@ func TestHTTPPickAuthorization(t *testing.T) {
 					Message string
 					Error   struct{ Message string }
 				}
-				json.Unmarshal(b, &st)
+				if err := json.Unmarshal(b, &st); err != nil {
+					t.Fatalf("error body %q is not JSON: %v", b, err)
+				}
 				msg, reason := st.Message, ""
 				if path == PathRoute {
 					msg, reason = st.Error.Message, tc.reason

@@ -55,7 +55,9 @@ func BenchmarkHTTPRouteVsGRPCPick(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				io.Copy(io.Discard, resp.Body)
+				if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+					b.Fatal(err)
+				}
 				resp.Body.Close()
 				if resp.StatusCode != want {
 					b.Fatalf("%s: status %d", path, resp.StatusCode)

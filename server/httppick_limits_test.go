@@ -15,7 +15,8 @@ func TestHTTPConnectionLimit(t *testing.T) {
 	first := &http.Client{Transport: &http.Transport{}}
 	resp, err := first.Get("http://" + d.HTTPAddr() + "/healthz")
 	must(t, err)
-	io.Copy(io.Discard, resp.Body)
+	_, err = io.Copy(io.Discard, resp.Body)
+	must(t, err)
 	resp.Body.Close() // the connection stays open, idle, for keep-alive
 	second := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 300 * time.Millisecond}
 	if _, err := second.Get("http://" + d.HTTPAddr() + "/healthz"); err == nil {

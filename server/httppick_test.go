@@ -142,8 +142,10 @@ func TestHTTPPickErrors(t *testing.T) {
 		// No Content-Length: the limit cuts the read.
 		r, w := io.Pipe()
 		go func() {
-			w.Write([]byte(`{"pool":"chat","requestId":"` + strings.Repeat("y", 2048) + `"}`))
-			w.Close()
+			// The server stops reading at the limit: the write's error
+			// is that closed pipe, and it is the point.
+			_, err := w.Write([]byte(`{"pool":"chat","requestId":"` + strings.Repeat("y", 2048) + `"}`))
+			_ = w.CloseWithError(err)
 		}()
 		resp, err := http.Post("http://"+e.D.HTTPAddr()+"/v1/pick", "application/json", r)
 		if err != nil {
@@ -151,7 +153,9 @@ func TestHTTPPickErrors(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		var st rpcStatus
-		json.NewDecoder(resp.Body).Decode(&st)
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatalf("error body is not JSON: %v", err)
+		}
 		if resp.StatusCode != 413 || st.Code != 8 || st.Message != "request body too large: over the limit of 1024 bytes" {
 			t.Fatalf("status %d %+v", resp.StatusCode, st)
 		}

@@ -94,7 +94,7 @@ func startNginx(t *testing.T, sidecarHTTP string, allowed func(line string) bool
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start nginx: %v", err)
 	}
-	go func() { p.cmd.Wait(); close(p.exited) }()
+	go func() { _ = p.cmd.Wait(); close(p.exited) }() // its exit status is read from the error log
 	t.Cleanup(func() { p.stop(allowed) })
 	servertest.Eventually(t, "nginx accepts connections", func() bool {
 		select {
@@ -114,11 +114,13 @@ func startNginx(t *testing.T, sidecarHTTP string, allowed func(line string) bool
 
 // stop ends nginx (SIGQUIT: graceful) and checks its error log.
 func (p *nginxProc) stop(allowed func(string) bool) {
-	p.cmd.Process.Signal(syscall.SIGQUIT)
+	if err := p.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		p.t.Errorf("SIGQUIT to nginx: %v", err)
+	}
 	select {
 	case <-p.exited:
 	case <-time.After(servertest.DefaultTimeout):
-		p.cmd.Process.Kill()
+		_ = p.cmd.Process.Kill() // the test fails just below anyway
 		<-p.exited
 		p.t.Errorf("nginx did not stop within %v of SIGQUIT", servertest.DefaultTimeout)
 	}

@@ -63,7 +63,11 @@ func newStandIn(t testing.TB, cc grpc.ClientConnInterface, pool, dep, name strin
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.complete)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go s.srv.Serve(lis)
+	go func() {
+		if err := s.srv.Serve(lis); err != nil && err != http.ErrServerClosed {
+			t.Errorf("stand-in %s: %v", name, err)
+		}
+	}()
 	s.rep, err = client.NewReporter(cc, client.ReporterOptions{
 		Pool: pool, Deployment: dep, InstanceID: name, Address: s.addr, CacheEvents: true,
 		Load:   func() client.Load { return client.Load{PrefillTokensPerSecond: 2000, KVCapacityBlocks: 100000} },
@@ -80,8 +84,10 @@ func newStandIn(t testing.TB, cc grpc.ClientConnInterface, pool, dep, name strin
 // kill stops answering (the listener closes: connections are refused)
 // and ends the reporter's stream.
 func (s *standIn) kill() {
-	s.srv.Close()
-	s.rep.Close()
+	_ = s.srv.Close() // refusing connections is the point; its error is the listener's, already closed
+	if err := s.rep.Close(); err != nil {
+		s.t.Errorf("stand-in %s: Reporter.Close: %v", s.name, err)
+	}
 }
 
 // vanish stops answering and stops reporting without ending the stream,
@@ -89,7 +95,7 @@ func (s *standIn) kill() {
 // it from the reports' absence (stale_after).
 func (s *standIn) vanish() {
 	s.hold.Store(true)
-	s.srv.Close()
+	_ = s.srv.Close() // as in kill
 }
 
 // setGate makes every stream wait for g after its first event.
@@ -171,13 +177,15 @@ func (s *standIn) complete(w http.ResponseWriter, r *http.Request) {
 	gate := s.gate
 	s.gateMu.Unlock()
 	for i, ev := range sseEvents(s.name) {
-		io.WriteString(w, ev)
+		if _, err := io.WriteString(w, ev); err != nil {
+			return // the client (nginx) is gone
+		}
 		fl.Flush()
 		if i == 0 && gate != nil {
 			select {
 			case <-gate:
 			case <-time.After(servertest.DefaultTimeout):
-				io.WriteString(w, "data: the client never saw the first event: the stream was buffered\n\n")
+				_, _ = io.WriteString(w, "data: the client never saw the first event: the stream was buffered\n\n") // the test reads this as its failure
 				return
 			}
 		}
