@@ -24,8 +24,12 @@ const (
 	// DefaultListen is the gRPC address: loopback, the safe default
 	// without a tokens file.
 	DefaultListen = "127.0.0.1:50051"
-	// DefaultHTTPListen is the address of /healthz, /readyz and /metrics.
+	// DefaultHTTPListen is the address of the HTTP listener (/healthz,
+	// /readyz, /metrics and the HTTP front ends).
 	DefaultHTTPListen = "127.0.0.1:9090"
+	// DefaultMetricsListen is the address of the read-only listener of
+	// /healthz, /readyz and /metrics: off.
+	DefaultMetricsListen = "off"
 	// DefaultMaxRecvMsgBytes bounds one gRPC message: 4 MiB.
 	DefaultMaxRecvMsgBytes = 4 << 20
 	// DefaultMaxConcurrentStreams bounds the streams of one connection.
@@ -40,6 +44,11 @@ type DaemonConfig struct {
 	// HTTPListen is the address of /healthz, /readyz and /metrics. Default
 	// DefaultHTTPListen (127.0.0.1:9090); "off" disables it.
 	HTTPListen string
+	// MetricsListen is the address of a second HTTP listener serving only
+	// /healthz, /readyz and /metrics: read-only, so it may be on any
+	// address without a tokens file (for kubelet probes and Prometheus on
+	// the pod IP). Default DefaultMetricsListen ("off").
+	MetricsListen string
 	// MaxRecvMsgBytes bounds one gRPC message. Default 4 MiB: a Pick with
 	// 8192 hashes is about 80 KiB, a report with 65536 block events about
 	// 640 KiB.
@@ -75,8 +84,9 @@ type DaemonConfig struct {
 }
 
 // Daemon is a running prefixrouted: the gRPC server with its services,
-// health and reflection behind the telemetry middleware, and the HTTP server
-// of the probes and /metrics. Stop it with Shutdown. Its methods are safe for
+// health and reflection behind the telemetry middleware, the HTTP server
+// of the probes, /metrics and the HTTP front ends, and the optional
+// read-only server of the probes and /metrics alone. Stop it with Shutdown. Its methods are safe for
 // concurrent use.
 type Daemon struct {
 	log     *slog.Logger
@@ -88,6 +98,8 @@ type Daemon struct {
 	lis     net.Listener
 	httpLis net.Listener
 	http    *http.Server
+	metLis  net.Listener // nil: --metrics-listen off
+	metrics *http.Server
 	auth    authorizer  // nil: authentication off
 	tls     listenerTLS // nil: plaintext
 	guard   *streamGuard
@@ -109,6 +121,9 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 	}
 	if cfg.HTTPListen == "" {
 		cfg.HTTPListen = DefaultHTTPListen
+	}
+	if cfg.MetricsListen == "" {
+		cfg.MetricsListen = DefaultMetricsListen
 	}
 	if cfg.MaxRecvMsgBytes <= 0 {
 		cfg.MaxRecvMsgBytes = DefaultMaxRecvMsgBytes
@@ -159,10 +174,13 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 	go srv.RunRamps(ctx)
 	go func() { d.done <- d.grpc.Serve(d.lis) }()
 	if d.httpLis != nil {
-		d.serveHTTP()
+		d.http = d.serveHTTP(d.httpLis, d.httpHandler())
+	}
+	if d.metLis != nil {
+		d.metrics = d.serveHTTP(d.metLis, d.probesHandler())
 	}
 	d.ready.Store(true)
-	log.Info("prefixrouted serving", "grpc", d.lis.Addr().String(), "http", d.HTTPAddr(), "data_dir", cfg.Server.DataDir,
+	log.Info("prefixrouted serving", "grpc", d.lis.Addr().String(), "http", d.HTTPAddr(), "metrics", d.MetricsAddr(), "data_dir", cfg.Server.DataDir,
 		"traces", d.tel.exporter, "decision_log", cfg.DecisionLog, "auth", cfg.TokensFile != "", "tls", d.tls != nil,
 		"client_ca", cfg.TLS.ClientCAFile != "", "limits", cfg.Transport.String())
 	return d, nil
@@ -212,12 +230,17 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 			return fmt.Errorf("listen %s (--http-listen): %w", cfg.HTTPListen, err)
 		}
 	}
+	if cfg.MetricsListen != "off" {
+		if d.metLis, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			return fmt.Errorf("listen %s (--metrics-listen): %w", cfg.MetricsListen, err)
+		}
+	}
 	return nil
 }
 
 // release frees what start acquired, for a failed Start.
 func (d *Daemon) release(ctx context.Context) {
-	for _, l := range []net.Listener{d.lis, d.httpLis} {
+	for _, l := range []net.Listener{d.lis, d.httpLis, d.metLis} {
 		if l != nil {
 			l.Close()
 		}
@@ -242,6 +265,15 @@ func (d *Daemon) HTTPAddr() string {
 		return ""
 	}
 	return d.httpLis.Addr().String()
+}
+
+// MetricsAddr is the read-only probes and /metrics listener's address, or
+// "" when it is off.
+func (d *Daemon) MetricsAddr() string {
+	if d.metLis == nil {
+		return ""
+	}
+	return d.metLis.Addr().String()
 }
 
 // Server is the daemon's services and state.
@@ -287,8 +319,10 @@ func (d *Daemon) shutdown(ctx context.Context) error {
 			d.log.Warn("decision log not fully written", "err", err)
 		}
 	}
-	if d.http != nil {
-		d.http.Shutdown(ctx)
+	for _, h := range []*http.Server{d.http, d.metrics} {
+		if h != nil {
+			h.Shutdown(ctx)
+		}
 	}
 	if err := d.tel.Shutdown(ctx); err != nil {
 		d.log.Warn("telemetry not flushed", "err", err)
