@@ -100,7 +100,9 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	t.Run("drained", func(t *testing.T) {
-		expect(t, ctl(addr, "weights", "set", "m", "A=0"), 0, "the pool is drained")
+		expect(t, ctl(addr, "weights", "set", "m", "A=0"), exitRefused, "FailedPrecondition", "drain guard", "prefixctl weights set --force")
+		expect(t, ctl(addr, "weights", "set", "m", "A=1", "Z=1"), exitRefused, `never seen "Z"`)
+		expect(t, ctl(addr, "weights", "set", "m", "A=0", "--force"), 0, "the pool is drained")
 		expect(t, ctl(addr, "pick", "m"), exitRefused, "prefixctl: pick: FailedPrecondition:", "drained")
 	})
 
@@ -186,6 +188,8 @@ func TestRampCommands(t *testing.T) {
 	d := startDaemon(t, true)
 	addr := d.Addr()
 	expect(t, ctl(addr, "weights", "set", "chat", "a=1"), 0)
+	expect(t, ctl(addr, "ramp", "start", "chat", "b=1", "--over", "4m", "--every", "1m"), 1, `never seen "b"`, "prefixctl ramp start --force")
+	expect(t, ctl(addr, "weights", "set", "chat", "a=1", "b=0"), 0)
 	expect(t, ctl(addr, "ramp", "status", "chat"), 1, "never had a ramp")
 	expect(t, ctl(addr, "ramp", "start", "chat", "b=1"), 2, "needs --over D and --every D")
 	expect(t, ctl(addr, "ramp", "start", "chat", "--steps", "10m:a=1;x"), 2, `step 2 "x"`)
