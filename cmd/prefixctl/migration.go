@@ -15,7 +15,7 @@ func (c *cli) migration(fs *pflag.FlagSet) runner {
 	from := fs.String("from", "", "the deployment to retire (`A`)")
 	to := fs.String("to", "", "the deployment to take its traffic (`B`)")
 	top := fs.Uint("top", 10, "hot prefixes to list, at most 100")
-	check := fs.Bool("check", false, "exit 5 unless B can absorb A's traffic (for CD pipelines)")
+	check := fs.Bool("check", false, "exit 5 unless B can absorb A's traffic (for CD pipelines); also when the window holds too few picks (< 30) or too little time (< 1s) for a verdict")
 	return func(pos []string) error {
 		if *from == "" || *to == "" {
 			return usagef("name both deployments: --from A --to B")
@@ -38,8 +38,11 @@ func verdict(r *pb.GetMigrationStatusResponse) string {
 	a := r.GetAbsorption()
 	extra := "+" + fmtRate(a.GetExtraTokensPerSecond(), "prefill tok/s")
 	switch {
-	case r.GetCovered().AsDuration() <= 0:
+	case r.GetPicks() == 0:
 		return fmt.Sprintf("unknown: no picks in the window yet; ask again once %s has had traffic", r.GetPool())
+	case r.GetSampleMissing() != "":
+		return fmt.Sprintf("unknown: too little evidence in the window: it needs %s; ask again once %s has had more traffic",
+			r.GetSampleMissing(), r.GetPool())
 	case !a.GetThroughputKnown() || a.GetToCapacityMsPerSecond() <= 0:
 		return fmt.Sprintf("unknown: %s has no eligible instance reporting its prefill throughput", r.GetTo())
 	case a.GetCanAbsorb():
@@ -54,8 +57,13 @@ func verdict(r *pb.GetMigrationStatusResponse) string {
 // renderMigration prints GetMigrationStatus: the deployments' window, the
 // estimate and the verdict, then the hot prefixes.
 func renderMigration(w io.Writer, r *pb.GetMigrationStatusResponse) {
-	fmt.Fprintf(w, "pool %s: %s -> %s, last %v (%v covered, %d picks)\n", r.GetPool(), r.GetFrom(), r.GetTo(),
-		r.GetWindow().AsDuration(), roundWait(r.GetCovered().AsDuration()), r.GetPicks())
+	win, cov := r.GetWindow().AsDuration(), r.GetCovered().AsDuration()
+	seen := 0.0
+	if win > 0 {
+		seen = float64(cov) / float64(win)
+	}
+	fmt.Fprintf(w, "pool %s: %s -> %s, window %v: saw %v of it (%s), %d picks\n", r.GetPool(), r.GetFrom(), r.GetTo(),
+		win, roundWait(cov), fmtPct(seen), r.GetPicks())
 	t := newTable(nameCol("DEPLOYMENT", 10), numCol("WEIGHT"), numCol("TRAFFIC"), numCol("HIT"), numCol("PREFILL"),
 		numCol("LOAD"), numCol("INST"))
 	for _, d := range r.GetDeployments() {
