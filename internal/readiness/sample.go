@@ -29,7 +29,7 @@ func (st *Status) SampleMissing() string {
 	}
 	if st.Covered < MinVerdictCovered {
 		missing = append(missing, fmt.Sprintf("%v more of the window covered (has %v of the %v needed)",
-			(MinVerdictCovered - st.Covered).Round(time.Millisecond), st.Covered.Round(time.Millisecond), MinVerdictCovered))
+			(MinVerdictCovered-st.Covered).Round(time.Millisecond), st.Covered.Round(time.Millisecond), MinVerdictCovered))
 	}
 	return strings.Join(missing, " and ")
 }
