@@ -208,6 +208,9 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 	if err := registerBuildInfo(meter); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	if err := d.srv.registerRampGauges(meter); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	if err := d.srv.repl.RegisterMetrics(meter); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
