@@ -190,7 +190,7 @@ func (as *adminService) GetRamp(ctx context.Context, req *pb.GetRampRequest) (*p
 	}
 	pc, ok := as.s.store.Pool(req.GetPool())
 	if !ok || pc.Ramp == nil {
-		return nil, statusOf(fmt.Errorf("%w: pool %q never had a ramp; start one with StartRamp", store.ErrNoRamp, req.GetPool()))
+		return nil, statusOf(fmt.Errorf("%w: pool %q never had a ramp; start one with 'prefixctl ramp start' (StartRamp)", store.ErrNoRamp, req.GetPool()))
 	}
 	return &pb.GetRampResponse{Ramp: rampProto(pc.Ramp, as.s.opts.Now())}, nil
 }
