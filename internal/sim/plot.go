@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"strconv"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"gonum.org/v1/plot"
