@@ -55,7 +55,17 @@ func verdict(r *pb.GetMigrationStatusResponse) string {
 }
 
 // renderMigration prints GetMigrationStatus: the deployments' window, the
-// estimate and the verdict, then the hot prefixes.
+// estimate and the verdict, then the hot prefixes. Loads are in plain units:
+// tokens/s, and BUSY the share of the deployment's prefill capacity (its
+// prefill time per second over 1 s per eligible instance).
+func capacityPct(msPerSec float64, instances uint32) string {
+	if instances == 0 {
+		return "-"
+	}
+	return trim(100*msPerSec/(1000*float64(instances)), 1) + "%"
+}
+
+// renderMigration prints GetMigrationStatus.
 func renderMigration(w io.Writer, r *pb.GetMigrationStatusResponse) {
 	win, cov := r.GetWindow().AsDuration(), r.GetCovered().AsDuration()
 	seen := 0.0
@@ -65,10 +75,10 @@ func renderMigration(w io.Writer, r *pb.GetMigrationStatusResponse) {
 	fmt.Fprintf(w, "pool %s: %s -> %s, window %v: saw %v of it (%s), %d picks\n", r.GetPool(), r.GetFrom(), r.GetTo(),
 		win, roundWait(cov), fmtPct(seen), r.GetPicks())
 	t := newTable(nameCol("DEPLOYMENT", 10), numCol("WEIGHT"), numCol("TRAFFIC"), numCol("HIT"), numCol("PREFILL"),
-		numCol("LOAD"), numCol("INST"))
+		numCol("BUSY"), numCol("INST"))
 	for _, d := range r.GetDeployments() {
 		t.add(d.GetDeployment(), fmtPct(d.GetWeightShare()), fmtPct(d.GetTrafficShare()), fmtPct(d.GetHitRatio()),
-			fmtRate(d.GetPrefillTokensPerSecond(), "tok/s"), fmtRate(d.GetPrefillMsPerSecond(), "ms/s"), fmt.Sprint(d.GetInstances()))
+			fmtRate(d.GetPrefillTokensPerSecond(), "tok/s"), capacityPct(d.GetPrefillMsPerSecond(), d.GetInstances()), fmt.Sprint(d.GetInstances()))
 	}
 	t.write(w)
 	a := r.GetAbsorption()
@@ -78,9 +88,9 @@ func renderMigration(w io.Writer, r *pb.GetMigrationStatusResponse) {
 	fmt.Fprintf(w, "  %-14s +%s\n", "moved prefill", fmtRate(a.GetMovedPrefillTokensPerSecond(), "tok/s"))
 	fmt.Fprintf(w, "  %-14s +%s once (+%s over the window)\n", "recompute", fmtRate(a.GetRecomputeTokens(), "tok"),
 		fmtRate(a.GetRecomputeTokensPerSecond(), "tok/s"))
-	if a.GetThroughputKnown() && a.GetToCapacityMsPerSecond() > 0 {
-		fmt.Fprintf(w, "  %-14s %s now + %s extra, of %s\n", r.GetTo()+" prefill", fmtRate(a.GetToPrefillMsPerSecond(), "ms/s"),
-			fmtRate(a.GetExtraPrefillMsPerSecond(), "ms/s"), fmtRate(a.GetToCapacityMsPerSecond(), "ms/s"))
+	if c := a.GetToCapacityMsPerSecond(); a.GetThroughputKnown() && c > 0 {
+		fmt.Fprintf(w, "  %-14s %s%% of its prefill capacity now, +%s%% with the extra tokens\n", r.GetTo()+" busy",
+			trim(100*a.GetToPrefillMsPerSecond()/c, 1), trim(100*a.GetExtraPrefillMsPerSecond()/c, 1))
 	}
 	fmt.Fprintf(w, "verdict: %s\n", verdict(r))
 	if a.GetThroughputKnown() && !a.GetCanAbsorb() {
