@@ -29,9 +29,10 @@ USER 65532:65532
 # restarts, or use --nats with an emptyDir (deploy/kubernetes/).
 VOLUME ["/var/lib/prefixroute"]
 # 50051 gRPC (Pick, ReportLoad, Admin); 9090 HTTP (/healthz, /readyz,
-# /metrics); 9002 Envoy ext_proc.
-EXPOSE 50051 9090 9002
-# Non-loopback listeners need --tokens-file (and --tls-cert for gRPC) or
-# --insecure: the arguments of 'docker run IMAGE ...' (or a pod's args)
+# /metrics, the HTTP front ends); 9092 read-only /healthz, /readyz and
+# /metrics (--metrics-listen, no token needed); 9002 Envoy ext_proc.
+EXPOSE 50051 9090 9092 9002
+# Non-loopback gRPC and HTTP listeners need --tokens-file (and --tls-cert
+# for gRPC) or --insecure (the metrics listener does not): the arguments of 'docker run IMAGE ...' (or a pod's args)
 # follow these, e.g. --config /etc/prefixroute/prefixrouted.yaml.
-ENTRYPOINT ["/usr/local/bin/prefixrouted", "--listen", "0.0.0.0:50051", "--http-listen", "0.0.0.0:9090", "--data-dir", "/var/lib/prefixroute"]
+ENTRYPOINT ["/usr/local/bin/prefixrouted", "--listen", "0.0.0.0:50051", "--http-listen", "0.0.0.0:9090", "--metrics-listen", "0.0.0.0:9092", "--data-dir", "/var/lib/prefixroute"]

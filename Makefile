@@ -170,7 +170,7 @@ sim:
 	$(GO) run ./cmd/prefixsim run --live --out $(SIM_OUT) --duration 10s --no-plots smoke
 
 sim-smoke:
-	$(GO) run ./cmd/prefixsim run --out $(SIM_OUT) --quiet --duration 10s smoke
+	$(GO) run ./cmd/prefixsim run --out $(SIM_OUT) --quiet --duration 20s smoke
 	$(GO) run ./cmd/prefixsim run --live --out $(SIM_OUT) --quiet --no-plots --duration 3s smoke
 
 FUZZTIME       ?= 60s

@@ -135,12 +135,15 @@ func TestDockerfile(t *testing.T) {
 	if user == "" || user == "0" || strings.HasPrefix(user, "root") || strings.HasPrefix(user, "0:") {
 		t.Errorf("USER %q: want a non-root user", user)
 	}
-	for _, port := range []string{"50051", "9090", "9002"} {
+	for _, port := range []string{"50051", "9090", "9092", "9002"} {
 		if !slices.Contains(exposed, port) {
 			t.Errorf("EXPOSE %v lacks %s", exposed, port)
 		}
 	}
 	if !strings.Contains(volume, `"/var/lib/prefixroute"`) || !strings.Contains(entrypoint, `"--data-dir", "/var/lib/prefixroute"`) {
 		t.Errorf("VOLUME %s / ENTRYPOINT %s: want the data dir /var/lib/prefixroute a volume", volume, entrypoint)
+	}
+	if !strings.Contains(entrypoint, `"--metrics-listen", "0.0.0.0:9092"`) {
+		t.Errorf("ENTRYPOINT %s: want the probes and /metrics on --metrics-listen 0.0.0.0:9092, where the manifests probe", entrypoint)
 	}
 }

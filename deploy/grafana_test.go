@@ -101,7 +101,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	// The views the dashboard is for, by the families behind them.
 	for _, want := range []string{"prefixroute_picks_total", "prefixroute_pick_duration_seconds_bucket",
-		"prefixroute_deployment_weight_share", "prefixroute_deployment_traffic_share", "prefixroute_deployment_hit_ratio",
+		"prefixroute_deployment_weight_share_ratio", "prefixroute_deployment_traffic_share_ratio", "prefixroute_deployment_hit_ratio",
 		"prefixroute_instances", "prefixroute_instance_report_age_seconds", "prefixroute_cluster_link_up",
 		"prefixroute_cluster_event_lag_seconds", "prefixroute_build_info"} {
 		if used[want] == nil {

@@ -103,7 +103,7 @@ func prefixroutedFlags(t *testing.T) map[string]bool {
 
 // TestKubernetes: the prefixrouted manifests agree with each other and
 // with the binary: every Deployment variant probes /healthz and /readyz on
-// its named HTTP port, mounts the data dir and every volume it names, and
+// its named metrics port (the read-only --metrics-listen), mounts the data dir and every volume it names, and
 // passes only real flags (on its args and in the ConfigMap's --config
 // file, whose paths lie in mounted volumes); the Service selects the pods
 // and targets their ports; the ServiceMonitor selects the Service.
@@ -139,8 +139,8 @@ func TestKubernetes(t *testing.T) {
 		t.Errorf("ServiceMonitor %s does not select Service %s", sm.name(), svc.name())
 	}
 	for _, ep := range list(sm.m, "spec", "endpoints") {
-		if str(ep, "path") != "/metrics" || !hasPort(svc, str(ep, "port")) {
-			t.Errorf("ServiceMonitor endpoint %v: want path /metrics on a port of the Service", ep)
+		if str(ep, "path") != "/metrics" || str(ep, "port") != "metrics" || !hasPort(svc, str(ep, "port")) {
+			t.Errorf("ServiceMonitor endpoint %v: want path /metrics on the Service's port metrics", ep)
 		}
 	}
 }
@@ -163,8 +163,8 @@ func checkDeployment(t *testing.T, dep, svc, cm object, config map[string]any, f
 		n, _ := get(p, "containerPort").(int)
 		ports[str(p, "name")] = n
 	}
-	if ports["grpc"] != 50051 || ports["http"] != 9090 {
-		t.Errorf("%s: ports %v: want grpc 50051 and http 9090", where, ports)
+	if ports["grpc"] != 50051 || ports["http"] != 9090 || ports["metrics"] != 9092 {
+		t.Errorf("%s: ports %v: want grpc 50051, http 9090 and metrics 9092", where, ports)
 	}
 	for _, sp := range list(svc.m, "spec", "ports") {
 		if _, ok := ports[str(sp, "targetPort")]; !ok {
@@ -172,8 +172,8 @@ func checkDeployment(t *testing.T, dep, svc, cm object, config map[string]any, f
 		}
 	}
 	for probe, path := range map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz", "startupProbe": "/healthz"} {
-		if str(c, probe, "httpGet", "path") != path || str(c, probe, "httpGet", "port") != "http" {
-			t.Errorf("%s: %s: want GET %s on port http", where, probe, path)
+		if str(c, probe, "httpGet", "path") != path || str(c, probe, "httpGet", "port") != "metrics" {
+			t.Errorf("%s: %s: want GET %s on port metrics (--metrics-listen)", where, probe, path)
 		}
 	}
 	if get(pod, "spec", "securityContext", "runAsNonRoot") != true {

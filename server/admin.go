@@ -36,11 +36,21 @@ func caller(ctx context.Context) string {
 // SetWeights implements AdminService.SetWeights.
 func (as *adminService) SetWeights(ctx context.Context, req *pb.SetWeightsRequest) (*pb.SetWeightsResponse, error) {
 	s := as.s
-	pc, err := s.change(ctx, req.GetPool(), func() (store.Edit, error) {
-		return store.WeightsEdit(req.GetPool(), req.GetWeights(), req.GetExpectedVersion())
+	var override string
+	pc, err := s.changeNoted(ctx, req.GetPool(), func() (store.Edit, string, error) {
+		e, err := store.WeightsEdit(req.GetPool(), req.GetWeights(), req.GetExpectedVersion())
+		if err != nil {
+			return e, "", err
+		}
+		override, err = s.guardWeights(req.GetPool(), req.GetAllowDrain(), "prefixctl weights set", req.GetWeights())
+		return e, override, err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if override != "" {
+		s.log.Warn("weights set past the drain guard (allow_drain)", "pool", req.GetPool(), "weights_version", pc.WeightsVersion,
+			"override", override, "caller", caller(ctx))
 	}
 	drained := true
 	for _, w := range pc.Weights {
@@ -155,6 +165,16 @@ func (as *adminService) pool(name string) (*state.Pool, error) {
 // and puts the result in force. Its errors are statuses: edit's own, or the
 // core's mapped through codeOf.
 func (s *Server) change(ctx context.Context, pool string, edit func() (store.Edit, error)) (store.PoolConfig, error) {
+	return s.changeNoted(ctx, pool, func() (store.Edit, string, error) {
+		e, err := edit()
+		return e, "", err
+	})
+}
+
+// changeNoted is change with an edit that may return a note for the audit
+// log's caller: what a guard let through because the request overrode it
+// (withOverride).
+func (s *Server) changeNoted(ctx context.Context, pool string, edit func() (store.Edit, string, error)) (store.PoolConfig, error) {
 	if err := checkPoolName(pool); err != nil {
 		return store.PoolConfig{}, err
 	}
@@ -163,11 +183,11 @@ func (s *Server) change(ctx context.Context, pool string, edit func() (store.Edi
 	if err := s.reg.CanHold(pool); err != nil {
 		return store.PoolConfig{}, statusOf(err)
 	}
-	e, err := edit()
+	e, note, err := edit()
 	if err != nil {
 		return store.PoolConfig{}, statusOf(err)
 	}
-	pc, err := s.applyEdit(pool, e, caller(ctx))
+	pc, err := s.applyEdit(pool, e, withOverride(caller(ctx), note))
 	if err != nil {
 		return store.PoolConfig{}, statusOf(err)
 	}

@@ -70,22 +70,27 @@ func (c *DaemonConfig) SetSecurity(tokensFile string, tls TLSFiles) {
 }
 
 // checkExposure enforces the safe default: without a tokens file (no
-// authentication) both listeners stay on loopback, and bearer tokens never
-// cross a network in cleartext, unless insecure is set. The error is one
-// line saying why and what to do.
+// authentication) the gRPC and HTTP listeners stay on loopback, and bearer
+// tokens never cross a network in cleartext, unless insecure is set. The
+// metrics listener is exempt: it serves only /healthz, /readyz and
+// /metrics, which change nothing. The error is one line saying why and
+// what to do.
 func checkExposure(cfg *DaemonConfig) error {
 	if cfg.Insecure {
 		return nil
 	}
 	authOn, tlsOn := cfg.TokensFile != "", cfg.TLS.Enabled()
-	for _, l := range []struct{ flag, addr string }{{"--listen", cfg.Listen}, {"--http-listen", cfg.HTTPListen}} {
+	for _, l := range []struct{ flag, addr, why string }{
+		{"--listen", cfg.Listen, "anyone who can reach it could steer traffic (SetWeights, forged load reports)"},
+		{"--http-listen", cfg.HTTPListen, "anyone who can reach it could read and steer routing (the HTTP pick and route endpoints, the console); for probes and /metrics alone use --metrics-listen, which may listen anywhere"},
+	} {
 		if l.addr == "off" || netaddr.IsLoopback(l.addr) {
 			continue
 		}
 		switch {
 		case !authOn:
-			return fmt.Errorf("refusing %s %s: no --tokens-file is set, so anyone who can reach it could steer traffic (SetWeights, forged load reports); listen on 127.0.0.1, set --tokens-file (see SECURITY.md), or pass --insecure",
-				l.flag, l.addr)
+			return fmt.Errorf("refusing %s %s: no --tokens-file is set, so %s; listen on 127.0.0.1, set --tokens-file (see SECURITY.md), or pass --insecure",
+				l.flag, l.addr, l.why)
 		case l.flag == "--listen" && !tlsOn:
 			return fmt.Errorf("refusing %s %s without --tls-cert: bearer tokens would cross the network in cleartext; set --tls-cert/--tls-key, or pass --insecure when a mesh encrypts the traffic",
 				l.flag, l.addr)

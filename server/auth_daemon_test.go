@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -22,7 +23,12 @@ func TestCheckExposure(t *testing.T) {
 		{"wildcard", DaemonConfig{Listen: "0.0.0.0:50051", HTTPListen: "off"}, "refusing --listen 0.0.0.0:50051"},
 		{"v6 wildcard", DaemonConfig{Listen: "[::]:50051", HTTPListen: "off"}, "refusing --listen [::]:50051"},
 		{"host name", DaemonConfig{Listen: "router.internal:50051", HTTPListen: "off"}, "refusing --listen"},
-		{"http exposed", DaemonConfig{Listen: "127.0.0.1:1", HTTPListen: "0.0.0.0:9090"}, "refusing --http-listen 0.0.0.0:9090"},
+		{"http exposed", DaemonConfig{Listen: "127.0.0.1:1", HTTPListen: "0.0.0.0:9090"}, "refusing --http-listen 0.0.0.0:9090: no --tokens-file is set, so anyone who can reach it could read and steer routing"},
+		{"http exposed names --metrics-listen", DaemonConfig{Listen: "127.0.0.1:1", HTTPListen: ":9090"}, "for probes and /metrics alone use --metrics-listen"},
+		{"metrics exposed", DaemonConfig{Listen: "127.0.0.1:1", HTTPListen: "127.0.0.1:2", MetricsListen: "0.0.0.0:9092"}, ""},
+		{"metrics on all interfaces, http off", DaemonConfig{Listen: "127.0.0.1:1", HTTPListen: "off", MetricsListen: ":9092"}, ""},
+		{"metrics exposed, http too", DaemonConfig{Listen: "127.0.0.1:1", HTTPListen: "0.0.0.0:2", MetricsListen: "0.0.0.0:9092"}, "refusing --http-listen 0.0.0.0:2"},
+		{"metrics exposed, grpc too", DaemonConfig{Listen: "0.0.0.0:1", HTTPListen: "off", MetricsListen: "0.0.0.0:9092"}, "refusing --listen 0.0.0.0:1"},
 		{"insecure", DaemonConfig{Listen: "0.0.0.0:1", HTTPListen: "0.0.0.0:2", Insecure: true}, ""},
 		{"tokens without TLS", DaemonConfig{Listen: "0.0.0.0:1", HTTPListen: "off", TokensFile: "t"}, "without --tls-cert: bearer tokens would cross"},
 		{"tokens and TLS", DaemonConfig{Listen: "0.0.0.0:1", HTTPListen: "0.0.0.0:2", TokensFile: "t", TLS: tls}, ""},
@@ -41,6 +47,39 @@ func TestCheckExposure(t *testing.T) {
 				t.Errorf("message is more than one line: %q", err)
 			}
 		})
+	}
+}
+
+// TestMetricsListener: the metrics listener serves /healthz, /readyz and
+// /metrics and nothing else (the routes that checkExposure's exemption
+// relies on); Start refuses an exposed HTTP listener before it binds
+// anything, with the metrics listener set or not. (That a non-loopback
+// metrics listener is allowed is TestCheckExposure's; the test itself
+// listens on loopback only.)
+func TestMetricsListener(t *testing.T) {
+	_, err := Start(DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "0.0.0.0:0", MetricsListen: "127.0.0.1:0", Server: Options{DataDir: t.TempDir()}})
+	if err == nil || !strings.Contains(err.Error(), "refusing --http-listen 0.0.0.0:0") {
+		t.Fatalf("HTTP listener on 0.0.0.0:0: %v, want refused", err)
+	}
+	d := obsStart(t, func(c *DaemonConfig) { c.HTTPListen, c.MetricsListen = "off", "127.0.0.1:0" })
+	if d.HTTPAddr() != "" || d.MetricsAddr() == "" {
+		t.Fatalf("HTTP at %q, metrics at %q", d.HTTPAddr(), d.MetricsAddr())
+	}
+	base := "http://" + d.MetricsAddr()
+	for _, p := range []struct {
+		path string
+		code int
+		body string
+	}{
+		{"/healthz", http.StatusOK, "ok\n"},
+		{"/readyz", http.StatusOK, "ready\n"},
+		{"/metrics", http.StatusOK, "prefixroute_build_info"},
+		{"/v1/pick", http.StatusNotFound, ""},
+		{"/ui/", http.StatusNotFound, ""},
+	} {
+		if code, body := obsGet(t, base+p.path); code != p.code || !strings.Contains(body, p.body) {
+			t.Errorf("GET %s: %d %.80q, want %d with %q", p.path, code, body, p.code, p.body)
+		}
 	}
 }
 

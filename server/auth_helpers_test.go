@@ -133,7 +133,7 @@ var authCalls = map[string]func(context.Context, *grpc.ClientConn) error{
 		return report(ctx, cc, "other", "a", "o-9")
 	},
 	"SetWeights": func(ctx context.Context, cc *grpc.ClientConn) error {
-		_, err := pb.NewAdminServiceClient(cc).SetWeights(ctx, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 1, "b": 1}})
+		_, err := pb.NewAdminServiceClient(cc).SetWeights(ctx, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 1, "b": 0}})
 		return err
 	},
 	"SetPolicy": func(ctx context.Context, cc *grpc.ClientConn) error {

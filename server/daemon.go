@@ -27,9 +27,12 @@ const (
 	// without a tokens file (127.0.0.1:50051, client.DefaultAddr, which
 	// clients such as prefixctl dial by default).
 	DefaultListen = client.DefaultAddr
-	// DefaultHTTPListen is the address of /healthz, /readyz, /metrics and
-	// the console (/ui/).
+	// DefaultHTTPListen is the address of the HTTP listener (/healthz,
+	// /readyz, /metrics, the HTTP front ends and the console /ui/).
 	DefaultHTTPListen = "127.0.0.1:9090"
+	// DefaultMetricsListen is the address of the read-only listener of
+	// /healthz, /readyz and /metrics: off.
+	DefaultMetricsListen = "off"
 	// DefaultMaxRecvMsgBytes bounds one gRPC message: 4 MiB.
 	DefaultMaxRecvMsgBytes = 4 << 20
 	// DefaultMaxConcurrentStreams bounds the streams of one connection.
@@ -44,6 +47,11 @@ type DaemonConfig struct {
 	// HTTPListen is the address of /healthz, /readyz, /metrics and /ui/. Default
 	// DefaultHTTPListen (127.0.0.1:9090); "off" disables it.
 	HTTPListen string
+	// MetricsListen is the address of a second HTTP listener serving only
+	// /healthz, /readyz and /metrics: read-only, so it may be on any
+	// address without a tokens file (for kubelet probes and Prometheus on
+	// the pod IP). Default DefaultMetricsListen ("off").
+	MetricsListen string
 	// MaxRecvMsgBytes bounds one gRPC message. Default 4 MiB: a Pick with
 	// 8192 hashes is about 80 KiB, a report with 65536 block events about
 	// 640 KiB.
@@ -89,8 +97,9 @@ type DaemonConfig struct {
 }
 
 // Daemon is a running prefixrouted: the gRPC server with its services,
-// health and reflection behind the telemetry middleware, and the HTTP server
-// of the probes and /metrics. Stop it with Shutdown. Its methods are safe for
+// health and reflection behind the telemetry middleware, the HTTP server
+// of the probes, /metrics and the HTTP front ends, and the optional
+// read-only server of the probes and /metrics alone. Stop it with Shutdown. Its methods are safe for
 // concurrent use.
 type Daemon struct {
 	log     *slog.Logger
@@ -102,6 +111,8 @@ type Daemon struct {
 	lis     net.Listener
 	httpLis net.Listener
 	http    *http.Server
+	metLis  net.Listener // nil: --metrics-listen off
+	metrics *http.Server
 	auth    authorizer  // nil: authentication off
 	tls     listenerTLS // nil: plaintext
 	guard   *streamGuard
@@ -125,6 +136,9 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 	}
 	if cfg.HTTPListen == "" {
 		cfg.HTTPListen = DefaultHTTPListen
+	}
+	if cfg.MetricsListen == "" {
+		cfg.MetricsListen = DefaultMetricsListen
 	}
 	if cfg.MaxRecvMsgBytes <= 0 {
 		cfg.MaxRecvMsgBytes = DefaultMaxRecvMsgBytes
@@ -183,10 +197,13 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 	go srv.RunRamps(ctx)
 	go func() { d.done <- d.grpc.Serve(d.lis) }()
 	if d.httpLis != nil {
-		d.serveHTTP()
+		d.http = d.serveHTTP(d.httpLis, d.httpHandler())
+	}
+	if d.metLis != nil {
+		d.metrics = d.serveHTTP(d.metLis, d.probesHandler())
 	}
 	d.ready.Store(true)
-	log.Info("prefixrouted serving", "grpc", d.lis.Addr().String(), "http", d.HTTPAddr(), "data_dir", cfg.Server.DataDir,
+	log.Info("prefixrouted serving", "grpc", d.lis.Addr().String(), "http", d.HTTPAddr(), "metrics", d.MetricsAddr(), "data_dir", cfg.Server.DataDir,
 		"traces", d.tel.exporter, "decision_log", cfg.DecisionLog, "auth", cfg.TokensFile != "", "tls", d.tls != nil,
 		"client_ca", cfg.TLS.ClientCAFile != "", "limits", cfg.Transport.String())
 	return d, nil
@@ -212,6 +229,9 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	if err := registerBuildInfo(meter); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	if err := d.srv.registerRampGauges(meter); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	if err := d.srv.repl.RegisterMetrics(meter); err != nil {
@@ -241,12 +261,17 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 		// It serves picks too (POST /v1/route, /v1/pick): the same bound.
 		d.httpLis = netutil.LimitListener(d.httpLis, cfg.Transport.MaxConnections)
 	}
+	if cfg.MetricsListen != "off" {
+		if d.metLis, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			return fmt.Errorf("listen %s (--metrics-listen): %w", cfg.MetricsListen, err)
+		}
+	}
 	return d.listenFrontEnds(cfg)
 }
 
 // release frees what start acquired, for a failed Start.
 func (d *Daemon) release(ctx context.Context) {
-	for _, l := range []net.Listener{d.lis, d.httpLis} {
+	for _, l := range []net.Listener{d.lis, d.httpLis, d.metLis} {
 		if l != nil {
 			l.Close()
 		}
@@ -283,6 +308,15 @@ func (d *Daemon) HTTPAddr() string {
 		return ""
 	}
 	return d.httpLis.Addr().String()
+}
+
+// MetricsAddr is the read-only probes and /metrics listener's address, or
+// "" when it is off.
+func (d *Daemon) MetricsAddr() string {
+	if d.metLis == nil {
+		return ""
+	}
+	return d.metLis.Addr().String()
 }
 
 // Server is the daemon's services and state.
@@ -329,9 +363,11 @@ func (d *Daemon) shutdown(ctx context.Context) error {
 			d.log.Warn("decision log not fully written", "err", err)
 		}
 	}
-	if d.http != nil {
-		if err := d.http.Shutdown(ctx); err != nil {
-			d.log.Warn("shutdown timeout: closing the HTTP connections still open", "err", err)
+	for _, h := range []*http.Server{d.http, d.metrics} {
+		if h != nil {
+			if err := h.Shutdown(ctx); err != nil {
+				d.log.Warn("shutdown timeout: closing the HTTP connections still open", "addr", h.Addr, "err", err)
+			}
 		}
 	}
 	if err := d.tel.Shutdown(ctx); err != nil {

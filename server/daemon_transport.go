@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -11,8 +12,9 @@ import (
 	"google.golang.org/grpc/keepalive"
 )
 
-// The Daemon's transports: the gRPC server's options and the HTTP server of
-// the probes and /metrics. (The TLS configuration they use is tls.go's.)
+// The Daemon's transports: the gRPC server's options and the HTTP servers
+// (--http-listen; --metrics-listen, which serves the probes and /metrics
+// alone). (The TLS configuration they use is tls.go's.)
 
 // serverOptions are the gRPC server's transport settings: credentials,
 // message and header sizes, streams per connection, keepalive, and the
@@ -42,28 +44,47 @@ func transportOptions(cfg *DaemonConfig) []grpc.ServerOption {
 // context are well under it.
 const maxHeaderListBytes = 64 << 10
 
-// serveHTTP serves /healthz, /readyz and /metrics on the HTTP listener, over
-// TLS when the gRPC listener has it, with timeouts that bound slow clients.
-func (d *Daemon) serveHTTP() {
-	d.http = &http.Server{Handler: d.httpHandler(), ReadHeaderTimeout: 5 * time.Second,
+// serveHTTP serves h on lis, over TLS when the gRPC listener has it, with
+// timeouts that bound slow clients, and returns the server to shut down.
+func (d *Daemon) serveHTTP(lis net.Listener, h http.Handler) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(d.log.With("component", "http").Handler(), slog.LevelDebug)} // failed handshakes, bad requests
-	serve := func() error { return d.http.Serve(d.httpLis) }
+	serve := func() error { return srv.Serve(lis) }
 	if d.tls != nil {
-		d.http.TLSConfig = d.tls.HTTPConfig()
-		serve = func() error { return d.http.ServeTLS(d.httpLis, "", "") }
+		srv.TLSConfig = d.tls.HTTPConfig()
+		serve = func() error { return srv.ServeTLS(lis, "", "") }
 	}
 	go func() {
 		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.log.Error("http server stopped", "err", err)
+			d.log.Error("http server stopped", "addr", lis.Addr().String(), "err", err)
 		}
 	}()
+	return srv
 }
 
-// httpHandler routes /healthz, /readyz, /metrics, the Pick front ends
-// (httppick.go) and the console (/ui/).
+// httpHandler routes the HTTP listener (--http-listen): the probes and
+// /metrics of probesHandler, the Pick front ends (httppick.go) and the
+// console (/ui/).
 func (d *Daemon) httpHandler() http.Handler {
 	mux := http.NewServeMux()
+	d.registerProbes(mux)
+	mux.Handle("/ui/", d.consoleHandler())
+	d.picker.register(mux)
+	return mux
+}
+
+// probesHandler routes the read-only listener (--metrics-listen): /healthz,
+// /readyz and /metrics and nothing else, which is why it may be reachable
+// without a tokens file.
+func (d *Daemon) probesHandler() http.Handler {
+	mux := http.NewServeMux()
+	d.registerProbes(mux)
+	return mux
+}
+
+// registerProbes adds GET /healthz, /readyz and /metrics to mux.
+func (d *Daemon) registerProbes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -75,7 +96,4 @@ func (d *Daemon) httpHandler() http.Handler {
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", d.tel.metricsHandler())
-	mux.Handle("/ui/", d.consoleHandler())
-	d.picker.register(mux)
-	return mux
 }

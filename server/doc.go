@@ -10,8 +10,9 @@
 //
 // # Running a daemon
 //
-// Start binds the gRPC listener (and the HTTP one of /healthz, /readyz and
-// /metrics unless HTTPListen is "off"), opens the data dir and serves until
+// Start binds the gRPC listener (and the HTTP one of /healthz, /readyz,
+// /metrics and the HTTP front ends unless HTTPListen is "off", and the
+// read-only one of the probes and /metrics when MetricsListen is set), opens the data dir and serves until
 // Shutdown; prefixrouted is a thin flag parser around it. See Example.
 // A Server without a Daemon (New, then Register on a grpc.Server of one's
 // own) serves the same services without metrics, traces or decision log.

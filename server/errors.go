@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/prefixroute/prefixroute/internal/readiness"
+	"github.com/prefixroute/prefixroute/internal/rollout"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/internal/store"
 	"github.com/prefixroute/prefixroute/scheduler"
@@ -19,7 +20,7 @@ func codeOf(err error) codes.Code {
 	switch {
 	case errors.Is(err, state.ErrPoolNotFound), errors.Is(err, store.ErrNoRamp), errors.Is(err, readiness.ErrUnknownDeployment):
 		return codes.NotFound
-	case errors.Is(err, store.ErrRampActive), errors.Is(err, store.ErrRampNotActive):
+	case errors.Is(err, store.ErrRampActive), errors.Is(err, store.ErrRampNotActive), errors.Is(err, rollout.ErrDrain):
 		return codes.FailedPrecondition
 	case errors.Is(err, state.ErrInvalidPick), errors.Is(err, state.ErrInvalidReport), errors.Is(err, state.ErrInvalidName),
 		errors.Is(err, store.ErrInvalidWeights), errors.Is(err, store.ErrInvalidName),

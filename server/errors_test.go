@@ -45,7 +45,7 @@ func TestPickErrors(t *testing.T) {
 		})
 	}
 	// The maximum itself is fine.
-	if _, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PrefixHashes: tooMany[:8192]}); err != nil {
+	if _, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PrefixHashes: tooMany[:8192], PromptTokens: 8192 * 16}); err != nil {
 		t.Errorf("8192 hashes: %v", err)
 	}
 	// A configured pool with no instance yet is Unavailable, not NotFound.

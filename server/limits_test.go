@@ -104,11 +104,11 @@ func TestLimitEdges(t *testing.T) {
 		mutate: func(c *DaemonConfig) { c.Server.Limits.MaxPrefixBlocks = 4 },
 		setup:  func(t *testing.T, c limitClients) { must(t, sendReport(t, c, ident("chat", "a", "a-1"))) },
 		at: func(t *testing.T, c limitClients) error {
-			_, err := c.pick.Pick(ctxT(t), &pb.PickRequest{Pool: "chat", PrefixHashes: hashes(4), Seed: new(uint64)})
+			_, err := c.pick.Pick(ctxT(t), &pb.PickRequest{Pool: "chat", PrefixHashes: hashes(4), PromptTokens: 64, Seed: new(uint64)})
 			return err
 		},
 		over: func(t *testing.T, c limitClients) error {
-			_, err := c.pick.Pick(ctxT(t), &pb.PickRequest{Pool: "chat", PrefixHashes: hashes(5)})
+			_, err := c.pick.Pick(ctxT(t), &pb.PickRequest{Pool: "chat", PrefixHashes: hashes(5), PromptTokens: 80})
 			return err
 		},
 		code: codes.InvalidArgument, msg: "the limit is 4",

@@ -50,6 +50,9 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 		s.repl.StreamEnded(id.Pool, id.Instance, false)
 		return statusOf(err)
 	}
+	if prev, ok := sess.TookOver(); ok {
+		s.tookOver(stream.Context(), id, prev)
+	}
 	defer func() { sess.Close(s.opts.Now()) }()
 	defer s.repl.StreamEnded(id.Pool, id.Instance, true)
 	s.log.Debug("report stream opened", "pool", id.Pool, "deployment", id.Deployment, "instance", id.Instance, "address", id.Address)
@@ -71,12 +74,18 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 			}
 		}
 	}()
-	m := first
+	m, lastSeq := first, first.GetSeq()
 	for {
 		if m != first {
 			if err := sameIdentity(id, m); err != nil {
 				return err
 			}
+			if m.GetSeq() < lastSeq {
+				return status.Errorf(codes.InvalidArgument,
+					"report seq %d is below the stream's last seq %d: seq must not decrease on a stream; open a new stream to start over",
+					m.GetSeq(), lastSeq)
+			}
+			lastSeq = m.GetSeq()
 			if err := ls.convert(m, &rep); err != nil {
 				return err
 			}

@@ -69,8 +69,8 @@ type observer struct {
 	reg  *state.Registry
 	dlog *decisionLog // nil when off
 
-	picks, excluded, blocks, matched, reports, panics metric.Int64Counter
-	latency                                           metric.Float64Histogram
+	picks, excluded, blocks, matched, reports, panics, flaps metric.Int64Counter
+	latency                                                  metric.Float64Histogram
 
 	mu    sync.RWMutex
 	pools map[string]*poolObs
@@ -117,6 +117,8 @@ func newObserver(m metric.Meter, reg *state.Registry, now func() time.Time) (*ob
 	o.matched = counter("prefixroute_pick_matched_blocks", "{block}",
 		"Prefix blocks already cached on the chosen instance, over the successful picks routed to each deployment; divide by prefixroute_pick_prefix_blocks_total for the hit ratio.")
 	o.reports = counter("prefixroute_reports", "{report}", "Load reports received and applied, by pool and deployment.")
+	o.flaps = counter("prefixroute_instance_identity_flaps", "{takeover}",
+		"ReportLoad streams that replaced a stream still open for the same instance id, by pool and deployment: a reconnect counts once; steady growth means two instances share one id.")
 	o.panics = counter("prefixroute_panics_recovered", "{panic}", "Panics in gRPC handlers turned into Internal by the recovery interceptor.")
 	var err error
 	o.latency, err = m.Float64Histogram("prefixroute_pick_duration", metric.WithUnit("s"),
@@ -269,6 +271,14 @@ func decisionExplains(err error) bool {
 }
 
 // reported counts one applied load report. ReportLoad calls it.
+// identityFlap counts a report stream that took over an open one.
+func (o *observer) identityFlap(ctx context.Context, pool, deployment string) {
+	if o == nil {
+		return
+	}
+	o.flaps.Add(ctx, 1, o.pool(pool).dep(deployment).attrs...)
+}
+
 func (o *observer) reported(ctx context.Context, pool, deployment string) {
 	if o == nil {
 		return

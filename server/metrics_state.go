@@ -58,8 +58,8 @@ func (o *observer) registerGauges(m metric.Meter) error {
 	g.winPicks = i64("prefixroute_deployment_window_picks", "{pick}", "Successful picks routed to each deployment over the traffic-share window (60 s).")
 	g.reportAge = f64("prefixroute_instance_report_age", "s", "Time since each instance's latest load report.")
 	g.weight = f64("prefixroute_deployment_weight", "", "Each deployment's weight in force (1 for every deployment while no weights are set).")
-	g.weightShare = f64("prefixroute_deployment_weight_share", "", "Each deployment's weight over the pool's sum of weights: the traffic share the operator configured.")
-	g.trafficShare = f64("prefixroute_deployment_traffic_share", "", "Each deployment's share of the pool's successful picks over the traffic-share window (60 s); absent while the pool had none.")
+	g.weightShare = f64("prefixroute_deployment_weight_share_ratio", "", "Each deployment's weight over the pool's sum of weights: the traffic share the operator configured.")
+	g.trafficShare = f64("prefixroute_deployment_traffic_share_ratio", "", "Each deployment's share of the pool's successful picks over the traffic-share window (60 s); absent while the pool had none.")
 	g.hitRatio = f64("prefixroute_deployment_hit_ratio", "", "Matched over requested prefix blocks of the picks routed to each deployment over the traffic-share window (60 s); absent while they carried no blocks.")
 	var err error
 	g.capEvicted, err = m.Int64ObservableCounter("prefixroute_prefix_index_cap_evicted", metric.WithUnit("{entry}"),
@@ -154,7 +154,7 @@ func (o *observer) observe(ob metric.Observer, g *gauges) {
 }
 
 // TrafficShareWindow is the sliding window of the realised traffic share and
-// hit ratio gauges (prefixroute_deployment_traffic_share,
+// hit ratio gauges (prefixroute_deployment_traffic_share_ratio,
 // prefixroute_deployment_hit_ratio, prefixroute_deployment_window_picks):
 // the picks of the last 60 seconds, counted in one-second buckets, so a
 // weight change shows in the share within a minute.

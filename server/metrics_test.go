@@ -64,7 +64,7 @@ func TestMetricsAfterScriptedTraffic(t *testing.T) {
 	}
 	picks(200, nil)
 	first := obsScrape(t, d)
-	share1 := obsValue(t, first, "prefixroute_deployment_traffic_share", map[string]string{"pool": "chat", "deployment": "a"})
+	share1 := obsValue(t, first, "prefixroute_deployment_traffic_share_ratio", map[string]string{"pool": "chat", "deployment": "a"})
 	if want := float64(ok["a"]) / 200; share1 != want {
 		t.Errorf("traffic share of a after phase 1 = %v, want %v", share1, want)
 	}
@@ -135,9 +135,9 @@ func TestMetricsAfterScriptedTraffic(t *testing.T) {
 		{"prefixroute_pick_eligible_instances", L("pool", "chat", "deployment", "b"), 1},
 		{"prefixroute_weights_version", L("pool", "chat"), 2},
 		{"prefixroute_deployment_weight", L("pool", "chat", "deployment", "a"), 1},
-		{"prefixroute_deployment_weight_share", L("pool", "chat", "deployment", "b"), 0.5},
+		{"prefixroute_deployment_weight_share_ratio", L("pool", "chat", "deployment", "b"), 0.5},
 		{"prefixroute_deployment_window_picks", L("pool", "chat", "deployment", "a"), float64(ok["a"])},
-		{"prefixroute_deployment_traffic_share", L("pool", "chat", "deployment", "a"), float64(ok["a"]) / chatPicks},
+		{"prefixroute_deployment_traffic_share_ratio", L("pool", "chat", "deployment", "a"), float64(ok["a"]) / chatPicks},
 		{"prefixroute_prefix_index_blocks", L("pool", "chat"), float64(blocks)},
 		{"prefixroute_prefix_index_entries", L("pool", "chat"), float64(pairs)},
 		{"prefixroute_prefix_index_bytes", L("pool", "chat"), float64(80*blocks + 44*pairs)},
@@ -153,7 +153,7 @@ func TestMetricsAfterScriptedTraffic(t *testing.T) {
 		t.Errorf("prefix index holds %d blocks, %d entries; want the reported and the recorded ones", blocks, pairs)
 	}
 
-	share2 := obsValue(t, fams, "prefixroute_deployment_traffic_share", L("pool", "chat", "deployment", "a"))
+	share2 := obsValue(t, fams, "prefixroute_deployment_traffic_share_ratio", L("pool", "chat", "deployment", "a"))
 	if !(math.Abs(share2-0.5) < math.Abs(share1-0.5)) {
 		t.Errorf("after the weights went 1:3 -> 1:1, a's traffic share went %v -> %v: not toward 0.5", share1, share2)
 	}

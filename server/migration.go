@@ -52,8 +52,9 @@ func migrationProto(pool string, st *readiness.Status) *pb.GetMigrationStatusRes
 			RecomputeTokens: m.RecomputeTokens, RecomputeTokensPerSecond: m.RecomputeTokensPerSec,
 			ExtraTokensPerSecond: m.ExtraTokensPerSec, ExtraPrefillMsPerSecond: m.ExtraPrefillMsPerSec,
 			ThroughputKnown: m.ExtraPrefillMsKnown, ToPrefillMsPerSecond: m.ToPrefillMsPerSec,
-			ToCapacityMsPerSecond: m.ToCapacityMsPerSec, HeadroomPct: m.HeadroomPct, CanAbsorb: m.CanAbsorb && st.Picks > 0,
+			ToCapacityMsPerSecond: m.ToCapacityMsPerSec, HeadroomPct: m.HeadroomPct, CanAbsorb: m.CanAbsorb && st.SampleMissing() == "",
 		},
+		SampleMissing: st.SampleMissing(),
 	}
 	for _, d := range st.Deployments {
 		out.Deployments = append(out.Deployments, &pb.DeploymentTraffic{

@@ -56,6 +56,9 @@ func (s *Server) pick(req *pb.PickRequest, sc *pickScratch, rec *pickRecord) (*p
 		return nil, statusOf(err)
 	}
 	rec.pool = pool.Name()
+	if _, ok := pb.AuditLevel_name[int32(req.GetAudit())]; !ok {
+		return nil, invalid("audit is %d, not an AuditLevel; want 0 (unspecified: full), 1 (full), 2 (chosen) or 3 (none)", int32(req.GetAudit()))
+	}
 	sc.in = state.PickInput{Hashes: req.GetPrefixHashes(), PromptTokens: req.GetPromptTokens(), Exclude: req.GetExcludeInstances(),
 		ChosenOnly: chosenOnly(req, rec.logged)}
 	sc.overrides = sc.overrides[:0]
@@ -96,7 +99,7 @@ func pickError(pool string, pk *state.Pick, err error) error {
 	case errors.Is(err, scheduler.ErrNoEligibleInstance):
 		msg = fmt.Sprintf("pool %q has no eligible instance: %s", pool, d.ExcludedSummary())
 	case errors.Is(err, scheduler.ErrAllWeightsZero):
-		msg = fmt.Sprintf("pool %q is drained: every deployment with eligible instances has weight 0 (weights version %d); raise a weight with SetWeights",
+		msg = fmt.Sprintf("pool %q is drained: every deployment with eligible instances has weight 0 (weights version %d); raise a weight with 'prefixctl weights set' (SetWeights)",
 			pool, pk.Config.WeightsVersion)
 	default:
 		msg = fmt.Sprintf("pool %q: %v", pool, err)

@@ -134,8 +134,8 @@ func TestDrainedDeploymentGetsNothing(t *testing.T) {
 	if r := deploymentByName(t, resp.GetDecision(), "A").GetExcludedReason(); r != "not_in_weights" {
 		t.Errorf("A left out of the weights: reason %q, want not_in_weights", r)
 	}
-	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 0, "B": 0}}); err != nil {
-		t.Fatalf("a full drain must be allowed: %v", err)
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 0, "B": 0}, AllowDrain: true}); err != nil {
+		t.Fatalf("a full drain with allow_drain must be allowed: %v", err)
 	}
 	_, err = e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
 	wantCode(t, err, codes.FailedPrecondition, `pool "m" is drained`, "weights version 3")

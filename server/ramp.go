@@ -19,23 +19,35 @@ import (
 // StartRamp implements AdminService.StartRamp.
 func (as *adminService) StartRamp(ctx context.Context, req *pb.StartRampRequest) (*pb.StartRampResponse, error) {
 	s := as.s
-	pc, err := s.change(ctx, req.GetPool(), func() (store.Edit, error) {
+	var override string
+	pc, err := s.changeNoted(ctx, req.GetPool(), func() (store.Edit, string, error) {
 		start, version := s.weightsInForce(req.GetPool())
 		steps, err := rampSteps(req, start)
 		if err != nil {
-			return store.Edit{}, err
+			return store.Edit{}, "", err
 		}
 		hold, err := autoHoldOf(req.GetAutoHold(), start, steps[len(steps)-1].Weights)
 		if err != nil {
-			return store.Edit{}, err
+			return store.Edit{}, "", err
+		}
+		weights := make([]map[string]float64, len(steps))
+		for i, st := range steps {
+			weights[i] = st.Weights
+		}
+		if override, err = s.guardWeights(req.GetPool(), req.GetAllowDrain(), "prefixctl ramp start", weights...); err != nil {
+			return store.Edit{}, "", err
 		}
 		if req.GetExpectedVersion() != 0 {
 			version = req.GetExpectedVersion()
 		}
-		return store.StartRampEdit(req.GetPool(), start, steps, hold, version, caller(ctx))
+		e, err := store.StartRampEdit(req.GetPool(), start, steps, hold, req.GetAllowDrain(), version, withOverride(caller(ctx), override))
+		return e, override, err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if override != "" {
+		s.log.Warn("ramp started past the drain guard (allow_drain)", "pool", req.GetPool(), "override", override, "caller", caller(ctx))
 	}
 	r := pc.Ramp
 	s.log.Info("ramp started", "pool", req.GetPool(), "ramp", r.ID, "steps", len(r.Steps),
@@ -178,7 +190,7 @@ func (as *adminService) GetRamp(ctx context.Context, req *pb.GetRampRequest) (*p
 	}
 	pc, ok := as.s.store.Pool(req.GetPool())
 	if !ok || pc.Ramp == nil {
-		return nil, statusOf(fmt.Errorf("%w: pool %q never had a ramp; start one with StartRamp", store.ErrNoRamp, req.GetPool()))
+		return nil, statusOf(fmt.Errorf("%w: pool %q never had a ramp; start one with 'prefixctl ramp start' (StartRamp)", store.ErrNoRamp, req.GetPool()))
 	}
 	return &pb.GetRampResponse{Ramp: rampProto(pc.Ramp, as.s.opts.Now())}, nil
 }
@@ -222,7 +234,7 @@ func rampProto(r *rollout.Ramp, now time.Time) *pb.Ramp {
 		Id: r.ID, State: rampStateProto(r.State), Start: maps.Clone(r.Start), StepsApplied: uint32(r.Applied),
 		Current: maps.Clone(r.Current()), Target: maps.Clone(r.Target()),
 		UntilDone: durationpb.New(r.Remains(now)), StartedAt: timestamppb.New(r.StartedAt), StartedBy: r.StartedBy,
-		UpdatedAt: timestamppb.New(r.UpdatedAt), Reason: r.Reason,
+		UpdatedAt: timestamppb.New(r.UpdatedAt), Reason: r.Reason, AllowDrain: r.AllowDrain,
 	}
 	for _, st := range r.Steps {
 		out.Steps = append(out.Steps, &pb.RampStep{Weights: maps.Clone(st.Weights), After: durationpb.New(st.After)})

@@ -20,8 +20,10 @@ func (s *Server) RunRamps(ctx context.Context) {
 // AdvanceRamps applies, for every pool whose running ramp has a step due
 // now, that one step (a ramp late by several steps catches up one step per
 // call, so a restart never jumps straight to a later step), and returns how
-// many it applied. A ramp with auto-hold is paused instead when the step
-// would leave its target deployment less headroom than asked. A step that
+// many it applied. A ramp is paused instead when the step would drain the
+// pool's live traffic (drainHold; not for a ramp started with allow_drain),
+// or, with auto-hold, would leave its target deployment less headroom than
+// asked. A step that
 // cannot be persisted is logged and retried on the next call.
 func (s *Server) AdvanceRamps() int {
 	due := s.store.DueRamps(s.opts.Now())
@@ -43,7 +45,11 @@ func (s *Server) stepRamp(pool string, r *rollout.Ramp) bool {
 	s.adminMu.Lock()
 	defer s.adminMu.Unlock()
 	by := fmt.Sprintf("ramp %d step %d/%d (started by %s)", r.ID, r.Applied+1, len(r.Steps), r.StartedBy)
-	if reason := s.holdReason(pool, r); reason != "" {
+	reason, paused := s.drainHold(pool, r), "ramp paused by the drain guard; resume it once the target has an eligible instance"
+	if reason == "" {
+		reason, paused = s.holdReason(pool, r), "ramp paused by auto-hold; resume it once the target has headroom"
+	}
+	if reason != "" {
 		e, err := store.UpdateRampEdit(pool, r.ID, store.RampPause, reason)
 		var pc store.PoolConfig
 		if err == nil {
@@ -54,8 +60,7 @@ func (s *Server) stepRamp(pool string, r *rollout.Ramp) bool {
 				"reason", reason, "error", err)
 			return false
 		}
-		s.log.Warn("ramp paused by auto-hold; resume it once the target has headroom", "pool", pool, "ramp", r.ID,
-			"reason", reason)
+		s.log.Warn(paused, "pool", pool, "ramp", r.ID, "reason", reason)
 		s.installRamp(pool, r, "ramp pause", pc)
 		return false
 	}

@@ -85,7 +85,7 @@ func TestRampStepLogsAStepNotInForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, err := store.StartRampEdit("chat", map[string]float64{"a": 1, "b": 0},
-		[]rollout.Step{{Weights: map[string]float64{"a": 0, "b": 1}, After: time.Minute}}, rollout.AutoHold{}, 0, "test")
+		[]rollout.Step{{Weights: map[string]float64{"a": 0, "b": 1}, After: time.Minute}}, rollout.AutoHold{}, true, 0, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func weights(e *servertest.Sidecar, pool string) *pb.GetWeightsResponse {
 func TestRampStepsOnSchedule(t *testing.T) {
 	e := servertest.Start(t, manualRamps)
 	ctx := context.Background()
-	setWeights(e, "chat", map[string]float64{"a": 1})
+	setWeights(e, "chat", map[string]float64{"a": 1, "b": 0})
 	r, err := e.Admin.StartRamp(ctx, &pb.StartRampRequest{Pool: "chat", Target: map[string]float64{"b": 1},
 		Duration: durationpb.New(4 * time.Minute), StepInterval: durationpb.New(time.Minute)})
 	if err != nil {
@@ -74,7 +74,7 @@ func TestRampSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	e := servertest.Start(t, servertest.Dir(dir), manualRamps)
 	ctx := context.Background()
-	setWeights(e, "chat", map[string]float64{"a": 1})
+	setWeights(e, "chat", map[string]float64{"a": 1, "b": 0})
 	if _, err := e.Admin.StartRamp(ctx, &pb.StartRampRequest{Pool: "chat", Target: map[string]float64{"b": 1},
 		Duration: durationpb.New(3 * time.Minute), StepInterval: durationpb.New(time.Minute)}); err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestRampSurvivesRestart(t *testing.T) {
 func TestRampPauseResumeAbort(t *testing.T) {
 	e := servertest.Start(t, manualRamps)
 	ctx := context.Background()
-	setWeights(e, "chat", map[string]float64{"a": 1})
+	setWeights(e, "chat", map[string]float64{"a": 1, "b": 0})
 	steps := []*pb.RampStep{
 		{Weights: map[string]float64{"a": 9, "b": 1}, After: durationpb.New(0)},
 		{Weights: map[string]float64{"a": 1, "b": 1}, After: durationpb.New(10 * time.Minute)},

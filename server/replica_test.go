@@ -40,8 +40,9 @@ func TestReplicasShareReportsAndWeights(t *testing.T) {
 		t.Logf("report on r1 routable on another replica after %v", took)
 	}
 
-	// Weights set on one replica are on all.
-	if _, err := rs[1].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 3, "b": 1}}); err != nil {
+	// Weights set on one replica are on all (b, never seen, needs
+	// allow_drain).
+	if _, err := rs[1].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 3, "b": 1}, AllowDrain: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rs {

@@ -61,6 +61,7 @@ type Server struct {
 	picks    sync.Pool  // of *pickScratch
 	obs      *observer  // observability hooks (metrics.go); nil records nothing
 	repl     Replicator // the cluster, or standalone (replica.go)
+	flaps    flapLog    // identity takeovers logged (load_flaps.go)
 }
 
 // New opens the data dir, restores every configured pool and returns a

@@ -100,7 +100,9 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	t.Run("drained", func(t *testing.T) {
-		expect(t, ctl(addr, "weights", "set", "m", "A=0"), 0, "the pool is drained")
+		expect(t, ctl(addr, "weights", "set", "m", "A=0"), exitRefused, "FailedPrecondition", "drain guard", "prefixctl weights set --force")
+		expect(t, ctl(addr, "weights", "set", "m", "A=1", "Z=1"), exitRefused, `never seen "Z"`)
+		expect(t, ctl(addr, "weights", "set", "m", "A=0", "--force"), 0, "the pool is drained")
 		expect(t, ctl(addr, "pick", "m"), exitRefused, "prefixctl: pick: FailedPrecondition:", "drained")
 	})
 
@@ -186,6 +188,8 @@ func TestRampCommands(t *testing.T) {
 	d := startDaemon(t, true)
 	addr := d.Addr()
 	expect(t, ctl(addr, "weights", "set", "chat", "a=1"), 0)
+	expect(t, ctl(addr, "ramp", "start", "chat", "b=1", "--over", "4m", "--every", "1m"), 1, `never seen "b"`, "prefixctl ramp start --force")
+	expect(t, ctl(addr, "weights", "set", "chat", "a=1", "b=0"), 0)
 	expect(t, ctl(addr, "ramp", "status", "chat"), 1, "never had a ramp")
 	expect(t, ctl(addr, "ramp", "start", "chat", "b=1"), 2, "needs --over D and --every D")
 	expect(t, ctl(addr, "ramp", "start", "chat", "--steps", "10m:a=1;x"), 2, `step 2 "x"`)
@@ -219,10 +223,18 @@ func TestMigrationCommand(t *testing.T) {
 	// No picks yet: the clock is frozen, nothing is covered.
 	expect(t, ctl(addr, "migration", "chat", "--from", "a", "--to", "b"), 0, "verdict: unknown: no picks in the window yet")
 	expect(t, ctl(addr, "migration", "chat", "--from", "a", "--to", "b", "--check"), 5, "unknown: no picks")
+	// Two picks on the frozen clock: a sample too small for a verdict,
+	// whatever the headroom (exit 5 with what is missing).
+	expect(t, ctl(addr, "pick", "chat", "--tokens", "0-63"), 0)
+	expect(t, ctl(addr, "pick", "chat", "--tokens", "0-63"), 0)
+	expect(t, ctl(addr, "migration", "chat", "--from", "a", "--to", "b"), 0, "window 5m0s: saw 0s of it (0%), 2 picks",
+		"verdict: unknown: too little evidence in the window: it needs 28 more picks (has 2 of the 30 needed) and 1s more of the window covered (has 0s of the 1s needed)")
+	expect(t, ctl(addr, "migration", "chat", "--from", "a", "--to", "b", "--check"), 5, "unknown: too little evidence", "28 more picks")
 	r := ctl(addr, "-o", "json", "migration", "chat", "--from", "a", "--to", "b")
 	var st pb.GetMigrationStatusResponse
 	fromJSON(t, r, &st)
-	if st.GetFrom() != "a" || st.GetTo() != "b" || len(st.GetDeployments()) != 2 {
+	if st.GetFrom() != "a" || st.GetTo() != "b" || len(st.GetDeployments()) != 2 || st.GetAbsorption().GetCanAbsorb() ||
+		!strings.Contains(st.GetSampleMissing(), "28 more picks") {
 		t.Fatalf("migration -o json: %v", &st)
 	}
 }

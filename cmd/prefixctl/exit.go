@@ -19,7 +19,7 @@ const (
 	exitUsage       = 2 // bad command line; nothing was sent
 	exitUnreachable = 3 // the sidecar could not be reached or did not answer in time
 	exitConflict    = 4 // compare-and-set conflict (Aborted): re-read and retry
-	exitNotReady    = 5 // migration --check: the target cannot absorb the traffic yet
+	exitNotReady    = 5 // migration --check: the target cannot absorb the traffic yet, or unknown
 )
 
 // exitCodesHelp is the exit-code table of the help text.
@@ -30,7 +30,8 @@ const exitCodesHelp = `Exit codes:
   3  sidecar unreachable: connection failed, or no answer within --timeout
   4  version conflict (Aborted): weights changed since you read them;
      re-read with 'prefixctl weights get POOL' and retry
-  5  migration --check: the target cannot absorb the traffic yet
+  5  migration --check: the target cannot absorb the traffic yet, or the
+     verdict is unknown (too few picks or too little of the window seen)
 `
 
 // usageError is a bad command line.

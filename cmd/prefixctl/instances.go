@@ -103,21 +103,28 @@ func stateCell(in *pb.InstanceStatus) string {
 	case pb.InstanceState_INSTANCE_STATE_DRAINING:
 		return "draining"
 	case pb.InstanceState_INSTANCE_STATE_DISCONNECTED:
-		return "gone " + age
+		return "disconnected " + age // listed below the table
 	}
 	return "unknown"
 }
 
-// queueCell is the instance's queue: its own estimate in ms when it reports
-// one, else its queued prefill tokens.
-func queueCell(in *pb.InstanceStatus) string {
-	if in.QueueMs != nil {
-		return fmtMs(in.GetQueueMs())
+// queueCell is the instance's queue in ms: its own estimate when it
+// reports one, else its queued prefill tokens at its reported throughput,
+// marked "~" (estimated reports whether it is); "-" when neither is known.
+func queueCell(in *pb.InstanceStatus) (cell string, estimated bool) {
+	switch tps := in.GetPrefillTokensPerSecond(); {
+	case in.QueueMs != nil:
+		return fmtMs(in.GetQueueMs()), false
+	case in.GetQueuedPrefillTokens() == 0:
+		return fmtMs(0), false
+	case tps > 0:
+		return "~" + fmtMs(float64(in.GetQueuedPrefillTokens())/tps*1000), true
 	}
-	return fmtTokens(in.GetQueuedPrefillTokens())
+	return "-", false
 }
 
-// renderInstances prints ListInstances as a table.
+// renderInstances prints ListInstances as a table of the connected
+// instances by deployment, then one line per disconnected instance.
 func renderInstances(w io.Writer, pool string, r *pb.ListInstancesResponse) {
 	ok := 0
 	for _, in := range r.GetInstances() {
@@ -131,10 +138,15 @@ func renderInstances(w io.Writer, pool string, r *pb.ListInstancesResponse) {
 	}
 	t := newTable(nameCol("INSTANCE", 10), nameCol("ADDRESS", 15), textCol("STATE"),
 		numCol("QUEUE"), numCol("KV"), numCol("CACHED"), numCol("PREFILL"))
-	guessed := false
+	guessed, estimated := false, false
 	dep := ""
-	for i, in := range r.GetInstances() {
-		if i == 0 || in.GetDeployment() != dep {
+	var gone []*pb.InstanceStatus
+	for _, in := range r.GetInstances() {
+		if in.GetState() == pb.InstanceState_INSTANCE_STATE_DISCONNECTED {
+			gone = append(gone, in) // listed below the table, with their age
+			continue
+		}
+		if dep == "" || in.GetDeployment() != dep {
 			dep = in.GetDeployment()
 			t.section("deployment " + dep)
 		}
@@ -142,11 +154,22 @@ func renderInstances(w io.Writer, pool string, r *pb.ListInstancesResponse) {
 		if !in.GetReportsCacheEvents() {
 			cached, guessed = "~"+cached, true
 		}
-		t.add("  "+in.GetInstanceId(), in.GetAddress(), stateCell(in), queueCell(in),
+		queue, est := queueCell(in)
+		estimated = estimated || est
+		t.add("  "+in.GetInstanceId(), in.GetAddress(), stateCell(in), queue,
 			fmtPct(in.GetKvCacheUsage()), cached, fmtTPS(in.GetPrefillTokensPerSecond()))
 	}
-	t.write(w)
+	if dep != "" {
+		t.write(w)
+	}
+	for _, in := range gone {
+		fmt.Fprintf(w, "disconnected: %s (deployment %s, %s), no report for %s\n",
+			in.GetInstanceId(), in.GetDeployment(), in.GetAddress(), fmtAge(in.GetReportAgeMs()))
+	}
+	if estimated {
+		fmt.Fprintln(w, "~ QUEUE: queued prefill tokens / throughput (the instance reports no queue_ms)")
+	}
 	if guessed {
-		fmt.Fprintln(w, "~ guessed from the requests routed there: the instance reports no cache events")
+		fmt.Fprintln(w, "~ CACHED: guessed from the requests routed there (no cache events)")
 	}
 }

@@ -15,7 +15,7 @@ func (c *cli) migration(fs *pflag.FlagSet) runner {
 	from := fs.String("from", "", "the deployment to retire (`A`)")
 	to := fs.String("to", "", "the deployment to take its traffic (`B`)")
 	top := fs.Uint("top", 10, "hot prefixes to list, at most 100")
-	check := fs.Bool("check", false, "exit 5 unless B can absorb A's traffic (for CD pipelines)")
+	check := fs.Bool("check", false, "exit 5 unless B can absorb A's traffic (for CD pipelines); also when the window holds too few picks (< 30) or too little time (< 1s) for a verdict")
 	return func(pos []string) error {
 		if *from == "" || *to == "" {
 			return usagef("name both deployments: --from A --to B")
@@ -38,8 +38,11 @@ func verdict(r *pb.GetMigrationStatusResponse) string {
 	a := r.GetAbsorption()
 	extra := "+" + fmtRate(a.GetExtraTokensPerSecond(), "prefill tok/s")
 	switch {
-	case r.GetCovered().AsDuration() <= 0:
+	case r.GetPicks() == 0:
 		return fmt.Sprintf("unknown: no picks in the window yet; ask again once %s has had traffic", r.GetPool())
+	case r.GetSampleMissing() != "":
+		return fmt.Sprintf("unknown: too little evidence in the window: it needs %s; ask again once %s has had more traffic",
+			r.GetSampleMissing(), r.GetPool())
 	case !a.GetThroughputKnown() || a.GetToCapacityMsPerSecond() <= 0:
 		return fmt.Sprintf("unknown: %s has no eligible instance reporting its prefill throughput", r.GetTo())
 	case a.GetCanAbsorb():
@@ -52,15 +55,30 @@ func verdict(r *pb.GetMigrationStatusResponse) string {
 }
 
 // renderMigration prints GetMigrationStatus: the deployments' window, the
-// estimate and the verdict, then the hot prefixes.
+// estimate and the verdict, then the hot prefixes. Loads are in plain units:
+// tokens/s, and BUSY the share of the deployment's prefill capacity (its
+// prefill time per second over 1 s per eligible instance).
+func capacityPct(msPerSec float64, instances uint32) string {
+	if instances == 0 {
+		return "-"
+	}
+	return trim(100*msPerSec/(1000*float64(instances)), 1) + "%"
+}
+
+// renderMigration prints GetMigrationStatus.
 func renderMigration(w io.Writer, r *pb.GetMigrationStatusResponse) {
-	fmt.Fprintf(w, "pool %s: %s -> %s, last %v (%v covered, %d picks)\n", r.GetPool(), r.GetFrom(), r.GetTo(),
-		r.GetWindow().AsDuration(), roundWait(r.GetCovered().AsDuration()), r.GetPicks())
+	win, cov := r.GetWindow().AsDuration(), r.GetCovered().AsDuration()
+	seen := 0.0
+	if win > 0 {
+		seen = float64(cov) / float64(win)
+	}
+	fmt.Fprintf(w, "pool %s: %s -> %s, window %v: saw %v of it (%s), %d picks\n", r.GetPool(), r.GetFrom(), r.GetTo(),
+		win, roundWait(cov), fmtPct(seen), r.GetPicks())
 	t := newTable(nameCol("DEPLOYMENT", 10), numCol("WEIGHT"), numCol("TRAFFIC"), numCol("HIT"), numCol("PREFILL"),
-		numCol("LOAD"), numCol("INST"))
+		numCol("BUSY"), numCol("INST"))
 	for _, d := range r.GetDeployments() {
 		t.add(d.GetDeployment(), fmtPct(d.GetWeightShare()), fmtPct(d.GetTrafficShare()), fmtPct(d.GetHitRatio()),
-			fmtRate(d.GetPrefillTokensPerSecond(), "tok/s"), fmtRate(d.GetPrefillMsPerSecond(), "ms/s"), fmt.Sprint(d.GetInstances()))
+			fmtRate(d.GetPrefillTokensPerSecond(), "tok/s"), capacityPct(d.GetPrefillMsPerSecond(), d.GetInstances()), fmt.Sprint(d.GetInstances()))
 	}
 	t.write(w)
 	a := r.GetAbsorption()
@@ -70,9 +88,9 @@ func renderMigration(w io.Writer, r *pb.GetMigrationStatusResponse) {
 	fmt.Fprintf(w, "  %-14s +%s\n", "moved prefill", fmtRate(a.GetMovedPrefillTokensPerSecond(), "tok/s"))
 	fmt.Fprintf(w, "  %-14s +%s once (+%s over the window)\n", "recompute", fmtRate(a.GetRecomputeTokens(), "tok"),
 		fmtRate(a.GetRecomputeTokensPerSecond(), "tok/s"))
-	if a.GetThroughputKnown() && a.GetToCapacityMsPerSecond() > 0 {
-		fmt.Fprintf(w, "  %-14s %s now + %s extra, of %s\n", r.GetTo()+" prefill", fmtRate(a.GetToPrefillMsPerSecond(), "ms/s"),
-			fmtRate(a.GetExtraPrefillMsPerSecond(), "ms/s"), fmtRate(a.GetToCapacityMsPerSecond(), "ms/s"))
+	if c := a.GetToCapacityMsPerSecond(); a.GetThroughputKnown() && c > 0 {
+		fmt.Fprintf(w, "  %-14s %s%% of its prefill capacity now, +%s%% with the extra tokens\n", r.GetTo()+" busy",
+			trim(100*a.GetToPrefillMsPerSecond()/c, 1), trim(100*a.GetExtraPrefillMsPerSecond()/c, 1))
 	}
 	fmt.Fprintf(w, "verdict: %s\n", verdict(r))
 	if a.GetThroughputKnown() && !a.GetCanAbsorb() {

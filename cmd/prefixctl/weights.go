@@ -23,9 +23,10 @@ func (c *cli) weightsGet(fs *pflag.FlagSet) runner {
 	}
 }
 
-// weightsSet is 'prefixctl weights set POOL DEP=W... [--expect-version N]'.
+// weightsSet is 'prefixctl weights set POOL DEP=W... [--expect-version N] [--force]'.
 func (c *cli) weightsSet(fs *pflag.FlagSet) runner {
 	expect := fs.Uint64("expect-version", 0, "compare-and-set: fail unless the weights version is `N` (0 = unconditional)")
+	force := fs.Bool("force", false, "allow_drain: set weights that leave no deployment with an eligible instance above 0, or name one the pool never saw (audited)")
 	return func(pos []string) error {
 		weights, err := parseWeights(pos[1:])
 		if err != nil {
@@ -38,7 +39,7 @@ func (c *cli) weightsSet(fs *pflag.FlagSet) runner {
 		}
 		ctx, cancel := c.call()
 		defer cancel()
-		resp, err := admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: pool, Weights: weights, ExpectedVersion: *expect})
+		resp, err := admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: pool, Weights: weights, ExpectedVersion: *expect, AllowDrain: *force})
 		if status.Code(err) == codes.Aborted {
 			current := "unknown"
 			if got, gerr := admin.GetWeights(ctx, &pb.GetWeightsRequest{Pool: pool}); gerr == nil {

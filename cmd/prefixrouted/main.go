@@ -36,7 +36,8 @@ func main() {
 func run() int {
 	var cfg server.DaemonConfig
 	flag.StringVar(&cfg.Listen, "listen", server.DefaultListen, "gRPC listen address")
-	flag.StringVar(&cfg.HTTPListen, "http-listen", server.DefaultHTTPListen, `HTTP listen address for /healthz, /readyz, /metrics and the console /ui/ ("off" to disable)`)
+	flag.StringVar(&cfg.HTTPListen, "http-listen", server.DefaultHTTPListen, `HTTP listen address for /healthz, /readyz, /metrics, the HTTP front ends /v1/route and /v1/pick and the console /ui/ ("off" to disable); loopback unless --tokens-file is set`)
+	flag.StringVar(&cfg.MetricsListen, "metrics-listen", server.DefaultMetricsListen, `read-only HTTP listen address for /healthz, /readyz and /metrics alone, allowed on any address without --tokens-file ("off" to disable)`)
 	flag.StringVar(&cfg.Server.DataDir, "data-dir", "./data", "directory for durable weights, policies and the audit log")
 	flag.IntVar(&cfg.Server.Limits.MaxPrefixBlocks, "max-prefix-blocks", state.DefaultMaxPrefixBlocks, "most prefix hashes one Pick may carry")
 	flag.IntVar(&cfg.Server.Limits.MaxInstancesPerPool, "max-instances-per-pool", state.DefaultMaxInstancesPerPool, "most instances one pool may hold")

@@ -116,11 +116,16 @@ func (r *Request) header(name string) string {
 	return r.Header(name)
 }
 
+// textBytesPerToken is the bytes of text a token stands for in text mode:
+// the divisor of openai.Request.PromptTokens's estimate.
+const textBytesPerToken = 4
+
 // Map parses r and fills dst: Pool (r.Pool, else the pool header, else
 // ModelPools[model], else DefaultPool, else the model), PrefixHashes (the
 // prompt's token ids in prefixhash token mode with the pool's block size;
 // otherwise its canonical text, pkg/prefixhash README "Text of an OpenAI
-// request", in text mode with prefixhash.DefaultTextChunkBytes), at most
+// request", in text mode with chunks of 4 bytes per token of the pool's block size:
+// 64 bytes, prefixhash.DefaultTextChunkBytes, at the default 16), at most
 // MaxPrefixBlocks of them, PromptTokens (the number of token ids, else
 // openai.Request.PromptTokens's estimate, ceil(text bytes / 4)) and
 // RequestId (the x-request-id header). It reuses dst.PrefixHashes's array
@@ -145,22 +150,27 @@ func (m *Mapper) Map(r Request, dst *pb.PickRequest) error {
 	}
 	seed := prefixhash.Seed(pool, "")
 	hashes := dst.PrefixHashes[:0]
+	bs := m.blockSize(pool)
+	if bs <= 0 {
+		bs = prefixhash.DefaultBlockSize
+	}
 	if req.Tokens != nil {
-		bs := m.blockSize(pool)
-		if bs <= 0 {
-			bs = prefixhash.DefaultBlockSize
-		}
 		if n := m.cfg.MaxPrefixBlocks * bs; n < len(req.Tokens) {
 			hashes = prefixhash.Tokens(hashes, seed, bs, req.Tokens[:n])
 		} else {
 			hashes = prefixhash.Tokens(hashes, seed, bs, req.Tokens)
 		}
 	} else {
+		// A chunk stands for one block: 4 bytes a token, the estimate
+		// PromptTokens uses, so the estimate covers every chunk hashed and
+		// a matched chunk counts as the block_size_tokens the cost model
+		// takes it for (64 bytes at the default 16-token block).
+		chunk := textBytesPerToken * bs
 		text := req.Text
-		if n := m.cfg.MaxPrefixBlocks * prefixhash.DefaultTextChunkBytes; n < len(text) {
+		if n := m.cfg.MaxPrefixBlocks * chunk; n < len(text) {
 			text = text[:n]
 		}
-		hashes = prefixhash.Text(hashes, seed, prefixhash.DefaultTextChunkBytes, text)
+		hashes = prefixhash.Text(hashes, seed, chunk, text)
 	}
 	dst.Pool = pool
 	dst.PrefixHashes = hashes

@@ -214,3 +214,42 @@ func FuzzMap(f *testing.F) {
 		}
 	})
 }
+
+// TestTextChunksFollowBlockSize: in text mode a chunk is 4 bytes a token of
+// the pool's block size, so the prompt estimate covers every chunk sent
+// (the router refuses prompt_tokens below blocks × block size).
+func TestTextChunksFollowBlockSize(t *testing.T) {
+	text := strings.Repeat("a long shared system prompt. ", 100) // 2,900 bytes
+	body := `{"model":"m","messages":[{"role":"user","content":"` + text + `"}]}`
+	for _, bs := range []int{0, 16, 32, 512} {
+		m, err := NewMapper(Config{}, func(string) int { return bs })
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dst pb.PickRequest
+		if err := m.Map(Request{Path: "/v1/chat/completions", Body: []byte(body)}, &dst); err != nil {
+			t.Fatal(err)
+		}
+		eff := bs
+		if eff == 0 {
+			eff = prefixhash.DefaultBlockSize
+		}
+		canon := prefixhash.Text(nil, prefixhash.Seed("m", ""), 4*eff, canonicalOf(t, body))
+		if !slices.Equal(dst.PrefixHashes, canon) {
+			t.Errorf("block size %d: %d hashes, want the %d of %d-byte chunks", bs, len(dst.PrefixHashes), len(canon), 4*eff)
+		}
+		if covered := uint32(len(dst.PrefixHashes) * eff); dst.PromptTokens < covered {
+			t.Errorf("block size %d: prompt_tokens %d below the %d tokens its %d hashes cover", bs, dst.PromptTokens, covered, len(dst.PrefixHashes))
+		}
+	}
+}
+
+// canonicalOf is the canonical text of a chat body, as openai.Parse gives it.
+func canonicalOf(t *testing.T, body string) string {
+	t.Helper()
+	r, err := openai.Parse(openai.ChatCompletions, []byte(body), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Text
+}

@@ -27,7 +27,7 @@ type errUnconfirmed struct {
 
 func (e *errUnconfirmed) Error() string {
 	return fmt.Sprintf("cluster configuration store (NATS) did not confirm the change of pool %q in time and could not be read back: "+
-		"the change may or may not have been made; read the pool's configuration (GetWeights, GetPolicy) before retrying: %v", e.pool, e.cause)
+		"the change may or may not have been made; read the pool's configuration ('prefixctl weights get', 'prefixctl policy get') before retrying: %v", e.pool, e.cause)
 }
 
 func (e *errUnconfirmed) Is(target error) bool { return target == ErrClusterUnavailable }

@@ -100,8 +100,11 @@ type Ramp struct {
 	// Remaining is the wait left to the next step, while Paused.
 	Remaining time.Duration
 	AutoHold  AutoHold
-	StartedAt time.Time
-	StartedBy string
+	// AllowDrain: started with allow_drain, so no step is held by the
+	// drain guard (CheckWeights).
+	AllowDrain bool
+	StartedAt  time.Time
+	StartedBy  string
 	// UpdatedAt and Reason record the last transition: who paused, resumed
 	// or aborted it, or why auto-hold paused it.
 	UpdatedAt time.Time

@@ -2,16 +2,60 @@ package sim
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"image/color"
+	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 )
+
+// ErrEmptyPlot: a plot would have no line to draw.
+var ErrEmptyPlot = errors.New("plot without data")
+
+// MinPlotPoints is the fewest points the longest line of a plot must have.
+const MinPlotPoints = 2
+
+// logTicks labels a log axis at 1, 2 and 5 times the powers of ten in its
+// range (plot.LogTicks labels only the powers, which leaves a range within
+// one decade with one label or none), and at both ends when even those give
+// fewer than two labels. Safe for concurrent use.
+type logTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(lo > 0) || !(hi > lo) {
+		return plot.LogTicks{Prec: -1}.Ticks(lo, hi)
+	}
+	var ticks []plot.Tick
+	labels := 0
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		base := math.Pow(10, e)
+		for m := 1; m < 10; m++ {
+			v := float64(m) * base
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'g', -1, 64)
+				labels++
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	if labels < 2 {
+		ticks = append(ticks, plot.Tick{Value: lo, Label: strconv.FormatFloat(lo, 'g', 3, 64)},
+			plot.Tick{Value: hi, Label: strconv.FormatFloat(hi, 'g', 3, 64)})
+	}
+	return ticks
+}
 
 // window is one plotting window of a run.
 type window struct {
@@ -74,7 +118,8 @@ func variantStyle(l *plotter.Line, i int) {
 }
 
 // linePlot draws one series per run, picked by y, with the weight changes
-// as grey vertical lines.
+// as grey vertical lines. A plot where no series has two points (a line
+// needs them) is an error wrapping ErrEmptyPlot: it would be written blank.
 func linePlot(runs []*Result, title, ylabel string, logY bool, y func(w window) float64) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
@@ -84,9 +129,10 @@ func linePlot(runs []*Result, title, ylabel string, logY bool, y func(w window) 
 	p.Legend.TextStyle.Font.Size = vg.Points(8)
 	if logY {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = logTicks{}
 	}
 	lo, hi := 1e300, -1e300
+	points := 0
 	for i, res := range runs {
 		var xys plotter.XYs
 		for _, w := range res.windows() {
@@ -100,6 +146,7 @@ func linePlot(runs []*Result, title, ylabel string, logY bool, y func(w window) 
 		if len(xys) == 0 {
 			continue
 		}
+		points = max(points, len(xys))
 		l, err := plotter.NewLine(xys)
 		if err != nil {
 			return nil, err
@@ -108,6 +155,14 @@ func linePlot(runs []*Result, title, ylabel string, logY bool, y func(w window) 
 		p.Add(l)
 		label := (&Summary{Variant: res.Variant.Name, Baseline: res.Variant.Baseline(), Picker: res.Variant.Picker}).Label()
 		p.Legend.Add(label, l)
+	}
+	if points < MinPlotPoints {
+		n, smooth := 0, time.Duration(0)
+		if len(runs) > 0 {
+			n, smooth = len(runs[0].windows()), runs[0].Smooth
+		}
+		return nil, fmt.Errorf("%w: %q has %d points per line, from %d windows of %v; run longer or set a shorter smooth",
+			ErrEmptyPlot, title, points, n, smooth)
 	}
 	if len(runs) > 0 && hi >= lo {
 		for i, c := range runs[0].Changes {

@@ -48,7 +48,8 @@ func TestConcurrentPool(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(g), 100))
 			var pk Pick
 			for i := range picks {
-				in := &PickInput{Hashes: randomRequest(rng, chains), PromptTokens: uint32(rng.IntN(2000))}
+				hs := randomRequest(rng, chains)
+				in := &PickInput{Hashes: hs, PromptTokens: uint32(16*len(hs) + rng.IntN(2000))}
 				if rng.IntN(4) == 0 {
 					in.Exclude = []string{fmt.Sprint("i", rng.IntN(names))}
 				}

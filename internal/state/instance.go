@@ -56,7 +56,15 @@ type Session struct {
 	in   *instance
 	num  uint64
 	done chan struct{}
+	// tookOver: Connect replaced a session still open, from prevAddress.
+	tookOver    bool
+	prevAddress string
 }
+
+// TookOver reports whether Connect replaced a session of the instance that
+// was still open, and the address that session had: a reconnect before
+// the old stream's end was noticed, or two streams sharing an instance id.
+func (s *Session) TookOver() (prevAddress string, ok bool) { return s.prevAddress, s.tookOver }
 
 // Done is closed when the session has been replaced.
 func (s *Session) Done() <-chan struct{} { return s.done }
@@ -94,11 +102,12 @@ func (p *Pool) Connect(now time.Time, id Identity) (*Session, error) {
 		p.rebuildDeployments()
 		p.applyCapacity(in)
 	}
-	if in.session != nil {
+	tookOver, prev := in.session != nil, in.id.Address
+	if tookOver {
 		close(in.session.done)
 	}
 	p.sessions++
-	s := &Session{pool: p, in: in, num: p.sessions, done: make(chan struct{})}
+	s := &Session{pool: p, in: in, num: p.sessions, done: make(chan struct{}), tookOver: tookOver, prevAddress: prev}
 	in.session = s
 	in.id.Address = id.Address
 	in.connected = true

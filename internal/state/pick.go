@@ -93,6 +93,9 @@ func (r *Registry) ValidatePick(in *PickInput) error {
 // sentinels; out is filled in as far as the decision got.
 func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) error {
 	p.snapshot(now, in, out)
+	if err := checkPromptCover(in, out); err != nil {
+		return err
+	}
 	err := scheduler.Decide(&out.Config.Policy, scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: in.ChosenOnly,
 		PrefillWeight: out.prefillWeight}, &out.Snapshot, rng, &out.Decision)
 	if err != nil {
@@ -236,4 +239,27 @@ func grow[T any](s []T, n int) []T {
 		return s[:n]
 	}
 	return make([]T, n, n+n/4)
+}
+
+// checkPromptCover returns an error wrapping ErrInvalidPick when the
+// request's prompt_tokens are fewer than its prefix hashes cover: hashes
+// are of full blocks, so the prompt has at least blocks × the smallest
+// block size in force (an instance's reported block_size_tokens, or the
+// policy's for those reporting none).
+func checkPromptCover(in *PickInput, out *Pick) error {
+	blocks := uint64(len(in.Hashes))
+	if blocks == 0 {
+		return nil
+	}
+	bs := out.Config.Policy.BlockSizeTokens
+	for i := range out.Snapshot.Instances {
+		if b := out.Snapshot.Instances[i].BlockSizeTokens; b > 0 && b < bs {
+			bs = b
+		}
+	}
+	if covered := blocks * uint64(bs); uint64(in.PromptTokens) < covered {
+		return fmt.Errorf("%w: prompt_tokens is %d, fewer than the %d tokens its %d prefix_hashes cover (%d blocks × %d-token blocks); send the prompt's length in tokens",
+			ErrInvalidPick, in.PromptTokens, covered, blocks, blocks, bs)
+	}
+	return nil
 }

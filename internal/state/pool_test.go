@@ -554,7 +554,9 @@ func TestValidateIdentity(t *testing.T) {
 		field string // "" = valid
 	}{
 		{"valid", func(*Identity) {}, ""},
-		{"128-byte names", func(id *Identity) { id.Pool, id.Deployment, id.Instance, id.Address = n128, n128, n128, n128 }, ""},
+		{"128-byte names", func(id *Identity) {
+			id.Pool, id.Deployment, id.Instance, id.Address = n128, n128, n128, n128[:63]+"."+n128[:59]+":1"
+		}, ""},
 		{"128 bytes with multibyte rune", func(id *Identity) { id.Instance = utf128 }, ""},
 		{"129-byte pool", func(id *Identity) { id.Pool = n128 + "x" }, "pool is 129 bytes"},
 		{"129-byte deployment", func(id *Identity) { id.Deployment = n128 + "x" }, "deployment is 129 bytes"},
@@ -569,6 +571,12 @@ func TestValidateIdentity(t *testing.T) {
 		{"DEL", func(id *Identity) { id.Address = "a\x7f" }, "address contains control character U+007F"},
 		{"C1 control", func(id *Identity) { id.Pool = "a\u0085" }, "pool contains control character U+0085"},
 		{"unicode letters ok", func(id *Identity) { id.Pool = "модель-池" }, ""},
+		{"address without port", func(id *Identity) { id.Address = "10.0.0.1" }, `address "10.0.0.1" is not host:port (missing port in address)`},
+		{"address port 0", func(id *Identity) { id.Address = "10.0.0.1:0" }, `address "10.0.0.1:0": port "0" is not a number in 1-65535`},
+		{"address port 65536", func(id *Identity) { id.Address = "h:65536" }, `port "65536" is not a number in 1-65535`},
+		{"address port 65535", func(id *Identity) { id.Address = "h:65535" }, ""},
+		{"address IPv6", func(id *Identity) { id.Address = "[2001:db8::1]:8000" }, ""},
+		{"address not a DNS name", func(id *Identity) { id.Address = "my_host:8000" }, `host "my_host" contains '_'`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

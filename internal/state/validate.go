@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/prefixroute/prefixroute/internal/netaddr"
 	"github.com/prefixroute/prefixroute/scheduler"
 )
 
@@ -28,7 +29,9 @@ func checkName(field, v string, max int) error {
 	return nil
 }
 
-// ValidateIdentity checks the identity of a report stream.
+// ValidateIdentity checks the identity of a report stream: every name
+// (checkName), and the address as host:port (netaddr.CheckHostPort: an IP
+// or a DNS name, port 1-65535).
 func (r *Registry) ValidateIdentity(id Identity) error {
 	for _, f := range [...]struct{ name, v string }{
 		{"pool", id.Pool}, {"deployment", id.Deployment},
@@ -37,6 +40,11 @@ func (r *Registry) ValidateIdentity(id Identity) error {
 		if err := checkName(f.name, f.v, r.limits.MaxNameBytes); err != nil {
 			return fmt.Errorf("%w: %v", ErrInvalidReport, err)
 		}
+	}
+	// The address is what gateways will connect to: host:port, checked
+	// without resolving it.
+	if err := netaddr.CheckHostPort(id.Address); err != nil {
+		return fmt.Errorf("%w: address %v", ErrInvalidReport, err)
 	}
 	return nil
 }

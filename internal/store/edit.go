@@ -145,7 +145,7 @@ func PolicyMergeEdit(pool string, merge func(base scheduler.Policy) (scheduler.P
 // StartRamp starts a ramp of pool's weights; see StartRampEdit.
 func (s *Store) StartRamp(pool string, start map[string]float64, steps []rollout.Step, hold rollout.AutoHold,
 	expectedVersion uint64, caller string) (PoolConfig, error) {
-	e, err := StartRampEdit(pool, start, steps, hold, expectedVersion, caller)
+	e, err := StartRampEdit(pool, start, steps, hold, false, expectedVersion, caller)
 	if err != nil {
 		return PoolConfig{}, err
 	}
@@ -158,9 +158,10 @@ func (s *Store) StartRamp(pool string, start map[string]float64, steps []rollout
 // *VersionMismatchError unless expectedVersion is 0 or the pool's weights
 // version (pass the version start was computed from), and with
 // ErrInvalidRamp or ErrInvalidWeights for bad steps. The ramp's first step
-// is due steps[0].After from the change. Audited as kind "ramp", event
-// "start".
-func StartRampEdit(pool string, start map[string]float64, steps []rollout.Step, hold rollout.AutoHold,
+// is due steps[0].After from the change. allowDrain is kept on the ramp
+// (rollout.Ramp.AllowDrain): the caller's drain guard let it through. Audited
+// as kind "ramp", event "start".
+func StartRampEdit(pool string, start map[string]float64, steps []rollout.Step, hold rollout.AutoHold, allowDrain bool,
 	expectedVersion uint64, caller string) (Edit, error) {
 	if err := ValidatePoolName(pool); err != nil {
 		return Edit{}, err
@@ -183,6 +184,7 @@ func StartRampEdit(pool string, start map[string]float64, steps []rollout.Step, 
 			id = r.ID + 1
 		}
 		r := rollout.New(id, probe.Start, probe.Steps, probe.AutoHold, now, caller)
+		r.AllowDrain = allowDrain
 		c.Ramp = &r
 		return nil
 	}}, nil

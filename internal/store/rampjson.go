@@ -10,18 +10,19 @@ import (
 // rampJSON is a pool's ramp in the state file and in the audit log. Waits
 // are Go duration strings; times RFC 3339 in UTC; absent times are omitted.
 type rampJSON struct {
-	ID        uint64             `json:"id"`
-	State     string             `json:"state"`
-	Start     map[string]float64 `json:"start"`
-	Steps     []rampStepJSON     `json:"steps"`
-	Applied   int                `json:"applied"`
-	NextAt    *time.Time         `json:"next_at,omitempty"`
-	Remaining string             `json:"remaining,omitempty"`
-	AutoHold  *autoHoldJSON      `json:"auto_hold,omitempty"`
-	StartedAt time.Time          `json:"started_at"`
-	StartedBy string             `json:"started_by"`
-	UpdatedAt time.Time          `json:"updated_at"`
-	Reason    string             `json:"reason,omitempty"`
+	ID         uint64             `json:"id"`
+	State      string             `json:"state"`
+	Start      map[string]float64 `json:"start"`
+	Steps      []rampStepJSON     `json:"steps"`
+	Applied    int                `json:"applied"`
+	NextAt     *time.Time         `json:"next_at,omitempty"`
+	Remaining  string             `json:"remaining,omitempty"`
+	AutoHold   *autoHoldJSON      `json:"auto_hold,omitempty"`
+	AllowDrain bool               `json:"allow_drain,omitempty"`
+	StartedAt  time.Time          `json:"started_at"`
+	StartedBy  string             `json:"started_by"`
+	UpdatedAt  time.Time          `json:"updated_at"`
+	Reason     string             `json:"reason,omitempty"`
 }
 
 type rampStepJSON struct {
@@ -39,6 +40,7 @@ func encodeRamp(r *rollout.Ramp) *rampJSON {
 	j := &rampJSON{
 		ID: r.ID, State: r.State.String(), Start: r.Start, Applied: r.Applied,
 		StartedAt: r.StartedAt.UTC(), StartedBy: r.StartedBy, UpdatedAt: r.UpdatedAt.UTC(), Reason: r.Reason,
+		AllowDrain: r.AllowDrain,
 	}
 	if !r.NextAt.IsZero() {
 		t := r.NextAt.UTC()
@@ -68,6 +70,7 @@ func (j *rampJSON) decode() (rollout.Ramp, error) {
 	r := rollout.Ramp{
 		ID: j.ID, State: st, Start: j.Start, Applied: j.Applied,
 		StartedAt: j.StartedAt, StartedBy: j.StartedBy, UpdatedAt: j.UpdatedAt, Reason: j.Reason,
+		AllowDrain: j.AllowDrain,
 	}
 	if j.NextAt != nil {
 		r.NextAt = *j.NextAt

@@ -84,10 +84,11 @@ func (e *env) report(r *pb.ReportLoadRequest) {
 	e.t.Cleanup(func() { st.CloseSend(); cancel() })
 }
 
-// weights sets a pool's weights.
+// weights sets a pool's weights, allow_drain set: the tests' drained pools
+// are drained on purpose.
 func (e *env) weights(pool string, w map[string]float64) {
 	e.t.Helper()
-	if _, err := e.sc.Admin.SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: pool, Weights: w}); err != nil {
+	if _, err := e.sc.Admin.SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: pool, Weights: w, AllowDrain: true}); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -92,8 +92,14 @@ type SetWeightsRequest struct {
 	// expected_version: 0 = unconditional; else the call fails with Aborted
 	// unless the pool's weights version equals it.
 	ExpectedVersion uint64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// allow_drain lets through a change the drain guard refuses with
+	// FailedPrecondition: one that leaves every deployment with an eligible
+	// instance at weight 0 while one had traffic (all 0 included), or that
+	// gives weight above 0 to a deployment the pool has never seen (weight 0
+	// pre-creates one without it). The audit log records the override.
+	AllowDrain    bool `protobuf:"varint,4,opt,name=allow_drain,json=allowDrain,proto3" json:"allow_drain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetWeightsRequest) Reset() {
@@ -145,6 +151,13 @@ func (x *SetWeightsRequest) GetExpectedVersion() uint64 {
 		return x.ExpectedVersion
 	}
 	return 0
+}
+
+func (x *SetWeightsRequest) GetAllowDrain() bool {
+	if x != nil {
+		return x.AllowDrain
+	}
+	return false
 }
 
 type SetWeightsResponse struct {
@@ -1142,11 +1155,13 @@ var File_prefixroute_v1_admin_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1aprefixroute/v1/admin.proto\x12\x0eprefixroute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eprefixroute/v1/migration.proto\x1a\x1bprefixroute/v1/policy.proto\x1a\x1cprefixroute/v1/rollout.proto\"\xd8\x01\n" +
+	"\x1aprefixroute/v1/admin.proto\x12\x0eprefixroute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eprefixroute/v1/migration.proto\x1a\x1bprefixroute/v1/policy.proto\x1a\x1cprefixroute/v1/rollout.proto\"\xf9\x01\n" +
 	"\x11SetWeightsRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12H\n" +
 	"\aweights\x18\x02 \x03(\v2..prefixroute.v1.SetWeightsRequest.WeightsEntryR\aweights\x12)\n" +
-	"\x10expected_version\x18\x03 \x01(\x04R\x0fexpectedVersion\x1a:\n" +
+	"\x10expected_version\x18\x03 \x01(\x04R\x0fexpectedVersion\x12\x1f\n" +
+	"\vallow_drain\x18\x04 \x01(\bR\n" +
+	"allowDrain\x1a:\n" +
 	"\fWeightsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xb5\x01\n" +

@@ -119,8 +119,13 @@ type GetMigrationStatusResponse struct {
 	// untracked_picks: picks of deployments beyond the tracked maximum,
 	// counted in picks but not per deployment.
 	UntrackedPicks uint64 `protobuf:"varint,12,opt,name=untracked_picks,json=untrackedPicks,proto3" json:"untracked_picks,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// sample_missing: what the window lacks for a verdict (at least 30 picks
+	// over at least 1 s covered), e.g. "28 more picks (has 2 of the 30
+	// needed)"; empty when the sample is enough. While it is set,
+	// absorption.can_absorb is false and the verdict is unknown.
+	SampleMissing string `protobuf:"bytes,13,opt,name=sample_missing,json=sampleMissing,proto3" json:"sample_missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetMigrationStatusResponse) Reset() {
@@ -235,6 +240,13 @@ func (x *GetMigrationStatusResponse) GetUntrackedPicks() uint64 {
 		return x.UntrackedPicks
 	}
 	return 0
+}
+
+func (x *GetMigrationStatusResponse) GetSampleMissing() string {
+	if x != nil {
+		return x.SampleMissing
+	}
+	return ""
 }
 
 // DeploymentTraffic is one deployment's share of the window.
@@ -397,7 +409,8 @@ type Absorption struct {
 	// negative when `to` would be over capacity.
 	HeadroomPct float64 `protobuf:"fixed64,10,opt,name=headroom_pct,json=headroomPct,proto3" json:"headroom_pct,omitempty"`
 	// can_absorb: headroom_pct >= 0, `to` has an eligible instance with a
-	// known throughput, and the window holds picks (no data: false).
+	// known throughput, and the window holds the minimum sample
+	// (sample_missing empty).
 	CanAbsorb     bool `protobuf:"varint,11,opt,name=can_absorb,json=canAbsorb,proto3" json:"can_absorb,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -602,7 +615,7 @@ const file_prefixroute_v1_migration_proto_rawDesc = "" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12\x13\n" +
-	"\x05top_k\x18\x04 \x01(\rR\x04topK\"\xa4\x04\n" +
+	"\x05top_k\x18\x04 \x01(\rR\x04topK\"\xcb\x04\n" +
 	"\x1aGetMigrationStatusResponse\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
@@ -618,7 +631,8 @@ const file_prefixroute_v1_migration_proto_rawDesc = "" +
 	" \x01(\v2\x1a.prefixroute.v1.AbsorptionR\n" +
 	"absorption\x12<\n" +
 	"\fhot_prefixes\x18\v \x03(\v2\x19.prefixroute.v1.HotPrefixR\vhotPrefixes\x12'\n" +
-	"\x0funtracked_picks\x18\f \x01(\x04R\x0euntrackedPicks\"\x93\x03\n" +
+	"\x0funtracked_picks\x18\f \x01(\x04R\x0euntrackedPicks\x12%\n" +
+	"\x0esample_missing\x18\r \x01(\tR\rsampleMissing\"\x93\x03\n" +
 	"\x11DeploymentTraffic\x12\x1e\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\tR\n" +

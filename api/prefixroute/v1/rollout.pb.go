@@ -232,7 +232,10 @@ type Ramp struct {
 	StartedBy string                 `protobuf:"bytes,13,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// reason: who paused, resumed or aborted it, or why auto-hold paused it.
-	Reason        string `protobuf:"bytes,15,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,15,opt,name=reason,proto3" json:"reason,omitempty"`
+	// allow_drain: the ramp was started with allow_drain, so the drain guard
+	// neither refused it nor pauses it.
+	AllowDrain    bool `protobuf:"varint,16,opt,name=allow_drain,json=allowDrain,proto3" json:"allow_drain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -372,6 +375,13 @@ func (x *Ramp) GetReason() string {
 	return ""
 }
 
+func (x *Ramp) GetAllowDrain() bool {
+	if x != nil {
+		return x.AllowDrain
+	}
+	return false
+}
+
 type StartRampRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Pool  string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
@@ -389,8 +399,13 @@ type StartRampRequest struct {
 	// fails with Aborted unless the pool's weights version equals it.
 	ExpectedVersion uint64    `protobuf:"varint,6,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
 	AutoHold        *AutoHold `protobuf:"bytes,7,opt,name=auto_hold,json=autoHold,proto3" json:"auto_hold,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// allow_drain lets through a ramp the drain guard refuses (see
+	// SetWeightsRequest.allow_drain), checked on every step at the start; a
+	// ramp without it is paused before a step that would drain the pool's
+	// live traffic when it is due.
+	AllowDrain    bool `protobuf:"varint,8,opt,name=allow_drain,json=allowDrain,proto3" json:"allow_drain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartRampRequest) Reset() {
@@ -470,6 +485,13 @@ func (x *StartRampRequest) GetAutoHold() *AutoHold {
 		return x.AutoHold
 	}
 	return nil
+}
+
+func (x *StartRampRequest) GetAllowDrain() bool {
+	if x != nil {
+		return x.AllowDrain
+	}
+	return false
 }
 
 type StartRampResponse struct {
@@ -908,7 +930,7 @@ const file_prefixroute_v1_rollout_proto_rawDesc = "" +
 	"\bAutoHold\x12(\n" +
 	"\x10min_headroom_pct\x18\x01 \x01(\x01R\x0eminHeadroomPct\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
-	"\x02to\x18\x03 \x01(\tR\x02to\"\x91\a\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\"\xb2\a\n" +
 	"\x04Ramp\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12/\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x19.prefixroute.v1.RampStateR\x05state\x125\n" +
@@ -931,7 +953,9 @@ const file_prefixroute_v1_rollout_proto_rawDesc = "" +
 	"started_by\x18\r \x01(\tR\tstartedBy\x129\n" +
 	"\n" +
 	"updated_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x16\n" +
-	"\x06reason\x18\x0f \x01(\tR\x06reason\x1a8\n" +
+	"\x06reason\x18\x0f \x01(\tR\x06reason\x12\x1f\n" +
+	"\vallow_drain\x18\x10 \x01(\bR\n" +
+	"allowDrain\x1a8\n" +
 	"\n" +
 	"StartEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -941,7 +965,7 @@ const file_prefixroute_v1_rollout_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a9\n" +
 	"\vTargetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xb0\x03\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xd1\x03\n" +
 	"\x10StartRampRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12D\n" +
 	"\x06target\x18\x02 \x03(\v2,.prefixroute.v1.StartRampRequest.TargetEntryR\x06target\x125\n" +
@@ -949,7 +973,9 @@ const file_prefixroute_v1_rollout_proto_rawDesc = "" +
 	"\rstep_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\fstepInterval\x12.\n" +
 	"\x05steps\x18\x05 \x03(\v2\x18.prefixroute.v1.RampStepR\x05steps\x12)\n" +
 	"\x10expected_version\x18\x06 \x01(\x04R\x0fexpectedVersion\x125\n" +
-	"\tauto_hold\x18\a \x01(\v2\x18.prefixroute.v1.AutoHoldR\bautoHold\x1a9\n" +
+	"\tauto_hold\x18\a \x01(\v2\x18.prefixroute.v1.AutoHoldR\bautoHold\x12\x1f\n" +
+	"\vallow_drain\x18\b \x01(\bR\n" +
+	"allowDrain\x1a9\n" +
 	"\vTargetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"=\n" +
