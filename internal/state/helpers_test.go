@@ -493,8 +493,11 @@ func checkLRU(l *blockLRU) error {
 // report times and live bitset agree with p.order. Called with p.mu held.
 func checkTemplate(p *Pool) error {
 	n := len(p.order)
-	if len(p.tmpl) != n || len(p.addrs) != n || len(p.tslot) != n || len(p.tlast) != n {
-		return fmt.Errorf("template: %d/%d/%d/%d entries for %d instances", len(p.tmpl), len(p.addrs), len(p.tslot), len(p.tlast), n)
+	if len(p.tmpl) != n || len(p.addrs) != n || len(p.tslot) != n || len(p.tlast) != n || len(p.tstand) != n || len(p.tload) != n {
+		return fmt.Errorf("template: %d/%d/%d/%d/%d/%d entries for %d instances", len(p.tmpl), len(p.addrs), len(p.tslot), len(p.tlast), len(p.tstand), len(p.tload), n)
+	}
+	if len(p.dstart) != len(p.deps)+1 || p.dstart[len(p.deps)] != n {
+		return fmt.Errorf("template: deployment ranges %v for %d deployments, %d instances", p.dstart, len(p.deps), n)
 	}
 	live := make([]uint64, p.index.words)
 	for i, in := range p.order {
@@ -508,6 +511,16 @@ func checkTemplate(p *Pool) error {
 			Disconnected: !in.connected, Draining: l.Draining}
 		if p.tmpl[i] != want {
 			return fmt.Errorf("template: instance %s is %+v, want %+v", in.id.Instance, p.tmpl[i], want)
+		}
+		stand, load, ok := scheduler.Standing(&p.cfg.Load().Policy, &want)
+		if !ok {
+			stand = standOdd
+		}
+		if p.tstand[i] != stand || p.tload[i] != load {
+			return fmt.Errorf("template: instance %s standing %v load %v, want %v %v", in.id.Instance, p.tstand[i], p.tload[i], stand, load)
+		}
+		if k := in.dep; k >= len(p.deps) || i < p.dstart[k] || i >= p.dstart[k+1] {
+			return fmt.Errorf("template: instance %s at order %d outside its deployment %d's range %v", in.id.Instance, i, k, p.dstart)
 		}
 		if p.addrs[i] != in.id.Address || p.tslot[i] != in.slot {
 			return fmt.Errorf("template: instance %s address %q slot %d, want %q %d", in.id.Instance, p.addrs[i], p.tslot[i], in.id.Address, in.slot)

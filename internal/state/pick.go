@@ -44,7 +44,8 @@ type Override struct {
 type Pick struct {
 	Snapshot scheduler.Snapshot
 	Decision scheduler.Decision
-	// Addresses parallels Snapshot.Instances.
+	// Addresses parallels Snapshot.Instances. A ChosenOnly pick may hold
+	// the drawn deployment's instances only (see Pool.Pick).
 	Addresses []string
 	// Config is the configuration the decision used.
 	Config *Config
@@ -53,6 +54,9 @@ type Pick struct {
 	Approximate bool
 
 	recs                 []*instance
+	sums                 []scheduler.Summary // scratch of pickChosen
+	loads                []float64
+	excl                 []uint64 // excluded order indexes (bitset)
 	nodes                []uint32 // scratch of record
 	matched              []int32  // matched blocks by slot
 	live, active, nextBS []uint64
@@ -90,10 +94,24 @@ func (r *Registry) ValidatePick(in *PickInput) error {
 // work (and, for instances without cache events, records the request's
 // blocks as cached there) under the write lock. Errors are the scheduler's
 // sentinels; out is filled in as far as the decision got.
+//
+// With in.ChosenOnly and no overrides, Pick summarises the deployments from
+// per-instance figures kept up to date by reports and picks and copies only
+// the drawn deployment's instances (pickChosen): out.Snapshot.Instances,
+// out.Addresses and out.Decision.Instances then hold those only, and
+// Decision.Instance indexes them. It falls back to the full snapshot when
+// the decision fails (the error's audit needs every instance) or an
+// instance's figures need scheduler.Decide.
 func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) error {
-	p.snapshot(now, in, out)
-	err := scheduler.Decide(&out.Config.Policy, scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: in.ChosenOnly},
-		&out.Snapshot, rng, &out.Decision)
+	done, err := false, error(nil)
+	if in.ChosenOnly && len(in.Overrides) == 0 {
+		done, err = p.pickChosen(now, in, rng, out)
+	}
+	if !done {
+		p.snapshot(now, in, out)
+		err = scheduler.Decide(&out.Config.Policy, scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: in.ChosenOnly},
+			&out.Snapshot, rng, &out.Decision)
+	}
 	if err != nil {
 		return err
 	}
@@ -116,6 +134,7 @@ func (p *Pool) assign(rec *instance, tokens uint64, hashes []uint64, nodes []uin
 	}
 	rec.assigned += tokens
 	p.tmpl[rec.ord].AssignedTokens = rec.assigned
+	p.syncStanding(rec.ord)
 	if rec.last.ReportsCacheEvents {
 		return false, nodes
 	}

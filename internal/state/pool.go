@@ -39,10 +39,18 @@ type Pool struct {
 	// without the per-pick fields (MatchedBlocks, ReportAge, Excluded and
 	// overrides), its address, its slot, and its last report's time as
 	// nanoseconds since ageEpoch (noAge: compute the age from lastReport).
-	tmpl     []scheduler.Instance
-	addrs    []string
-	tslot    []uint32
-	tlast    []int64
+	tmpl  []scheduler.Instance
+	addrs []string
+	tslot []uint32
+	tlast []int64
+	// By order index too, for a pick that summarises the deployments
+	// without copying the template (pickChosen): each instance's
+	// scheduler.Standing reason (standOdd: it needs scheduler.Decide) and
+	// load; and where each deployment's instances start in the order
+	// (dstart[k]..dstart[k+1], len(deps)+1 entries).
+	tstand   []scheduler.Reason
+	tload    []float64
+	dstart   []int
 	live     []uint64 // bitset of slots in use, index.words words
 	ageEpoch time.Time
 	ageMono  bool // ageEpoch carries a monotonic clock reading
@@ -115,6 +123,7 @@ func (p *Pool) syncReport(in *instance) {
 	si.AssignedTokens = in.assigned
 	si.KVUsage = l.KVCacheUsage
 	si.Draining = l.Draining
+	p.syncStanding(in.ord)
 	p.tlast[in.ord] = noAge
 	if in.reported {
 		if !p.hasEpoch {
@@ -126,19 +135,42 @@ func (p *Pool) syncReport(in *instance) {
 	}
 }
 
-// resync rebuilds the snapshot template and the live bitset from p.order.
-// Called with p.mu held after the order or the deployments changed.
+// standOdd marks a template entry whose figures scheduler.Standing rejects:
+// a pick that meets it decides on the full snapshot.
+const standOdd = scheduler.NumReasons
+
+// syncStanding recomputes the standing reason and load of the template
+// entry at order index ord from its figures and the policy in force.
+// Called with p.mu held, whenever they change.
+func (p *Pool) syncStanding(ord int) {
+	r, load, ok := scheduler.Standing(&p.cfg.Load().Policy, &p.tmpl[ord])
+	if !ok {
+		r = standOdd
+	}
+	p.tstand[ord], p.tload[ord] = r, load
+}
+
+// resync rebuilds the snapshot template, the live bitset and the
+// deployments' ranges from p.order. Called with p.mu held after the order or
+// the deployments changed.
 func (p *Pool) resync() {
 	n := len(p.order)
 	p.tmpl = grow(p.tmpl, n)
 	p.addrs = grow(p.addrs, n)
 	p.tslot = grow(p.tslot, n)
 	p.tlast = grow(p.tlast, n)
+	p.tstand = grow(p.tstand, n)
+	p.tload = grow(p.tload, n)
 	p.live = zeroed(p.live, p.index.words)
+	p.dstart = zeroed(p.dstart, len(p.deps)+1)
 	for i, in := range p.order {
 		in.ord = i
 		p.syncInstance(in)
 		p.live[in.slot/64] |= 1 << (in.slot % 64)
+		p.dstart[in.dep+1]++ // p.order is sorted by deployment: contiguous
+	}
+	for k := range p.deps {
+		p.dstart[k+1] += p.dstart[k]
 	}
 }
 
@@ -154,6 +186,7 @@ func newPool(name string, limits Limits, budget *pairBudget) *Pool {
 	p := &Pool{name: name, limits: limits, byID: make(map[string]*instance), index: newPrefixIndex(), budget: budget,
 		tracker: readiness.New(limits.Migration)}
 	p.live = make([]uint64, p.index.words)
+	p.dstart = []int{0}
 	p.cfg.Store(DefaultConfig())
 	return p
 }

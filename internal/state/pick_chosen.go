@@ -1,0 +1,143 @@
+package state
+
+import (
+	"time"
+
+	"github.com/prefixroute/prefixroute/scheduler"
+)
+
+// pickChosen decides a ChosenOnly pick without the full snapshot: under the
+// read lock it matches the prefix, summarises every deployment from the
+// per-instance figures the pool keeps by order index (standing reason from
+// scheduler.Standing, report time, load; the match and the request's
+// exclusions) into scheduler.Summary values, draws the deployment with
+// scheduler.DecideDeployment and copies that deployment's instances only;
+// then it draws the instance with scheduler.DecideInstance, no lock held.
+// The result is the one scheduler.Decide gives with Request.ChosenOnly on
+// the full snapshot (TestPickChosenMatchesFull), except that
+// out.Snapshot.Instances, out.Addresses, out.recs and
+// out.Decision.Instances hold the drawn deployment's instances only.
+//
+// It reports done false, having made no draw, when the pick needs the full
+// snapshot: an empty pool, an instance whose figures need Decide (standOdd),
+// or a decision that fails (its audit needs every instance).
+func (p *Pool) pickChosen(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) (done bool, err error) {
+	p.mu.RLock()
+	locked := true
+	defer func() {
+		if locked {
+			p.mu.RUnlock()
+		}
+	}()
+	n, nd := len(p.order), len(p.deps)
+	if n == 0 {
+		return false, nil
+	}
+	cfg := p.cfg.Load()
+	pol := &cfg.Policy
+	out.Config = cfg
+	words := p.index.words
+	out.active = grow(out.active, words)
+	out.nextBS = grow(out.nextBS, words)
+	out.matched = grow(out.matched, words*64)
+	p.index.match(in.Hashes, p.live, out.matched, out.active, out.nextBS)
+
+	out.Snapshot.Deployments = grow(out.Snapshot.Deployments, nd)
+	for i, d := range p.deps {
+		out.Snapshot.Deployments[i] = scheduler.Deployment{Name: d.name, Weight: d.weight,
+			Unweighted: cfg.Weights != nil && !d.configured}
+	}
+	excl := false
+	if len(in.Exclude) > 0 {
+		out.excl = zeroed(out.excl, (n+63)/64)
+		for _, id := range in.Exclude {
+			if rec := p.byID[id]; rec != nil {
+				out.excl[rec.ord/64] |= 1 << (rec.ord % 64)
+				excl = true
+			}
+		}
+	}
+	var excluded [scheduler.NumReasons]int
+	out.sums = grow(out.sums, nd)
+	if !p.summarise(now, pol, excl, out, &excluded) {
+		return false, nil
+	}
+	req := scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: true}
+	if scheduler.DecideDeployment(pol, req, out.Snapshot.Deployments, out.sums, &excluded, rng, &out.Decision) != nil {
+		return false, nil // no draw made: Decide gives the error with its audit
+	}
+	p.copyDeployment(now, out.Decision.Deployment, in, out)
+	p.mu.RUnlock()
+	locked = false
+	return true, scheduler.DecideInstance(pol, req, &out.Snapshot, rng, &out.Decision)
+}
+
+// summarise fills out.sums and excluded from the pool's per-instance
+// figures, out.matched and out.excl (when excl). It reports false when an
+// instance needs scheduler.Decide. Called with p.mu held for reading.
+func (p *Pool) summarise(now time.Time, pol *scheduler.Policy, excl bool, out *Pick, excluded *[scheduler.NumReasons]int) bool {
+	nowRel, fast := p.relTime(now)
+	staleAfter, loadOn := pol.StaleAfter, pol.DeploymentDeltaMs > 0
+	stand, tlast, tslot, tload, matched := p.tstand, p.tlast, p.tslot, p.tload, out.matched
+	for k := range out.sums {
+		s := scheduler.Summary{}
+		loads := out.loads[:0]
+		for i := p.dstart[k]; i < p.dstart[k+1]; i++ {
+			st := stand[i]
+			if st == standOdd {
+				return false
+			}
+			var age time.Duration
+			if last := tlast[i]; fast && last != noAge {
+				age = time.Duration(max(0, nowRel-last))
+			} else {
+				age = max(0, now.Sub(p.order[i].lastReport))
+			}
+			r := scheduler.ReasonAt(st, age > staleAfter, excl && out.excl[i/64]&(1<<(i%64)) != 0)
+			if r != scheduler.ReasonNone {
+				excluded[r]++
+				continue
+			}
+			s.Eligible++
+			s.MatchedBlocks = max(s.MatchedBlocks, int(matched[tslot[i]]))
+			if loadOn {
+				loads = append(loads, tload[i])
+			}
+		}
+		if loadOn {
+			s.LoadMs = scheduler.SoftMinLoadMs(pol, loads)
+			out.loads = loads
+		}
+		out.sums[k] = s
+	}
+	return true
+}
+
+// copyDeployment fills out.Snapshot.Instances, out.Addresses and out.recs
+// with deployment k's instances, as snapshot fills the whole pool's. Called
+// with p.mu held for reading.
+func (p *Pool) copyDeployment(now time.Time, k int, in *PickInput, out *Pick) {
+	a, b := p.dstart[k], p.dstart[k+1]
+	insts := grow(out.Snapshot.Instances, b-a)
+	out.Snapshot.Instances = insts
+	out.Addresses = grow(out.Addresses, b-a)
+	out.recs = grow(out.recs, b-a)
+	copy(insts, p.tmpl[a:b])
+	copy(out.Addresses, p.addrs[a:b])
+	copy(out.recs, p.order[a:b])
+	nowRel, fast := p.relTime(now)
+	for j := range insts {
+		i, si := a+j, &insts[j]
+		si.MatchedBlocks = int(out.matched[p.tslot[i]])
+		if last := p.tlast[i]; fast && last != noAge {
+			si.ReportAge = time.Duration(max(0, nowRel-last))
+		} else {
+			si.ReportAge = max(0, now.Sub(p.order[i].lastReport))
+		}
+	}
+	for _, id := range in.Exclude {
+		if rec := p.byID[id]; rec != nil && rec.ord >= a && rec.ord < b {
+			insts[rec.ord-a].Excluded = true
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/prefixroute/prefixroute/scheduler"
+)
+
+// randomChosenPool builds a pool of random instances for
+// TestPickChosenMatchesFull: up to 6 deployments (weights unset, configured,
+// 0 or missing), every eligibility reason (never reported, disconnected,
+// stale, draining, kv_full, queue_full), exact and approximate instances
+// holding prefixes of a few chains. It returns the pool and the chains.
+func randomChosenPool(t *testing.T, rng *rand.Rand, seed uint64) (*Pool, [][]uint64) {
+	t.Helper()
+	_, p := newTestPool(t, Limits{})
+	nd, n := 1+rng.IntN(6), 1+rng.IntN(80)
+	cfg := DefaultConfig()
+	cfg.Policy.Strategy = []scheduler.Strategy{scheduler.Softmax, scheduler.Threshold, scheduler.Argmin}[seed%3]
+	if seed%2 == 1 {
+		cfg.Policy.DeploymentDeltaMs = 5 + float64(seed%5)*30
+	}
+	if seed%4 == 0 {
+		cfg.Policy.MaxQueueMs = 200
+	}
+	if seed%3 == 1 {
+		cfg.Weights = map[string]float64{}
+		for k := range nd {
+			if r := rng.IntN(6); r > 0 { // r == 0: missing from the weights
+				cfg.Weights[fmt.Sprintf("d%d", k)] = float64(r - 1)
+			}
+		}
+	}
+	p.SetConfig(cfg)
+	chains := make([][]uint64, 4)
+	for c := range chains {
+		for range 32 {
+			chains[c] = append(chains[c], rng.Uint64())
+		}
+	}
+	for i := range n {
+		dep, id := fmt.Sprintf("d%d", rng.IntN(nd)), fmt.Sprintf("i%03d", i)
+		s, err := p.Connect(t0, Identity{Pool: p.Name(), Deployment: dep, Instance: id, Address: id + ":8000"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rng.IntN(15) == 0 {
+			continue // never reported
+		}
+		rep := Report{ReportsCacheEvents: rng.IntN(4) > 0, HasQueueMs: rng.IntN(2) == 0, QueueMs: 300 * rng.Float64(),
+			QueuedPrefillTokens: uint64(rng.IntN(4000)), KVCacheUsage: rng.Float64(), Draining: rng.IntN(12) == 0,
+			PrefillTokensPerSecond: float64(rng.IntN(3)) * 8000, BlockSizeTokens: uint32(rng.IntN(2)) * 16}
+		if rep.ReportsCacheEvents {
+			rep.Stored = chains[rng.IntN(len(chains))][:rng.IntN(33)]
+		}
+		age := time.Duration(rng.IntN(3000)) * time.Millisecond // stale_after is 2 s
+		if err := s.Report(t0.Add(-age), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rng.IntN(20) == 0 {
+			s.Close(t0)
+		}
+	}
+	return p, chains
+}
+
+// TestPickChosenMatchesFull compares ChosenOnly picks (Pool.pickChosen, or
+// its fallback) on 80 random pools, 25 picks each with time moving on and
+// the picks' assigned work accumulating, with scheduler.Decide on the full
+// snapshot taken just before: the error, the choice, both draws, every
+// deployment result, Excluded outside the strategy reasons, and the complete
+// result of every instance of the chosen deployment, which must be exactly
+// the pick's snapshot.
+func TestPickChosenMatchesFull(t *testing.T) {
+	fast := 0
+	for seed := range uint64(80) {
+		rng := rand.New(rand.NewPCG(seed, 31))
+		p, chains := randomChosenPool(t, rng, seed)
+		now := t0
+		for k := range uint64(25) {
+			now = now.Add(time.Duration(rng.IntN(200)) * time.Millisecond)
+			in := PickInput{Hashes: chains[rng.IntN(len(chains))][:rng.IntN(33)], ChosenOnly: true}
+			in.PromptTokens = uint32(len(in.Hashes)*16 + rng.IntN(64))
+			for range rng.IntN(3) {
+				in.Exclude = append(in.Exclude, fmt.Sprintf("i%03d", rng.IntN(90)))
+			}
+			name := fmt.Sprintf("seed %d pick %d", seed, k)
+			var ref, got Pick
+			p.snapshot(now, &in, &ref)
+			req := scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes)}
+			errRef := scheduler.Decide(&ref.Config.Policy, req, &ref.Snapshot, rand.New(rand.NewPCG(seed, k)), &ref.Decision)
+			err := p.Pick(now, &in, rand.New(rand.NewPCG(seed, k)), &got)
+			if !errors.Is(err, errRef) && err != errRef {
+				t.Fatalf("%s: error %v, full %v", name, err, errRef)
+			}
+			if compareChosenPick(t, name, &ref, &got) {
+				fast++
+			}
+		}
+		mustInvariants(t, p)
+	}
+	if fast < 800 {
+		t.Fatalf("only %d of 2000 picks took the summary path; the test covers too little", fast)
+	}
+}
+
+// compareChosenPick fails t when got (a ChosenOnly pick) disagrees with
+// ref (the full decision); it reports whether got holds the chosen
+// deployment's instances only.
+func compareChosenPick(t *testing.T, name string, ref, got *Pick) bool {
+	t.Helper()
+	f, g := &ref.Decision, &got.Decision
+	if f.Deployment != g.Deployment || f.DeploymentDraw != g.DeploymentDraw || f.InstanceDraw != g.InstanceDraw ||
+		f.Saturated != g.Saturated || f.DrainMs != g.DrainMs {
+		t.Fatalf("%s: picked (%d, draws %v %v, saturated %v, drain %v), full (%d, draws %v %v, saturated %v, drain %v)", name,
+			g.Deployment, g.DeploymentDraw, g.InstanceDraw, g.Saturated, g.DrainMs,
+			f.Deployment, f.DeploymentDraw, f.InstanceDraw, f.Saturated, f.DrainMs)
+	}
+	for k := range f.Deployments {
+		if f.Deployments[k] != g.Deployments[k] {
+			t.Fatalf("%s: deployment %d: %+v, full %+v", name, k, g.Deployments[k], f.Deployments[k])
+		}
+	}
+	// The instances ref holds that got must hold, in order.
+	var idx []int
+	for i := range ref.Snapshot.Instances {
+		if f.Instance < 0 || f.Saturated || ref.Snapshot.Instances[i].Deployment == f.Deployment {
+			idx = append(idx, i)
+		}
+	}
+	compact := len(got.Snapshot.Instances) == len(idx) && len(idx) < len(ref.Snapshot.Instances)
+	if !compact {
+		idx = idx[:0]
+		for i := range ref.Snapshot.Instances {
+			idx = append(idx, i)
+		}
+	}
+	if len(got.Snapshot.Instances) != len(idx) || len(g.Instances) != len(idx) || len(got.Addresses) != len(idx) {
+		t.Fatalf("%s: %d instances in the pick, want %d", name, len(got.Snapshot.Instances), len(idx))
+	}
+	var strategy [scheduler.NumReasons]int
+	for j, i := range idx {
+		if ref.Snapshot.Instances[i] != got.Snapshot.Instances[j] || ref.Addresses[i] != got.Addresses[j] {
+			t.Fatalf("%s: snapshot instance %d: %+v, full %+v", name, j, got.Snapshot.Instances[j], ref.Snapshot.Instances[i])
+		}
+		fr, gr := f.Instances[i], g.Instances[j]
+		if !compact && f.Instance >= 0 && ref.Snapshot.Instances[i].Deployment != f.Deployment && !f.Saturated {
+			// A full snapshot decided ChosenOnly: other deployments have
+			// no P(i|d) nor strategy reasons.
+			if fr.Reason == scheduler.ReasonThreshold || fr.Reason == scheduler.ReasonNotMinimum {
+				fr.Reason = scheduler.ReasonNone
+			}
+			fr.Probability, fr.Joint = 0, 0
+		} else {
+			strategy[fr.Reason]++
+		}
+		if fr != gr {
+			t.Fatalf("%s: instance %s: %+v, full %+v", name, ref.Snapshot.Instances[i].ID, gr, fr)
+		}
+		if i == f.Instance && j != g.Instance {
+			t.Fatalf("%s: picked index %d, full %d (index %d here)", name, g.Instance, f.Instance, j)
+		}
+	}
+	for r := range f.Excluded {
+		want := f.Excluded[r]
+		if reason := scheduler.Reason(r); f.Instance >= 0 && (reason == scheduler.ReasonThreshold || reason == scheduler.ReasonNotMinimum) {
+			want = strategy[r]
+		}
+		if g.Excluded[r] != want {
+			t.Fatalf("%s: Excluded[%v] = %d, want %d", name, scheduler.Reason(r), g.Excluded[r], want)
+		}
+	}
+	return compact
+}
