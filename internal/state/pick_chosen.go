@@ -78,32 +78,37 @@ func (p *Pool) pickChosen(now time.Time, in *PickInput, rng scheduler.RNG, out *
 func (p *Pool) summarise(now time.Time, pol *scheduler.Policy, excl bool, out *Pick, excluded *[scheduler.NumReasons]int) bool {
 	nowRel, fast := p.relTime(now)
 	staleAfter, loadOn := pol.StaleAfter, pol.DeploymentDeltaMs > 0
-	stand, tlast, tslot, tload, matched := p.tstand, p.tlast, p.tslot, p.tload, out.matched
+	n := len(p.order)
+	stand, tlast, tslot, tload, matched := p.tstand[:n], p.tlast[:n], p.tslot[:n], p.tload[:n], out.matched
 	for k := range out.sums {
-		s := scheduler.Summary{}
+		eligible, best := 0, int32(0)
 		loads := out.loads[:0]
 		for i := p.dstart[k]; i < p.dstart[k+1]; i++ {
 			st := stand[i]
 			if st == standOdd {
 				return false
 			}
-			var age time.Duration
+			// The report age exactly as snapshot computes it.
+			var stale bool
 			if last := tlast[i]; fast && last != noAge {
-				age = time.Duration(max(0, nowRel-last))
+				stale = time.Duration(max(0, nowRel-last)) > staleAfter
 			} else {
-				age = max(0, now.Sub(p.order[i].lastReport))
+				stale = max(0, now.Sub(p.order[i].lastReport)) > staleAfter
 			}
-			r := scheduler.ReasonAt(st, age > staleAfter, excl && out.excl[i/64]&(1<<(i%64)) != 0)
+			r := scheduler.ReasonAt(st, stale, excl && out.excl[i/64]&(1<<(i%64)) != 0)
 			if r != scheduler.ReasonNone {
 				excluded[r]++
 				continue
 			}
-			s.Eligible++
-			s.MatchedBlocks = max(s.MatchedBlocks, int(matched[tslot[i]]))
+			eligible++
+			if m := matched[tslot[i]]; m > best { // a branch: no chain of dependent max
+				best = m
+			}
 			if loadOn {
 				loads = append(loads, tload[i])
 			}
 		}
+		s := scheduler.Summary{Eligible: eligible, MatchedBlocks: int(best)}
 		if loadOn {
 			s.LoadMs = scheduler.SoftMinLoadMs(pol, loads)
 			out.loads = loads
