@@ -242,15 +242,21 @@ func (p *Pool) rebuildDeployments() {
 	p.resync()
 }
 
-// sortOrder keeps p.order sorted by (deployment, instance id). Called with
-// p.mu held.
-func (p *Pool) sortOrder() {
-	slices.SortFunc(p.order, func(a, b *instance) int {
-		if c := cmp.Compare(a.id.Deployment, b.id.Deployment); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id.Instance, b.id.Instance)
-	})
+// insertOrder adds in to p.order, which is sorted by (deployment, instance
+// id), at its place: one binary search and one move instead of a sort, so
+// that connecting a fleet of n instances costs O(n) per instance. Called
+// with p.mu held.
+func (p *Pool) insertOrder(in *instance) {
+	at, _ := slices.BinarySearchFunc(p.order, in, compareOrder)
+	p.order = slices.Insert(p.order, at, in)
+}
+
+// compareOrder is the snapshot order: by deployment, then instance id.
+func compareOrder(a, b *instance) int {
+	if c := cmp.Compare(a.id.Deployment, b.id.Deployment); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id.Instance, b.id.Instance)
 }
 
 // DeploymentWeight is one deployment's weight in force.
