@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
