@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
@@ -80,6 +81,18 @@ func newLoad(ctx context.Context, c config, d *daemon) (*load, error) {
 			return nil, err
 		}
 		l.pickConns = append(l.pickConns, cc)
+	}
+	// The Pick connections are up before the window: a Pick must not pay
+	// for a handshake the streams' opening delayed.
+	wait, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for i, cc := range l.pickConns {
+		cc.Connect()
+		for st := cc.GetState(); st != connectivity.Ready; st = cc.GetState() {
+			if !cc.WaitForStateChange(wait, st) {
+				return nil, fmt.Errorf("pick connection %d: not ready within 60 s (%v)", i, st)
+			}
+		}
 	}
 	return l, nil
 }
