@@ -539,6 +539,42 @@ func checkTemplate(p *Pool) error {
 	if !slices.Equal(live, p.live) {
 		return fmt.Errorf("template: live bitset %x, want %x", p.live, live)
 	}
+	return checkKept(p)
+}
+
+// checkKept verifies what the pool keeps for pickChosen's kept counts: the
+// standing counts per deployment, the eligible bitset, each slot's
+// deployment and the lower bound on the connected instances' report times.
+func checkKept(p *Pool) error {
+	count := make([]int32, len(p.deps)*standKinds)
+	elig := make([]uint64, p.index.words)
+	oldest := int64(maxRelAge)
+	for i, in := range p.order {
+		st := p.tstand[i]
+		count[in.dep*standKinds+int(st)]++
+		if st == scheduler.ReasonNone {
+			elig[in.slot/64] |= 1 << (in.slot % 64)
+		}
+		if p.sdep[in.slot] != int32(in.dep) {
+			return fmt.Errorf("kept: slot %d in deployment %d, want %d", in.slot, p.sdep[in.slot], in.dep)
+		}
+		if st != scheduler.ReasonDisconnected && oldest != noAge {
+			if p.tlast[i] == noAge {
+				oldest = noAge
+			} else {
+				oldest = min(oldest, p.tlast[i])
+			}
+		}
+	}
+	if !slices.Equal(count, p.dcount) {
+		return fmt.Errorf("kept: standing counts %v, want %v", p.dcount, count)
+	}
+	if !slices.Equal(elig, p.elig) {
+		return fmt.Errorf("kept: eligible bitset %x, want %x", p.elig, elig)
+	}
+	if bound := p.minLast.Load(); bound != noAge && (oldest == noAge || bound > oldest) {
+		return fmt.Errorf("kept: report-time bound %d above the oldest report %d", bound, oldest)
+	}
 	return nil
 }
 

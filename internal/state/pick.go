@@ -57,6 +57,7 @@ type Pick struct {
 	sums                 []scheduler.Summary // scratch of pickChosen
 	loads                []float64
 	excl                 []uint64 // excluded order indexes (bitset)
+	mask                 []uint64 // eligible slots less the excluded (bitset)
 	nodes                []uint32 // scratch of record
 	matched              []int32  // matched blocks by slot
 	live, active, nextBS []uint64

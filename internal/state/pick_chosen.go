@@ -1,6 +1,7 @@
 package state
 
 import (
+	"math/bits"
 	"time"
 
 	"github.com/prefixroute/prefixroute/scheduler"
@@ -59,7 +60,7 @@ func (p *Pool) pickChosen(now time.Time, in *PickInput, rng scheduler.RNG, out *
 	}
 	var excluded [scheduler.NumReasons]int
 	out.sums = grow(out.sums, nd)
-	if !p.summarise(now, pol, excl, out, &excluded) {
+	if !p.summariseKept(now, pol, excl, out, &excluded) && !p.summarise(now, pol, excl, out, &excluded) {
 		return false, nil
 	}
 	req := scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: true}
@@ -70,6 +71,96 @@ func (p *Pool) pickChosen(now time.Time, in *PickInput, rng scheduler.RNG, out *
 	p.mu.RUnlock()
 	locked = false
 	return true, scheduler.DecideInstance(pol, req, &out.Snapshot, rng, &out.Decision)
+}
+
+// summariseKept fills out.sums and excluded as summarise does, from the
+// counts the pool keeps (Pool.dcount) instead of every instance, when no
+// instance can be stale at now and the load term is off: eligible counts
+// and exclusion reasons from the standing counts, adjusted for the
+// request's exclusions; each deployment's best match from out.matched over
+// the eligible slots' bitset. It reports false, having written nothing
+// that summarise does not overwrite, when it cannot. Called with p.mu held
+// for reading.
+func (p *Pool) summariseKept(now time.Time, pol *scheduler.Policy, excl bool, out *Pick, excluded *[scheduler.NumReasons]int) bool {
+	nowRel, fast := p.relTime(now)
+	if pol.DeploymentDeltaMs > 0 || !fast || !p.noneStale(nowRel, pol.StaleAfter) {
+		return false
+	}
+	counted := [...]scheduler.Reason{scheduler.ReasonDisconnected, scheduler.ReasonDraining, scheduler.ReasonKVFull, scheduler.ReasonQueueFull}
+	for k := range out.sums {
+		c := p.dcount[k*standKinds : (k+1)*standKinds]
+		if c[standOdd] > 0 {
+			*excluded = [scheduler.NumReasons]int{} // summarise starts afresh
+			return false
+		}
+		out.sums[k] = scheduler.Summary{Eligible: int(c[scheduler.ReasonNone])}
+		for _, r := range counted {
+			excluded[r] += int(c[r])
+		}
+	}
+	mask := p.elig
+	if excl {
+		out.mask = append(out.mask[:0], p.elig...)
+		mask = out.mask
+		for w, b := range out.excl {
+			for ; b != 0; b &= b - 1 {
+				ord := w*64 + bits.TrailingZeros64(b)
+				st := p.tstand[ord]
+				if r := scheduler.ReasonAt(st, false, true); r != st {
+					if st == scheduler.ReasonNone {
+						out.sums[p.tmpl[ord].Deployment].Eligible--
+					} else {
+						excluded[st]--
+					}
+					excluded[r]++
+				}
+				slot := p.tslot[ord]
+				mask[slot/64] &^= 1 << (slot % 64)
+			}
+		}
+	}
+	matched, sdep := out.matched, p.sdep
+	for w, b := range mask {
+		for ; b != 0; b &= b - 1 {
+			slot := w*64 + bits.TrailingZeros64(b)
+			s := &out.sums[sdep[slot]]
+			if m := int(matched[slot]); m > s.MatchedBlocks {
+				s.MatchedBlocks = m
+			}
+		}
+	}
+	return true
+}
+
+// noneStale reports whether no connected instance's report is older than
+// staleAfter at nowRel (ns since the age epoch): from the pool's lower bound
+// on their report times, recomputed (and stored) when it does not tell.
+// Called with p.mu held for reading: concurrent picks store the same value.
+func (p *Pool) noneStale(nowRel int64, staleAfter time.Duration) bool {
+	m := p.minLast.Load()
+	if m == noAge || nowRel-m > int64(staleAfter) {
+		m = p.oldestReport()
+		p.minLast.Store(m)
+	}
+	return m != noAge && nowRel-m <= int64(staleAfter)
+}
+
+// oldestReport returns the earliest report time (ns since the age epoch) of
+// the instances whose standing reason is not ReasonDisconnected: noAge when
+// one of them has none comparable, maxRelAge when there is none. Called
+// with p.mu held for reading.
+func (p *Pool) oldestReport() int64 {
+	m := int64(maxRelAge)
+	for i, last := range p.tlast[:len(p.order)] {
+		if p.tstand[i] == scheduler.ReasonDisconnected {
+			continue
+		}
+		if last == noAge {
+			return noAge
+		}
+		m = min(m, last)
+	}
+	return m
 }
 
 // summarise fills out.sums and excluded from the pool's per-instance

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // 0 or missing), every eligibility reason (never reported, disconnected,
 // stale, draining, kv_full, queue_full), exact and approximate instances
 // holding prefixes of a few chains. It returns the pool and the chains.
-func randomChosenPool(t *testing.T, rng *rand.Rand, seed uint64) (*Pool, [][]uint64) {
+func randomChosenPool(t *testing.T, rng *rand.Rand, seed uint64) (*Pool, [][]uint64, []*Session) {
 	t.Helper()
 	_, p := newTestPool(t, Limits{})
 	nd, n := 1+rng.IntN(6), 1+rng.IntN(80)
@@ -42,13 +43,15 @@ func randomChosenPool(t *testing.T, rng *rand.Rand, seed uint64) (*Pool, [][]uin
 			chains[c] = append(chains[c], rng.Uint64())
 		}
 	}
+	var sessions []*Session
 	for i := range n {
 		dep, id := fmt.Sprintf("d%d", rng.IntN(nd)), fmt.Sprintf("i%03d", i)
 		s, err := p.Connect(t0, Identity{Pool: p.Name(), Deployment: dep, Instance: id, Address: id + ":8000"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rng.IntN(15) == 0 {
+		quiet := seed%2 == 0 // no instance stale or unreported: the kept counts decide
+		if !quiet && rng.IntN(15) == 0 {
 			continue // never reported
 		}
 		rep := Report{ReportsCacheEvents: rng.IntN(4) > 0, HasQueueMs: rng.IntN(2) == 0, QueueMs: 300 * rng.Float64(),
@@ -58,14 +61,18 @@ func randomChosenPool(t *testing.T, rng *rand.Rand, seed uint64) (*Pool, [][]uin
 			rep.Stored = chains[rng.IntN(len(chains))][:rng.IntN(33)]
 		}
 		age := time.Duration(rng.IntN(3000)) * time.Millisecond // stale_after is 2 s
+		if quiet {
+			age = time.Duration(rng.IntN(1500)) * time.Millisecond
+		}
 		if err := s.Report(t0.Add(-age), &rep); err != nil {
 			t.Fatal(err)
 		}
+		sessions = append(sessions, s)
 		if rng.IntN(20) == 0 {
 			s.Close(t0)
 		}
 	}
-	return p, chains
+	return p, chains, sessions
 }
 
 // TestPickChosenMatchesFull compares ChosenOnly picks (Pool.pickChosen, or
@@ -79,10 +86,22 @@ func TestPickChosenMatchesFull(t *testing.T) {
 	fast := 0
 	for seed := range uint64(80) {
 		rng := rand.New(rand.NewPCG(seed, 31))
-		p, chains := randomChosenPool(t, rng, seed)
+		p, chains, sessions := randomChosenPool(t, rng, seed)
 		now := t0
 		for k := range uint64(25) {
-			now = now.Add(time.Duration(rng.IntN(200)) * time.Millisecond)
+			step := 200
+			if seed%2 == 0 {
+				step = 20 // randomChosenPool's quiet pools stay fresh for 25 picks
+			}
+			now = now.Add(time.Duration(rng.IntN(step)) * time.Millisecond)
+			if k == 8 && len(sessions) > 0 {
+				// A report dated back to near stale_after, which later picks
+				// see go stale: the kept bound on report times must follow.
+				s := sessions[rng.IntN(len(sessions))]
+				if err := s.Report(now.Add(-1900*time.Millisecond), &Report{Seq: 99, ReportsCacheEvents: true}); err != nil && !errors.Is(err, ErrSessionEnded) {
+					t.Fatal(err)
+				}
+			}
 			in := PickInput{Hashes: chains[rng.IntN(len(chains))][:rng.IntN(33)], ChosenOnly: true}
 			in.PromptTokens = uint32(len(in.Hashes)*16 + rng.IntN(64))
 			for range rng.IntN(3) {
@@ -175,4 +194,51 @@ func compareChosenPick(t *testing.T, name string, ref, got *Pick) bool {
 		}
 	}
 	return compact
+}
+
+// TestSummariseKept: with every connected instance fresh the kept counts
+// decide (no pass over the instances); once one is stale, a request's
+// exclusion aside, or with the load term on, they do not.
+func TestSummariseKept(t *testing.T) {
+	_, p := newTestPool(t, Limits{})
+	rep := &Report{ReportsCacheEvents: true, Stored: []uint64{1, 2}}
+	connect(t, p, t0, "a", "a1", rep)
+	connect(t, p, t0.Add(time.Second), "a", "a2", rep)
+	connect(t, p, t0, "b", "b1", &Report{Draining: true})
+	kept := func(now time.Time, in *PickInput, delta float64) (bool, *Pick) {
+		t.Helper()
+		var out Pick
+		pol := p.Config().Policy
+		pol.DeploymentDeltaMs = delta
+		p.mu.RLock()
+		defer p.mu.RUnlock()
+		words := p.index.words
+		out.active, out.nextBS, out.matched = make([]uint64, words), make([]uint64, words), make([]int32, words*64)
+		p.index.match(in.Hashes, p.live, out.matched, out.active, out.nextBS)
+		out.sums = make([]scheduler.Summary, len(p.deps))
+		if len(in.Exclude) > 0 {
+			out.excl = make([]uint64, 1)
+			for _, id := range in.Exclude {
+				out.excl[0] |= 1 << p.byID[id].ord
+			}
+		}
+		var ex [scheduler.NumReasons]int
+		ok := p.summariseKept(now, &pol, len(in.Exclude) > 0, &out, &ex)
+		return ok, &out
+	}
+	in := &PickInput{Hashes: []uint64{1, 2, 3}}
+	ok, out := kept(t0.Add(1500*time.Millisecond), in, 0)
+	if want := []scheduler.Summary{{Eligible: 2, MatchedBlocks: 2}, {}}; !ok || !slices.Equal(out.sums, want) {
+		t.Fatalf("fresh pool: kept %v, summaries %+v; want true, %+v", ok, out.sums, want)
+	}
+	in.Exclude = []string{"a2"}
+	if ok, out := kept(t0.Add(1500*time.Millisecond), in, 0); !ok || out.sums[0] != (scheduler.Summary{Eligible: 1, MatchedBlocks: 2}) {
+		t.Fatalf("a2 excluded: kept %v, summary %+v", ok, out.sums[0])
+	}
+	if ok, _ := kept(t0.Add(1500*time.Millisecond), in, 50); ok {
+		t.Fatal("load term on: the kept counts decided")
+	}
+	if ok, _ := kept(t0.Add(2500*time.Millisecond), in, 0); ok {
+		t.Fatal("a1 and b1 stale: the kept counts decided")
+	}
 }

@@ -51,6 +51,17 @@ type Pool struct {
 	tstand   []scheduler.Reason
 	tload    []float64
 	dstart   []int
+	// Kept with tstand for a pick that need not look at each instance
+	// (pickChosen when no instance can be stale): per deployment k the
+	// count of its instances by standing reason, dcount[k*standKinds+r];
+	// by slot, the bitset of instances whose standing reason is ReasonNone
+	// and each slot's deployment; and a lower bound on the report time of
+	// the connected instances (noAge: unknown, recompute), so that a pick
+	// knows none is stale without looking.
+	dcount  []int32
+	elig    []uint64
+	sdep    []int32
+	minLast atomic.Int64
 	live     []uint64 // bitset of slots in use, index.words words
 	ageEpoch time.Time
 	ageMono  bool // ageEpoch carries a monotonic clock reading
@@ -123,7 +134,6 @@ func (p *Pool) syncReport(in *instance) {
 	si.AssignedTokens = in.assigned
 	si.KVUsage = l.KVCacheUsage
 	si.Draining = l.Draining
-	p.syncStanding(in.ord)
 	p.tlast[in.ord] = noAge
 	if in.reported {
 		if !p.hasEpoch {
@@ -133,6 +143,7 @@ func (p *Pool) syncReport(in *instance) {
 			p.tlast[in.ord] = ns
 		}
 	}
+	p.syncStanding(in.ord)
 }
 
 // standOdd marks a template entry whose figures scheduler.Standing rejects:
@@ -142,13 +153,45 @@ const standOdd = scheduler.NumReasons
 // syncStanding recomputes the standing reason and load of the template
 // entry at order index ord from its figures and the policy in force.
 // Called with p.mu held, whenever they change.
+// It also keeps the deployment's standing counts, the eligible bitset and
+// the report-time bound (see Pool.dcount), so call it after tlast and
+// tslot are set.
 func (p *Pool) syncStanding(ord int) {
-	r, load, ok := scheduler.Standing(&p.cfg.Load().Policy, &p.tmpl[ord])
+	si := &p.tmpl[ord]
+	r, load, ok := scheduler.Standing(&p.cfg.Load().Policy, si)
 	if !ok {
 		r = standOdd
 	}
+	base := si.Deployment * standKinds
+	if old := p.tstand[ord]; old != standUncounted {
+		p.dcount[base+int(old)]--
+	}
+	p.dcount[base+int(r)]++
 	p.tstand[ord], p.tload[ord] = r, load
+	slot := p.tslot[ord]
+	if r == scheduler.ReasonNone {
+		p.elig[slot/64] |= 1 << (slot % 64)
+	} else {
+		p.elig[slot/64] &^= 1 << (slot % 64)
+	}
+	if r != scheduler.ReasonDisconnected {
+		// Reports only move a report time forward; one that moves back (or
+		// a reconnected instance) lowers the bound.
+		switch last, bound := p.tlast[ord], p.minLast.Load(); {
+		case last == noAge:
+			p.minLast.Store(noAge)
+		case bound != noAge && last < bound:
+			p.minLast.Store(last)
+		}
+	}
 }
+
+// standKinds is the number of standing reasons a count is kept for
+// (scheduler.Reason values up to standOdd).
+const standKinds = int(standOdd) + 1
+
+// standUncounted marks a tstand entry resync has not counted yet.
+const standUncounted = scheduler.Reason(255)
 
 // resync rebuilds the snapshot template, the live bitset and the
 // deployments' ranges from p.order. Called with p.mu held after the order or
@@ -162,9 +205,17 @@ func (p *Pool) resync() {
 	p.tstand = grow(p.tstand, n)
 	p.tload = grow(p.tload, n)
 	p.live = zeroed(p.live, p.index.words)
+	p.elig = zeroed(p.elig, p.index.words)
+	p.sdep = grow(p.sdep, p.index.words*64)
 	p.dstart = zeroed(p.dstart, len(p.deps)+1)
+	p.dcount = zeroed(p.dcount, len(p.deps)*standKinds)
+	for i := range p.tstand {
+		p.tstand[i] = standUncounted
+	}
+	p.minLast.Store(noAge) // the next pick recomputes it
 	for i, in := range p.order {
 		in.ord = i
+		p.sdep[in.slot] = int32(in.dep)
 		p.syncInstance(in)
 		p.live[in.slot/64] |= 1 << (in.slot % 64)
 		p.dstart[in.dep+1]++ // p.order is sorted by deployment: contiguous
@@ -187,6 +238,8 @@ func newPool(name string, limits Limits, budget *pairBudget) *Pool {
 		tracker: readiness.New(limits.Migration)}
 	p.live = make([]uint64, p.index.words)
 	p.dstart = []int{0}
+	p.elig = make([]uint64, p.index.words)
+	p.minLast.Store(noAge)
 	p.cfg.Store(DefaultConfig())
 	return p
 }
