@@ -48,9 +48,9 @@ type Pool struct {
 	// scheduler.Standing reason (standOdd: it needs scheduler.Decide) and
 	// load; and where each deployment's instances start in the order
 	// (dstart[k]..dstart[k+1], len(deps)+1 entries).
-	tstand   []scheduler.Reason
-	tload    []float64
-	dstart   []int
+	tstand []scheduler.Reason
+	tload  []float64
+	dstart []int
 	// Kept with tstand for a pick that need not look at each instance
 	// (pickChosen when no instance can be stale): per deployment k the
 	// count of its instances by standing reason, dcount[k*standKinds+r];
@@ -58,10 +58,10 @@ type Pool struct {
 	// and each slot's deployment; and a lower bound on the report time of
 	// the connected instances (noAge: unknown, recompute), so that a pick
 	// knows none is stale without looking.
-	dcount  []int32
-	elig    []uint64
-	sdep    []int32
-	minLast atomic.Int64
+	dcount   []int32
+	elig     []uint64
+	sdep     []int32
+	minLast  atomic.Int64
 	live     []uint64 // bitset of slots in use, index.words words
 	ageEpoch time.Time
 	ageMono  bool // ageEpoch carries a monotonic clock reading
