@@ -19,10 +19,11 @@ type PickInput struct {
 	// Overrides replace the router's load figures for this pick only.
 	// Unknown ids are ignored.
 	Overrides []Override
-	// ChosenOnly asks the scheduler for the instance level of the drawn
-	// deployment only (scheduler.Request.ChosenOnly): the same choice and
-	// deployment audit for less work, when the caller reports no other
-	// instance's probability.
+	// ChosenOnly asks for the instance level of the drawn deployment only
+	// (scheduler.Request.ChosenOnly): the same choice and deployment audit
+	// for less work, when the caller reports no other instance. The Pick
+	// then usually holds the drawn deployment's instances only (see
+	// Pool.Pick).
 	ChosenOnly bool
 }
 

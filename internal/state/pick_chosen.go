@@ -8,10 +8,12 @@ import (
 )
 
 // pickChosen decides a ChosenOnly pick without the full snapshot: under the
-// read lock it matches the prefix, summarises every deployment from the
-// per-instance figures the pool keeps by order index (standing reason from
-// scheduler.Standing, report time, load; the match and the request's
-// exclusions) into scheduler.Summary values, draws the deployment with
+// read lock it matches the prefix, summarises every deployment into
+// scheduler.Summary values — from the standing counts the pool keeps
+// (summariseKept) when no instance can be stale and the load term is off,
+// else from the per-instance figures it keeps by order index (summarise:
+// standing reason from scheduler.Standing, report time, load) — with the
+// match and the request's exclusions, draws the deployment with
 // scheduler.DecideDeployment and copies that deployment's instances only;
 // then it draws the instance with scheduler.DecideInstance, no lock held.
 // The result is the one scheduler.Decide gives with Request.ChosenOnly on
