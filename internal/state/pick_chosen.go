@@ -43,7 +43,7 @@ func (p *Pool) pickChosen(now time.Time, in *PickInput, rng scheduler.RNG, out *
 	out.active = grow(out.active, words)
 	out.nextBS = grow(out.nextBS, words)
 	out.matched = grow(out.matched, words*64)
-	p.index.match(in.Hashes, p.live, out.matched, out.active, out.nextBS)
+	p.index.matchLogged(in.Hashes, p.live, out.matched, out.active, out.nextBS, &out.drops)
 
 	out.Snapshot.Deployments = grow(out.Snapshot.Deployments, nd)
 	for i, d := range p.deps {
@@ -121,13 +121,26 @@ func (p *Pool) summariseKept(now time.Time, pol *scheduler.Policy, excl bool, ou
 			}
 		}
 	}
-	matched, sdep := out.matched, p.sdep
-	for w, b := range mask {
-		for ; b != 0; b &= b - 1 {
-			slot := w*64 + bits.TrailingZeros64(b)
-			s := &out.sums[sdep[slot]]
-			if m := int(matched[slot]); m > s.MatchedBlocks {
-				s.MatchedBlocks = m
+	// Best matches: the match's groups from the longest count down; the
+	// first eligible slot met in a deployment is one of its longest. Stop
+	// once every deployment with an eligible instance has one (after
+	// about nd·ln(nd) slots when they mix), not after every slot.
+	remaining := 0
+	for k := range out.sums {
+		if out.sums[k].Eligible > 0 {
+			remaining++
+		}
+	}
+	out.seen = zeroed(out.seen, len(out.sums))
+	sdep := p.sdep
+	for j := len(out.drops) - 1; j >= 0 && remaining > 0; j-- {
+		d := &out.drops[j]
+		for b := d.bits & mask[d.w]; b != 0 && remaining > 0; b &= b - 1 {
+			k := sdep[int(d.w)*64+bits.TrailingZeros64(b)]
+			if !out.seen[k] {
+				out.seen[k] = true
+				out.sums[k].MatchedBlocks = int(d.k)
+				remaining--
 			}
 		}
 	}

@@ -214,7 +214,7 @@ func TestSummariseKept(t *testing.T) {
 		defer p.mu.RUnlock()
 		words := p.index.words
 		out.active, out.nextBS, out.matched = make([]uint64, words), make([]uint64, words), make([]int32, words*64)
-		p.index.match(in.Hashes, p.live, out.matched, out.active, out.nextBS)
+		p.index.matchLogged(in.Hashes, p.live, out.matched, out.active, out.nextBS, &out.drops)
 		out.sums = make([]scheduler.Summary, len(p.deps))
 		if len(in.Exclude) > 0 {
 			out.excl = make([]uint64, 1)
