@@ -60,7 +60,7 @@ type Pick struct {
 	excl                 []uint64 // excluded order indexes (bitset)
 	mask                 []uint64 // eligible slots less the excluded (bitset)
 	drops                []matchDrop
-	seen                 []bool // by deployment, scratch of summariseKept
+	seen                 []bool   // by deployment, scratch of summariseKept
 	nodes                []uint32 // scratch of record
 	matched              []int32  // matched blocks by slot
 	live, active, nextBS []uint64
