@@ -177,7 +177,7 @@ FUZZTIME       ?= 60s
 FUZZ_PKGS      ?= ./server/
 LOADTEST_FLAGS ?=
 
-.PHONY: fuzz loadtest
+.PHONY: fuzz loadtest loadtest-fleet
 
 ## fuzz: run every Fuzz* target of FUZZ_PKGS for FUZZTIME each; a failing
 ## input is saved under the package's testdata/fuzz/ and fails the target.
@@ -197,6 +197,21 @@ fuzz:
 loadtest:
 	$(GO) build -o $(BIN)/ ./cmd/prefixrouted ./cmd/prefixload
 	$(BIN)/prefixload --daemon $(BIN)/prefixrouted $(LOADTEST_FLAGS)
+
+## loadtest-fleet: the fleet-scale scenario of BENCHMARKS.md (issue 17): one
+## pool of FLEET_SIZES instances in 64 deployments, each reporting every
+## 100 ms with 8 cache events, and 2,000 Picks/s offered; prints the daemon's
+## CPU and Pick p50/p99 with the load generator's CPU apart. Each size runs
+## FLEET_DURATION after a 5 s warm-up (not part of make test).
+FLEET_SIZES ?= 1000 5000 10000
+FLEET_DURATION ?= 30s
+loadtest-fleet:
+	$(GO) build -o $(BIN)/ ./cmd/prefixrouted ./cmd/prefixload
+	@set -e; for n in $(FLEET_SIZES); do \
+		$(BIN)/prefixload --daemon $(BIN)/prefixrouted --pools 1 --deployments 64 --streams $$n \
+			--conns $$(( (n + 39) / 40 )) --rate 10 --events 8 --capacity 512 \
+			--pick-rate 2000 --pickers 32 --duration $(FLEET_DURATION) $(LOADTEST_FLAGS); \
+	done
 
 ## test-deps: Debian packages the tests need: python3-zmq and python3-msgpack
 ## for prefixagent's engine stand-in (internal/agent/testdata/engine.py);

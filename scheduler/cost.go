@@ -48,17 +48,8 @@ func (m *costModel) cost(in *Instance, r *InstanceResult) (matched int) {
 	if bs == 0 {
 		bs = m.blockSize
 	}
-	msPerTok := m.defaultMsPerTok
-	if tps := in.PrefillTokensPerSecond; tps != 0 && tps != m.defaultTokPerSec {
-		msPerTok = 1000 / tps
-	}
+	msPerTok, queue := m.queue(in)
 	uncached := uncachedTokens(m.promptTokens, matched, bs)
-	queue := float64(in.AssignedTokens) * msPerTok
-	if in.HasQueueMs {
-		queue = in.QueueMs + queue
-	} else {
-		queue = float64(in.QueuedPrefillTokens)*msPerTok + queue
-	}
 	prefill := float64(uncached) * msPerTok
 	// Field by field: a composite literal goes through a stack temporary
 	// whose copy stalls on store forwarding.
@@ -85,4 +76,21 @@ func uncachedTokens(promptTokens uint32, matched int, blockSize uint32) uint32 {
 		return 0
 	}
 	return promptTokens - uint32(cached)
+}
+
+// queue returns instance in's ms per prefill token and its queue_ms, the
+// QueueMs of its cost (see cost): what its eligibility and load term depend
+// on apart from the request.
+func (m *costModel) queue(in *Instance) (msPerTok, queue float64) {
+	msPerTok = m.defaultMsPerTok
+	if tps := in.PrefillTokensPerSecond; tps != 0 && tps != m.defaultTokPerSec {
+		msPerTok = 1000 / tps
+	}
+	queue = float64(in.AssignedTokens) * msPerTok
+	if in.HasQueueMs {
+		queue = in.QueueMs + queue
+	} else {
+		queue = float64(in.QueuedPrefillTokens)*msPerTok + queue
+	}
+	return msPerTok, queue
 }

@@ -61,7 +61,7 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 	if err != nil {
 		return err
 	}
-	participating := deploymentLevel(p, &req, snap, d)
+	participating := deploymentLevel(p, &req, snap, d, true)
 	if len(snap.Instances) == 0 {
 		return ErrNoInstances
 	}

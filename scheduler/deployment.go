@@ -22,7 +22,10 @@ import "math"
 // 2^-900 (a weight ratio beyond 2^900 against a load term of as many
 // doublings) does it fall back to log space, x_d = log2 w_d + y_d shifted by
 // its maximum, which is finite for any finite weights.
-func deploymentLevel(p *Policy, req *Request, snap *Snapshot, d *Decision) int {
+//
+// With loads false the caller has filled LoadMs (DecideDeployment) and
+// snap.Instances is not read.
+func deploymentLevel(p *Policy, req *Request, snap *Snapshot, d *Decision, loads bool) int {
 	participating := 0
 	maxWeight := 0.0
 	for k := range snap.Deployments {
@@ -44,7 +47,7 @@ func deploymentLevel(p *Policy, req *Request, snap *Snapshot, d *Decision) int {
 		}
 	}
 	loadOn := p.DeploymentDeltaMs > 0
-	if loadOn {
+	if loadOn && loads {
 		loadTerms(p, snap, d)
 	}
 	if participating == 0 {

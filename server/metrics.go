@@ -28,10 +28,11 @@ const (
 	outcomeUnknownPool                // NotFound
 	outcomeCanceled                   // Canceled or DeadlineExceeded
 	outcomeError                      // any other code (Internal after a panic, ...)
+	outcomeSaturated                  // ResourceExhausted from the scheduler: every live instance saturated, shed
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"ok", "unavailable", "drained", "invalid", "unknown_pool", "canceled", "error"}
+var outcomeNames = [numOutcomes]string{"ok", "unavailable", "drained", "invalid", "unknown_pool", "canceled", "error", "saturated"}
 
 func outcomeOf(c codes.Code) outcome {
 	switch c {
@@ -217,7 +218,11 @@ func (o *observer) done(ctx context.Context, rec *pickRecord) {
 	setSpan(ctx, rec)
 	p := o.pool(rec.req.GetPool())
 	o.latency.Record(ctx, rec.elapsed.Seconds(), p.latency...)
-	if oc := outcomeOf(status.Code(rec.err)); oc != outcomeOK || rec.resp.GetDeployment() == "" {
+	oc := outcomeOf(status.Code(rec.err))
+	if errors.Is(rec.decErr, scheduler.ErrSaturated) {
+		oc = outcomeSaturated // not another ResourceExhausted (a limit)
+	}
+	if oc != outcomeOK || rec.resp.GetDeployment() == "" {
 		o.picks.Add(ctx, 1, p.failed[oc]...)
 		if p.fails != nil {
 			p.fails.add(o.now().Unix(), oc)
@@ -265,9 +270,11 @@ func (o *observer) decided(ctx context.Context, p *poolObs, rec *pickRecord) {
 }
 
 // decisionExplains reports whether a failed decision carries the reasons
-// worth recording: no eligible instance, or only weight-0 deployments.
+// worth recording: no eligible instance, every live one saturated (shed),
+// or only weight-0 deployments. Each has the whole audit (scheduler.Decide).
 func decisionExplains(err error) bool {
-	return errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrAllWeightsZero)
+	return errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrSaturated) ||
+		errors.Is(err, scheduler.ErrAllWeightsZero)
 }
 
 // reported counts one applied load report. ReportLoad calls it.

@@ -169,3 +169,53 @@ func TestMetricsAfterScriptedTraffic(t *testing.T) {
 		t.Errorf("pick latency buckets start at %v (%d buckets), want 5µs and at least 15", b[0].GetUpperBound(), len(b))
 	}
 }
+
+// TestMetricsSaturatedPicks: a pick shed for saturation is an audited
+// outcome of its own: outcome="saturated" (not "error"), its instances'
+// exclusion reasons counted and the deployment's eligible count set to 0;
+// under least_loaded the picked instance leaves the count.
+func TestMetricsSaturatedPicks(t *testing.T) {
+	clock := &obsClock{t: time.Unix(1_800_000_000, 0)}
+	d := obsStart(t, func(c *DaemonConfig) { c.Server.Now = clock.Now })
+	pick, load, admin := obsClients(t, d)
+	ctx := context.Background()
+	for _, id := range []string{"x-1", "x-2", "x-3"} {
+		obsConnect(t, load).report(&pb.ReportLoadRequest{Pool: "sat", Deployment: "x", InstanceId: id, Address: "10.0.2.1:8000",
+			KvCacheUsage: 0.99})
+	}
+	for range 2 { // least_loaded, the default: picks one of the three
+		if _, err := pick.Pick(ctx, &pb.PickRequest{Pool: "sat"}); err != nil {
+			t.Fatalf("Pick (least_loaded): %v", err)
+		}
+	}
+	if _, err := admin.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: "sat", Policy: &pb.Policy{OnSaturation: pb.OnSaturation_ON_SATURATION_SHED}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if _, err := pick.Pick(ctx, &pb.PickRequest{Pool: "sat"}); status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("Pick (shed): %v, want ResourceExhausted", err)
+		}
+	}
+	fams := obsScrape(t, d)
+	L := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"prefixroute_picks_total", L("pool", "sat", "deployment", "", "outcome", "saturated"), 4},
+		{"prefixroute_picks_total", L("pool", "sat", "deployment", "x", "outcome", "ok"), 2},
+		{"prefixroute_pick_excluded_instances_total", L("pool", "sat", "reason", "kv_full"), 2*2 + 4*3},
+		{"prefixroute_pick_eligible_instances", L("pool", "sat", "deployment", "x"), 0},
+	} {
+		if got := obsValue(t, fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}

@@ -129,7 +129,8 @@ func (rec *pickRecord) traceContext(ctx context.Context) trace.SpanContext {
 
 // audited reports whether the record holds a decision whose figures are
 // worth recording: a successful one, or one that failed for lack of an
-// eligible instance or of weight (the decision says why).
+// eligible instance, for saturation or for lack of weight (the decision says
+// why).
 func (rec *pickRecord) audited() bool {
 	return rec.pk != nil && (rec.decErr == nil || decisionExplains(rec.decErr))
 }

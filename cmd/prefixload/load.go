@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
@@ -31,6 +32,7 @@ func blockHash(p, doc, b int) uint64 { return uint64(p+1)<<40 | uint64(doc)<<20 
 // load is one running load test. Its counters are safe for concurrent use.
 type load struct {
 	c         config
+	daemon    *daemon
 	httpAddr  string // the daemon's /metrics
 	conns     []*grpc.ClientConn
 	pickConns []*grpc.ClientConn
@@ -57,7 +59,7 @@ func (l *load) fail(counter *atomic.Int64, what string, err error) {
 
 // newLoad dials the connections.
 func newLoad(ctx context.Context, c config, d *daemon) (*load, error) {
-	l := &load{c: c, httpAddr: d.http}
+	l := &load{c: c, daemon: d, httpAddr: d.http}
 	l.ctx, l.cancel = context.WithCancel(ctx)
 	n := c.conns
 	if n <= 0 || n > c.streams {
@@ -80,8 +82,23 @@ func newLoad(ctx context.Context, c config, d *daemon) (*load, error) {
 		}
 		l.pickConns = append(l.pickConns, cc)
 	}
+	// The Pick connections are up before the window: a Pick must not pay
+	// for a handshake the streams' opening delayed.
+	wait, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for i, cc := range l.pickConns {
+		cc.Connect()
+		for st := cc.GetState(); st != connectivity.Ready; st = cc.GetState() {
+			if !cc.WaitForStateChange(wait, st) {
+				return nil, fmt.Errorf("pick connection %d: not ready within 60 s (%v)", i, st)
+			}
+		}
+	}
 	return l, nil
 }
+
+// daemonCPU is the daemon's CPU time so far.
+func (l *load) daemonCPU() time.Duration { return l.daemon.cpu() }
 
 // authed adds the bearer token when the daemon runs with a tokens file.
 func (l *load) authed(ctx context.Context, token string) context.Context {
@@ -107,9 +124,9 @@ func (l *load) connect(ctx context.Context) error {
 			return err
 		}
 		pool := i % l.c.pools
-		first := &pb.ReportLoadRequest{Pool: fmt.Sprint("pool-", pool), Deployment: fmt.Sprint("d", i/l.c.pools%2),
-			InstanceId: fmt.Sprint("i-", i), Address: fmt.Sprintf("127.0.0.1:%d", 10000+i), Seq: 1,
-			PrefillTokensPerSecond: 8000, KvCapacityBlocks: 4096, BlockSizeTokens: 16, ReportsCacheEvents: true}
+		first := &pb.ReportLoadRequest{Pool: fmt.Sprint("pool-", pool), Deployment: fmt.Sprintf("d%02d", i/l.c.pools%l.c.deps),
+			InstanceId: fmt.Sprint("i-", i), Address: fmt.Sprintf("127.0.0.1:%d", 10000+i%50000), Seq: 1,
+			PrefillTokensPerSecond: 8000, KvCapacityBlocks: l.c.capacity, BlockSizeTokens: 16, ReportsCacheEvents: true}
 		if err := st.Send(first); err != nil {
 			return fmt.Errorf("stream %d: first report: %w", i, err)
 		}

@@ -41,7 +41,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	c := config{daemon: bin, streams: 20, conns: 4, rate: 20, pickers: 2, pools: 2, duration: time.Second,
-		auth: true, events: 2, warmUp: 100 * time.Millisecond}
+		auth: true, events: 2, warmUp: 100 * time.Millisecond, deps: 2, capacity: 4096}
 	res, err := run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +52,35 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("smoke run:\n%s", out.String())
 	}
 	if !strings.Contains(out.String(), "| errors (picks + stream sends + streams ended) | 0 (0 + 0 + 0) |") {
+		t.Errorf("report:\n%s", out.String())
+	}
+}
+
+// TestSmokeOpenLoop runs one second at 200 Picks/s offered over 8
+// deployments: the Picks due are counted and sent, and both CPU times are
+// read.
+func TestSmokeOpenLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := filepath.Join(t.TempDir(), "prefixrouted")
+	if out, err := exec.Command("go", "build", "-o", bin, "../prefixrouted").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	c := config{daemon: bin, streams: 16, conns: 2, rate: 10, pickers: 4, pools: 1, duration: time.Second,
+		auth: false, events: 8, warmUp: 100 * time.Millisecond, deps: 8, capacity: 64, pickRate: 200}
+	res, err := run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res.print(&out, c)
+	if res.errors() != 0 || res.offered < 150 || res.offered > 210 || res.picks < res.offered-res.notSent-int64(c.pickers) ||
+		res.windowCPU <= 0 || res.selfCPU <= 0 {
+		t.Errorf("open-loop run (offered %d, not sent %d, picks %d, CPU %v / %v):\n%s",
+			res.offered, res.notSent, res.picks, res.windowCPU, res.selfCPU, out.String())
+	}
+	if !strings.Contains(out.String(), "200 Picks/s offered") || !strings.Contains(out.String(), "1 pools x 8 deployments") {
 		t.Errorf("report:\n%s", out.String())
 	}
 }

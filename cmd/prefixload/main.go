@@ -30,6 +30,9 @@ type config struct {
 	auth     bool          // run with a tokens file and bearer tokens
 	events   int           // stored block hashes per report
 	warmUp   time.Duration // before the measured window
+	deps     int           // deployments per pool
+	capacity uint64        // kv_capacity_blocks every instance reports
+	pickRate float64       // Picks per second offered (open loop); 0: closed loop
 }
 
 func main() {
@@ -44,14 +47,18 @@ func main() {
 	flag.BoolVar(&c.auth, "auth", true, "run the daemon with a tokens file; every call sends a bearer token")
 	flag.IntVar(&c.events, "events", 4, "stored block hashes per report (cache events)")
 	flag.DurationVar(&c.warmUp, "warm-up", 5*time.Second, "unmeasured time between the last stream opening and the window")
+	flag.IntVar(&c.deps, "deployments", 2, "deployments per pool")
+	flag.Uint64Var(&c.capacity, "capacity", 4096, "kv_capacity_blocks every instance reports (bounds its blocks in the prefix index)")
+	flag.Float64Var(&c.pickRate, "pick-rate", 0, "Picks per second offered, spread over the --pickers callers (open loop); 0: each caller sends its next Pick when the last is answered")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *version {
 		fmt.Println("prefixload", buildinfo.Read())
 		return
 	}
-	if c.duration <= 0 || c.duration > 10*time.Minute || c.streams <= 0 || c.rate <= 0 || c.pools <= 0 || c.pickers < 0 {
-		fmt.Fprintln(os.Stderr, "prefixload: want 0 < --duration <= 10m and positive --streams, --rate, --pools")
+	if c.duration <= 0 || c.duration > 10*time.Minute || c.streams <= 0 || c.rate <= 0 || c.pools <= 0 || c.pickers < 0 ||
+		c.deps <= 0 || c.capacity == 0 || !(c.pickRate >= 0 && c.pickRate <= 1e6) {
+		fmt.Fprintln(os.Stderr, "prefixload: want 0 < --duration <= 10m, positive --streams, --rate, --pools, --deployments, --capacity, and 0 <= --pick-rate <= 1e6 /s")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
@@ -21,14 +22,40 @@ func (l *load) measure(ctx context.Context, d time.Duration) *result {
 	lat := make([][]time.Duration, l.c.pickers)
 	const family = "prefixroute_pick_duration_seconds"
 	h0, herr := scrapeHistogram(l.httpAddr, family)
+	cpu0, self0 := l.daemonCPU(), selfCPU()
 	acks0, start := l.acks.Load(), time.Now()
 	deadline := start.Add(d)
+	var tokens chan struct{} // open loop: one token per Pick due
+	if l.c.pickRate > 0 {
+		tokens = make(chan struct{}, max(1, l.c.pickers))
+		wg.Go(func() {
+			defer close(tokens)
+			issued := int64(0)
+			for now := time.Now(); now.Before(deadline) && ctx.Err() == nil; now = time.Now() {
+				for due := int64(now.Sub(start).Seconds() * l.c.pickRate); issued < due; issued++ {
+					select {
+					case tokens <- struct{}{}:
+						res.offered++
+					default:
+						res.offered++
+						res.notSent++ // every caller busy: the generator cannot keep up
+					}
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
 	for w := range l.c.pickers {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 2))
 			client := pb.NewPickServiceClient(l.pickConns[w%len(l.pickConns)])
 			hashes := make([]uint64, 0, docBlocks+4)
 			for time.Now().Before(deadline) && ctx.Err() == nil {
+				if tokens != nil {
+					if _, ok := <-tokens; !ok {
+						return
+					}
+				}
 				pool, doc, n := rng.IntN(l.c.pools), rng.IntN(docs), 1+rng.IntN(docBlocks)
 				hashes = hashes[:0]
 				for b := range n {
@@ -53,6 +80,7 @@ func (l *load) measure(ctx context.Context, d time.Duration) *result {
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
+	res.windowCPU, res.selfCPU = l.daemonCPU()-cpu0, selfCPU()-self0
 	res.acks = l.acks.Load() - acks0
 	if h1, err := scrapeHistogram(l.httpAddr, family); err == nil && herr == nil {
 		res.server = h1.minus(h0)
@@ -66,4 +94,13 @@ func (l *load) measure(ctx context.Context, d time.Duration) *result {
 	res.firstErrs = append(res.firstErrs, l.firstErrs...)
 	l.errMu.Unlock()
 	return res
+}
+
+// selfCPU is the load generator's own user+system CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

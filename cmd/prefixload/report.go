@@ -17,6 +17,8 @@ type result struct {
 	latency              []time.Duration // of the successful picks
 	hwmKB, rssKB         int64
 	daemonCPU            time.Duration
+	windowCPU, selfCPU   time.Duration // the daemon's and the generator's own, in the window
+	offered, notSent     int64         // open loop: Picks due, and those no caller was free to send
 	firstErrs            []string
 	server               histogram // the daemon's Pick latency in the window
 }
@@ -35,12 +37,19 @@ func quantile(s []time.Duration, q float64) time.Duration {
 func (r *result) print(w io.Writer, c config) {
 	slices.Sort(r.latency)
 	sec := r.elapsed.Seconds()
-	fmt.Fprintf(w, "prefixload: %d streams x %g reports/s (%d events each), %d Pick callers, %d pools, auth %v, %v measured after %v warm-up, GOMAXPROCS %d (load generator and daemon share the machine)\n\n",
-		c.streams, c.rate, c.events, c.pickers, c.pools, c.auth, r.elapsed.Round(time.Millisecond), c.warmUp, runtime.GOMAXPROCS(0))
+	mode := "closed loop"
+	if c.pickRate > 0 {
+		mode = fmt.Sprintf("%g Picks/s offered", c.pickRate)
+	}
+	fmt.Fprintf(w, "prefixload: %d streams x %g reports/s (%d events each, kv_capacity_blocks %d), %d Pick callers (%s), %d pools x %d deployments, auth %v, %v measured after %v warm-up, GOMAXPROCS %d (load generator and daemon share the machine)\n\n",
+		c.streams, c.rate, c.events, c.capacity, c.pickers, mode, c.pools, c.deps, c.auth, r.elapsed.Round(time.Millisecond), c.warmUp, runtime.GOMAXPROCS(0))
 	fmt.Fprintln(w, "| measure | value |")
 	fmt.Fprintln(w, "|---|---:|")
 	fmt.Fprintf(w, "| errors (picks + stream sends + streams ended) | %d (%d + %d + %d) |\n", r.errors(), r.pickErrs, r.sendErrs, r.streamErrs)
 	fmt.Fprintf(w, "| picks | %d (%.0f/s) |\n", r.picks, float64(r.picks)/sec)
+	if c.pickRate > 0 {
+		fmt.Fprintf(w, "| picks due, not sent (every caller busy) | %d of %d |\n", r.notSent, r.offered)
+	}
 	fmt.Fprintf(w, "| Pick p50 / p90 / p99 / max (client-side) | %v / %v / %v / %v |\n",
 		quantile(r.latency, 0.5).Round(time.Microsecond), quantile(r.latency, 0.9).Round(time.Microsecond),
 		quantile(r.latency, 0.99).Round(time.Microsecond), quantile(r.latency, 1).Round(time.Microsecond))
@@ -52,6 +61,8 @@ func (r *result) print(w io.Writer, c config) {
 	fmt.Fprintf(w, "| daemon peak RSS (VmHWM) | %.1f MiB |\n", float64(r.hwmKB)/1024)
 	fmt.Fprintf(w, "| daemon RSS at the end (VmRSS) | %.1f MiB |\n", float64(r.rssKB)/1024)
 	fmt.Fprintf(w, "| daemon CPU, whole run | %v |\n", r.daemonCPU.Round(10*time.Millisecond))
+	fmt.Fprintf(w, "| daemon CPU in the window | %v (%.2f cores) |\n", r.windowCPU.Round(10*time.Millisecond), r.windowCPU.Seconds()/sec)
+	fmt.Fprintf(w, "| load generator CPU in the window (apart) | %v (%.2f cores) |\n", r.selfCPU.Round(10*time.Millisecond), r.selfCPU.Seconds()/sec)
 	for _, e := range r.firstErrs {
 		fmt.Fprintf(w, "\nerror: %s", e)
 	}

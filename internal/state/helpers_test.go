@@ -493,8 +493,11 @@ func checkLRU(l *blockLRU) error {
 // report times and live bitset agree with p.order. Called with p.mu held.
 func checkTemplate(p *Pool) error {
 	n := len(p.order)
-	if len(p.tmpl) != n || len(p.addrs) != n || len(p.tslot) != n || len(p.tlast) != n {
-		return fmt.Errorf("template: %d/%d/%d/%d entries for %d instances", len(p.tmpl), len(p.addrs), len(p.tslot), len(p.tlast), n)
+	if len(p.tmpl) != n || len(p.addrs) != n || len(p.tslot) != n || len(p.tlast) != n || len(p.tstand) != n || len(p.tload) != n {
+		return fmt.Errorf("template: %d/%d/%d/%d/%d/%d entries for %d instances", len(p.tmpl), len(p.addrs), len(p.tslot), len(p.tlast), len(p.tstand), len(p.tload), n)
+	}
+	if len(p.dstart) != len(p.deps)+1 || p.dstart[len(p.deps)] != n {
+		return fmt.Errorf("template: deployment ranges %v for %d deployments, %d instances", p.dstart, len(p.deps), n)
 	}
 	live := make([]uint64, p.index.words)
 	for i, in := range p.order {
@@ -508,6 +511,16 @@ func checkTemplate(p *Pool) error {
 			Disconnected: !in.connected, Draining: l.Draining}
 		if p.tmpl[i] != want {
 			return fmt.Errorf("template: instance %s is %+v, want %+v", in.id.Instance, p.tmpl[i], want)
+		}
+		stand, load, ok := scheduler.Standing(&p.cfg.Load().Policy, &want)
+		if !ok {
+			stand = standOdd
+		}
+		if p.tstand[i] != stand || p.tload[i] != load {
+			return fmt.Errorf("template: instance %s standing %v load %v, want %v %v", in.id.Instance, p.tstand[i], p.tload[i], stand, load)
+		}
+		if k := in.dep; k >= len(p.deps) || i < p.dstart[k] || i >= p.dstart[k+1] {
+			return fmt.Errorf("template: instance %s at order %d outside its deployment %d's range %v", in.id.Instance, i, k, p.dstart)
 		}
 		if p.addrs[i] != in.id.Address || p.tslot[i] != in.slot {
 			return fmt.Errorf("template: instance %s address %q slot %d, want %q %d", in.id.Instance, p.addrs[i], p.tslot[i], in.id.Address, in.slot)
@@ -525,6 +538,42 @@ func checkTemplate(p *Pool) error {
 	}
 	if !slices.Equal(live, p.live) {
 		return fmt.Errorf("template: live bitset %x, want %x", p.live, live)
+	}
+	return checkKept(p)
+}
+
+// checkKept verifies what the pool keeps for pickChosen's kept counts: the
+// standing counts per deployment, the eligible bitset, each slot's
+// deployment and the lower bound on the connected instances' report times.
+func checkKept(p *Pool) error {
+	count := make([]int32, len(p.deps)*standKinds)
+	elig := make([]uint64, p.index.words)
+	oldest := int64(maxRelAge)
+	for i, in := range p.order {
+		st := p.tstand[i]
+		count[in.dep*standKinds+int(st)]++
+		if st == scheduler.ReasonNone {
+			elig[in.slot/64] |= 1 << (in.slot % 64)
+		}
+		if p.sdep[in.slot] != int32(in.dep) {
+			return fmt.Errorf("kept: slot %d in deployment %d, want %d", in.slot, p.sdep[in.slot], in.dep)
+		}
+		if st != scheduler.ReasonDisconnected && oldest != noAge {
+			if p.tlast[i] == noAge {
+				oldest = noAge
+			} else {
+				oldest = min(oldest, p.tlast[i])
+			}
+		}
+	}
+	if !slices.Equal(count, p.dcount) {
+		return fmt.Errorf("kept: standing counts %v, want %v", p.dcount, count)
+	}
+	if !slices.Equal(elig, p.elig) {
+		return fmt.Errorf("kept: eligible bitset %x, want %x", p.elig, elig)
+	}
+	if bound := p.minLast.Load(); bound != noAge && (oldest == noAge || bound > oldest) {
+		return fmt.Errorf("kept: report-time bound %d above the oldest report %d", bound, oldest)
 	}
 	return nil
 }

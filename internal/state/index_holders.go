@@ -143,13 +143,13 @@ func (x *prefixIndex) add(hash uint64, slot uint32) {
 }
 
 // zeroed returns s resized to n zero words, reusing its array when it can.
-func zeroed(s []uint64, n int) []uint64 {
+func zeroed[T any](s []T, n int) []T {
 	if cap(s) >= n {
 		s = s[:n]
 		clear(s)
 		return s
 	}
-	return make([]uint64, n)
+	return make([]T, n)
 }
 
 func (x *prefixIndex) remove(hash uint64, slot uint32) {

@@ -14,7 +14,26 @@ import (
 // shared head of a prompt, typically), each later block only checks those
 // slots against its entry.
 func (x *prefixIndex) match(hashes []uint64, live []uint64, matched []int32, active, next []uint64) {
+	x.matchLogged(hashes, live, matched, active, next, nil)
+}
+
+// matchDrop says that the slots set in bits of bitset word w hold exactly k
+// leading hashes.
+type matchDrop struct {
+	k    int32
+	w    int32
+	bits uint64
+}
+
+// matchLogged is match that also appends to *drops (when not nil) every
+// group of slots it gives a non-zero count, in increasing order of the
+// count: walked from the end, the first slot of each deployment met is one
+// of its longest matches.
+func (x *prefixIndex) matchLogged(hashes []uint64, live []uint64, matched []int32, active, next []uint64, drops *[]matchDrop) {
 	clear(matched)
+	if drops != nil {
+		*drops = (*drops)[:0]
+	}
 	if len(hashes) == 0 {
 		return
 	}
@@ -34,7 +53,7 @@ func (x *prefixIndex) match(hashes []uint64, live []uint64, matched []int32, act
 		}
 		e = x.find(hashes[k])
 		if e == nil {
-			setMatched(active, matched, int32(k))
+			setMatched(active, matched, int32(k), drops)
 			return
 		}
 		x.intersect(e, active, next)
@@ -42,6 +61,9 @@ func (x *prefixIndex) match(hashes []uint64, live []uint64, matched []int32, act
 		for w := range active {
 			if dropped := active[w] &^ next[w]; dropped != 0 {
 				setMatchedWord(w, dropped, matched, int32(k))
+				if drops != nil {
+					*drops = append(*drops, matchDrop{int32(k), int32(w), dropped})
+				}
 			}
 			alive = alive || next[w] != 0
 		}
@@ -51,7 +73,7 @@ func (x *prefixIndex) match(hashes []uint64, live []uint64, matched []int32, act
 		}
 	}
 	if k == len(hashes) {
-		setMatched(active, matched, int32(len(hashes)))
+		setMatched(active, matched, int32(len(hashes)), drops)
 		return
 	}
 	// Few candidates left: follow them one by one.
@@ -78,12 +100,21 @@ func (x *prefixIndex) match(hashes []uint64, live []uint64, matched []int32, act
 				kept++
 			} else {
 				matched[c] = int32(k)
+				logDrop(drops, int32(k), c)
 			}
 		}
 		nc = kept
 	}
 	for _, c := range cand[:nc] {
 		matched[c] = int32(k)
+		logDrop(drops, int32(k), c)
+	}
+}
+
+// logDrop appends slot c's count k to *drops when drops is not nil.
+func logDrop(drops *[]matchDrop, k int32, c uint32) {
+	if drops != nil {
+		*drops = append(*drops, matchDrop{k, int32(c / 64), 1 << (c % 64)})
 	}
 }
 
@@ -176,10 +207,14 @@ func (x *prefixIndex) intersect(e *indexEntry, set, out []uint64) {
 // inlineWord returns the inline one-word bitset of e (wordFlag).
 func inlineWord(e *indexEntry) uint64 { return uint64(e.s[0]) | uint64(e.s[1])<<32 }
 
-// setMatched sets matched[slot] = k for every slot in set.
-func setMatched(set []uint64, matched []int32, k int32) {
+// setMatched sets matched[slot] = k for every slot in set, logging each
+// non-empty word in *drops when drops is not nil.
+func setMatched(set []uint64, matched []int32, k int32, drops *[]matchDrop) {
 	for w, b := range set {
 		setMatchedWord(w, b, matched, k)
+		if drops != nil && b != 0 {
+			*drops = append(*drops, matchDrop{k, int32(w), b})
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -25,13 +26,37 @@ func allLive(x *prefixIndex, n int) []uint64 {
 	return live
 }
 
-// runMatch calls x.match with fresh scratch sized for x.
-func runMatch(x *prefixIndex, hashes, live []uint64) []int32 {
+// runMatch calls x.matchLogged with fresh scratch sized for x and checks its
+// log against the counts: every slot with a count > 0 in exactly one group,
+// with that count, no other slot, counts never decreasing.
+func runMatch(t testing.TB, x *prefixIndex, hashes, live []uint64) []int32 {
+	t.Helper()
 	matched := make([]int32, x.words*64)
 	for i := range matched {
 		matched[i] = -7 // match must overwrite every entry
 	}
-	x.match(hashes, live, matched, make([]uint64, x.words), make([]uint64, x.words))
+	drops := []matchDrop{{k: -1}} // matchLogged must empty it first
+	x.matchLogged(hashes, live, matched, make([]uint64, x.words), make([]uint64, x.words), &drops)
+	logged := make([]int32, len(matched))
+	last := int32(0)
+	for _, d := range drops {
+		if d.k < last || d.k <= 0 || d.bits == 0 {
+			t.Fatalf("match log: group %+v after count %d", d, last)
+		}
+		last = d.k
+		for b := d.bits; b != 0; b &= b - 1 {
+			s := int(d.w)*64 + bits.TrailingZeros64(b)
+			if logged[s] != 0 {
+				t.Fatalf("match log: slot %d in two groups", s)
+			}
+			logged[s] = d.k
+		}
+	}
+	for s := range matched {
+		if m := max(matched[s], 0); logged[s] != m {
+			t.Fatalf("match log: slot %d logged %d, matched %d", s, logged[s], matched[s])
+		}
+	}
 	return matched
 }
 
@@ -93,7 +118,7 @@ func TestIndexSparseToDense(t *testing.T) {
 				}
 			}
 			live := allLive(&x, slots)
-			got := runMatch(&x, []uint64{1}, live)
+			got := runMatch(t, &x, []uint64{1}, live)
 			for s := range slots {
 				want := int32(0)
 				if slices.Contains(holders, uint32(s)) {
@@ -113,7 +138,7 @@ func TestIndexSparseToDense(t *testing.T) {
 			if h := x.view()[1]; h == nil || h.n != 1 || !x.holds(1, holders[0]) {
 				t.Fatal("last holder lost")
 			}
-			got = runMatch(&x, []uint64{1}, live)
+			got = runMatch(t, &x, []uint64{1}, live)
 			for s := range slots {
 				if want := int32(b2i(uint32(s) == holders[0])); got[s] != want {
 					t.Fatalf("after removals: slot %d = %d, want %d", s, got[s], want)
@@ -151,7 +176,7 @@ func TestIndexDenseGrowsWithPool(t *testing.T) {
 	}
 	x.grow(199) // the pool grows to 4 words
 	live := allLive(&x, 200)
-	got := runMatch(&x, []uint64{5}, live)
+	got := runMatch(t, &x, []uint64{5}, live)
 	for s := range 200 {
 		if want := int32(b2i(s < 3)); got[s] != want {
 			t.Fatalf("slot %d = %d, want %d", s, got[s], want)
@@ -164,7 +189,7 @@ func TestIndexDenseGrowsWithPool(t *testing.T) {
 	if err := x.check(); err != nil {
 		t.Fatal(err)
 	}
-	got = runMatch(&x, []uint64{5}, live)
+	got = runMatch(t, &x, []uint64{5}, live)
 	if got[199] != 1 || got[198] != 0 {
 		t.Fatalf("slot 199 = %d, 198 = %d", got[199], got[198])
 	}
@@ -206,7 +231,7 @@ func TestIndexMatchCases(t *testing.T) {
 			for _, s := range tc.live {
 				live[s/64] |= 1 << s
 			}
-			got := runMatch(&x, tc.hashes, live)
+			got := runMatch(t, &x, tc.hashes, live)
 			for s := range 64 {
 				want := int32(0)
 				if s < 4 {
@@ -364,7 +389,7 @@ func TestIndexMatchModel(t *testing.T) {
 				}
 			}
 			req := randomRequest(rng, chains)
-			got := runMatch(&x, req, live)
+			got := runMatch(t, &x, req, live)
 			want := m.match(req, live, slots)
 			if !slices.Equal(got[:slots], want) {
 				t.Fatalf("trial %d query %d (%d slots, %d hashes): match\n got %v\nwant %v", trial, q, slots, len(req), got[:slots], want)
@@ -444,7 +469,7 @@ func FuzzIndexMatch(f *testing.F) {
 				live[s/64] &^= 1 << (s % 64)
 			}
 		}
-		got := runMatch(&x, hashes, live)
+		got := runMatch(t, &x, hashes, live)
 		if want := m.match(hashes, live, slots); !slices.Equal(got[:slots], want) {
 			t.Fatalf("match\n got %v\nwant %v", got[:slots], want)
 		}

@@ -96,9 +96,8 @@ func (p *Pool) Connect(now time.Time, id Identity) (*Session, error) {
 		in.cache = newBlockLRU(0)
 		p.slots[in.slot] = in
 		p.byID[id.Instance] = in
-		p.order = append(p.order, in)
+		p.insertOrder(in)
 		p.index.grow(in.slot)
-		p.sortOrder()
 		p.rebuildDeployments()
 		p.applyCapacity(in)
 	}

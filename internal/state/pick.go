@@ -19,10 +19,11 @@ type PickInput struct {
 	// Overrides replace the router's load figures for this pick only.
 	// Unknown ids are ignored.
 	Overrides []Override
-	// ChosenOnly asks the scheduler for the instance level of the drawn
-	// deployment only (scheduler.Request.ChosenOnly): the same choice and
-	// deployment audit for less work, when the caller reports no other
-	// instance's probability.
+	// ChosenOnly asks for the instance level of the drawn deployment only
+	// (scheduler.Request.ChosenOnly): the same choice and deployment audit
+	// for less work, when the caller reports no other instance. The Pick
+	// then usually holds the drawn deployment's instances only (see
+	// Pool.Pick).
 	ChosenOnly bool
 }
 
@@ -44,7 +45,8 @@ type Override struct {
 type Pick struct {
 	Snapshot scheduler.Snapshot
 	Decision scheduler.Decision
-	// Addresses parallels Snapshot.Instances.
+	// Addresses parallels Snapshot.Instances. A ChosenOnly pick may hold
+	// the drawn deployment's instances only (see Pool.Pick).
 	Addresses []string
 	// Config is the configuration the decision used.
 	Config *Config
@@ -53,6 +55,12 @@ type Pick struct {
 	Approximate bool
 
 	recs                 []*instance
+	sums                 []scheduler.Summary // scratch of pickChosen
+	loads                []float64
+	excl                 []uint64 // excluded order indexes (bitset)
+	mask                 []uint64 // eligible slots less the excluded (bitset)
+	drops                []matchDrop
+	seen                 []bool   // by deployment, scratch of summariseKept
 	nodes                []uint32 // scratch of record
 	matched              []int32  // matched blocks by slot
 	live, active, nextBS []uint64
@@ -91,13 +99,28 @@ func (r *Registry) ValidatePick(in *PickInput) error {
 // work (and, for instances without cache events, records the request's
 // blocks as cached there) under the write lock. Errors are the scheduler's
 // sentinels; out is filled in as far as the decision got.
+//
+// With in.ChosenOnly and no overrides, Pick summarises the deployments from
+// per-instance figures kept up to date by reports and picks and copies only
+// the drawn deployment's instances (pickChosen): out.Snapshot.Instances,
+// out.Addresses and out.Decision.Instances then hold those only, and
+// Decision.Instance indexes them. It falls back to the full snapshot when
+// the decision fails (the error's audit needs every instance) or an
+// instance's figures need scheduler.Decide.
 func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) error {
-	p.snapshot(now, in, out)
-	if err := checkPromptCover(in, out); err != nil {
+	if err := p.checkPromptCover(in); err != nil {
+		p.snapshot(now, in, out) // the audit of a refused pick, as before any decision
 		return err
 	}
-	err := scheduler.Decide(&out.Config.Policy, scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: in.ChosenOnly,
-		PrefillWeight: out.prefillWeight}, &out.Snapshot, rng, &out.Decision)
+	done, err := false, error(nil)
+	if in.ChosenOnly && len(in.Overrides) == 0 {
+		done, err = p.pickChosen(now, in, rng, out)
+	}
+	if !done {
+		p.snapshot(now, in, out)
+		err = scheduler.Decide(&out.Config.Policy, scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: in.ChosenOnly,
+			PrefillWeight: out.prefillWeight}, &out.Snapshot, rng, &out.Decision)
+	}
 	if err != nil {
 		return err
 	}
@@ -122,6 +145,7 @@ func (p *Pool) assign(rec *instance, tokens uint64, hashes []uint64, nodes []uin
 	rec.assigned += tokens
 	rec.ledger.add(tokens)
 	p.tmpl[rec.ord].AssignedTokens = rec.assigned
+	p.syncStanding(rec.ord)
 	if rec.last.ReportsCacheEvents {
 		return false, nodes
 	}
@@ -245,18 +269,25 @@ func grow[T any](s []T, n int) []T {
 // request's prompt_tokens are fewer than its prefix hashes cover: hashes
 // are of full blocks, so the prompt has at least blocks × the smallest
 // block size in force (an instance's reported block_size_tokens, or the
-// policy's for those reporting none).
-func checkPromptCover(in *PickInput, out *Pick) error {
+// policy's for those reporting none). A prompt that covers the policy's
+// block size, the usual case, is decided without the lock; otherwise the
+// instances' block sizes are read under the read lock.
+func (p *Pool) checkPromptCover(in *PickInput) error {
 	blocks := uint64(len(in.Hashes))
 	if blocks == 0 {
 		return nil
 	}
-	bs := out.Config.Policy.BlockSizeTokens
-	for i := range out.Snapshot.Instances {
-		if b := out.Snapshot.Instances[i].BlockSizeTokens; b > 0 && b < bs {
+	bs := p.cfg.Load().Policy.BlockSizeTokens
+	if uint64(in.PromptTokens) >= blocks*uint64(bs) {
+		return nil
+	}
+	p.mu.RLock()
+	for i := range p.tmpl {
+		if b := p.tmpl[i].BlockSizeTokens; b > 0 && b < bs {
 			bs = b
 		}
 	}
+	p.mu.RUnlock()
 	if covered := blocks * uint64(bs); uint64(in.PromptTokens) < covered {
 		return fmt.Errorf("%w: prompt_tokens is %d, fewer than the %d tokens its %d prefix_hashes cover (%d blocks × %d-token blocks); send the prompt's length in tokens",
 			ErrInvalidPick, in.PromptTokens, covered, blocks, blocks, bs)

@@ -40,10 +40,29 @@ type Pool struct {
 	// without the per-pick fields (MatchedBlocks, ReportAge, Excluded and
 	// overrides), its address, its slot, and its last report's time as
 	// nanoseconds since ageEpoch (noAge: compute the age from lastReport).
-	tmpl     []scheduler.Instance
-	addrs    []string
-	tslot    []uint32
-	tlast    []int64
+	tmpl  []scheduler.Instance
+	addrs []string
+	tslot []uint32
+	tlast []int64
+	// By order index too, for a pick that summarises the deployments
+	// without copying the template (pickChosen): each instance's
+	// scheduler.Standing reason (standOdd: it needs scheduler.Decide) and
+	// load; and where each deployment's instances start in the order
+	// (dstart[k]..dstart[k+1], len(deps)+1 entries).
+	tstand []scheduler.Reason
+	tload  []float64
+	dstart []int
+	// Kept with tstand for a pick that need not look at each instance
+	// (pickChosen when no instance can be stale): per deployment k the
+	// count of its instances by standing reason, dcount[k*standKinds+r];
+	// by slot, the bitset of instances whose standing reason is ReasonNone
+	// and each slot's deployment; and a lower bound on the report time of
+	// the connected instances (noAge: unknown, recompute), so that a pick
+	// knows none is stale without looking.
+	dcount   []int32
+	elig     []uint64
+	sdep     []int32
+	minLast  atomic.Int64
 	live     []uint64 // bitset of slots in use, index.words words
 	ageEpoch time.Time
 	ageMono  bool // ageEpoch carries a monotonic clock reading
@@ -127,21 +146,85 @@ func (p *Pool) syncReport(in *instance) {
 			p.tlast[in.ord] = ns
 		}
 	}
+	p.syncStanding(in.ord)
 }
 
-// resync rebuilds the snapshot template and the live bitset from p.order.
-// Called with p.mu held after the order or the deployments changed.
+// standOdd marks a template entry whose figures scheduler.Standing rejects:
+// a pick that meets it decides on the full snapshot.
+const standOdd = scheduler.NumReasons
+
+// syncStanding recomputes the standing reason and load of the template
+// entry at order index ord from its figures and the policy in force.
+// Called with p.mu held, whenever they change.
+// It also keeps the deployment's standing counts, the eligible bitset and
+// the report-time bound (see Pool.dcount), so call it after tlast and
+// tslot are set.
+func (p *Pool) syncStanding(ord int) {
+	si := &p.tmpl[ord]
+	r, load, ok := scheduler.Standing(&p.cfg.Load().Policy, si)
+	if !ok {
+		r = standOdd
+	}
+	base := si.Deployment * standKinds
+	if old := p.tstand[ord]; old != standUncounted {
+		p.dcount[base+int(old)]--
+	}
+	p.dcount[base+int(r)]++
+	p.tstand[ord], p.tload[ord] = r, load
+	slot := p.tslot[ord]
+	if r == scheduler.ReasonNone {
+		p.elig[slot/64] |= 1 << (slot % 64)
+	} else {
+		p.elig[slot/64] &^= 1 << (slot % 64)
+	}
+	if r != scheduler.ReasonDisconnected {
+		// Reports only move a report time forward; one that moves back (or
+		// a reconnected instance) lowers the bound.
+		switch last, bound := p.tlast[ord], p.minLast.Load(); {
+		case last == noAge:
+			p.minLast.Store(noAge)
+		case bound != noAge && last < bound:
+			p.minLast.Store(last)
+		}
+	}
+}
+
+// standKinds is the number of standing reasons a count is kept for
+// (scheduler.Reason values up to standOdd).
+const standKinds = int(standOdd) + 1
+
+// standUncounted marks a tstand entry resync has not counted yet.
+const standUncounted = scheduler.Reason(255)
+
+// resync rebuilds the snapshot template, the live bitset and the
+// deployments' ranges from p.order. Called with p.mu held after the order or
+// the deployments changed.
 func (p *Pool) resync() {
 	n := len(p.order)
 	p.tmpl = grow(p.tmpl, n)
 	p.addrs = grow(p.addrs, n)
 	p.tslot = grow(p.tslot, n)
 	p.tlast = grow(p.tlast, n)
+	p.tstand = grow(p.tstand, n)
+	p.tload = grow(p.tload, n)
 	p.live = zeroed(p.live, p.index.words)
+	p.elig = zeroed(p.elig, p.index.words)
+	p.sdep = grow(p.sdep, p.index.words*64)
+	p.dstart = zeroed(p.dstart, len(p.deps)+1)
+	p.dcount = zeroed(p.dcount, len(p.deps)*standKinds)
+	for i := range p.tstand {
+		p.tstand[i] = standUncounted
+	}
+	p.minLast.Store(noAge) // the next pick recomputes it
 	for i, in := range p.order {
 		in.ord = i
+		p.sdep[in.slot] = int32(in.dep)
 		p.syncInstance(in)
 		p.live[in.slot/64] |= 1 << (in.slot % 64)
+		p.dstart[in.dep+1]++ // p.order is sorted by deployment: contiguous
+	}
+	for k := range p.deps {
+		p.dstart[k+1] += p.dstart[k]
 	}
 }
 
@@ -157,6 +240,9 @@ func newPool(name string, limits Limits, budget *pairBudget) *Pool {
 	p := &Pool{name: name, limits: limits, byID: make(map[string]*instance), index: newPrefixIndex(), budget: budget,
 		tracker: readiness.New(limits.Migration)}
 	p.live = make([]uint64, p.index.words)
+	p.dstart = []int{0}
+	p.elig = make([]uint64, p.index.words)
+	p.minLast.Store(noAge)
 	p.cfg.Store(DefaultConfig())
 	return p
 }
@@ -212,15 +298,21 @@ func (p *Pool) rebuildDeployments() {
 	p.resync()
 }
 
-// sortOrder keeps p.order sorted by (deployment, instance id). Called with
-// p.mu held.
-func (p *Pool) sortOrder() {
-	slices.SortFunc(p.order, func(a, b *instance) int {
-		if c := cmp.Compare(a.id.Deployment, b.id.Deployment); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id.Instance, b.id.Instance)
-	})
+// insertOrder adds in to p.order, which is sorted by (deployment, instance
+// id), at its place: one binary search and one move instead of a sort, so
+// that connecting a fleet of n instances costs O(n) per instance. Called
+// with p.mu held.
+func (p *Pool) insertOrder(in *instance) {
+	at, _ := slices.BinarySearchFunc(p.order, in, compareOrder)
+	p.order = slices.Insert(p.order, at, in)
+}
+
+// compareOrder is the snapshot order: by deployment, then instance id.
+func compareOrder(a, b *instance) int {
+	if c := cmp.Compare(a.id.Deployment, b.id.Deployment); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id.Instance, b.id.Instance)
 }
 
 // DeploymentWeight is one deployment's weight in force.
