@@ -33,31 +33,61 @@ func (p *Pool) backlogWeight(now time.Time) float64 {
 	if !p.limits.BacklogWeight {
 		return 0
 	}
-	least, found := uint32(0), false
-	tps := 0.0
+	b := p.backlogSums(now)
+	if !b.found {
+		return 0
+	}
+	w := 1 + float64(b.least)
+	if b.tps > 0 {
+		rho := min(p.work.read(now)/b.tps, maxBacklogRho)
+		w = max(w, 1/(1-rho))
+	}
+	return w
+}
+
+// backlogRefresh is how long backlogWeight reuses its reading of the
+// instances (the fewest waiting requests, the summed throughput): 10 ms,
+// well within a report interval (50–100 ms), so that a pick does not walk
+// all 10,000 instances of a large pool (BenchmarkPickScaleBacklog).
+const backlogRefresh = 10 * time.Millisecond
+
+// backlogSums is backlogWeight's reading of the connected, reported, not
+// draining instances at a time. Immutable once published in Pool.bsums.
+type backlogSums struct {
+	at    time.Time
+	least uint32  // the fewest waiting requests
+	found bool    // some instance qualifies
+	tps   float64 // their summed prefill throughput, tokens/s
+}
+
+// backlogSums returns the reading of the instances at most backlogRefresh
+// old at now, reading them again (and publishing it for the picks after)
+// when it is older or from a later time. Called with p.mu held (read or
+// write); concurrent calls may read the instances twice, never a torn
+// reading.
+func (p *Pool) backlogSums(now time.Time) backlogSums {
+	if c := p.bsums.Load(); c != nil {
+		if age := now.Sub(c.at); age >= 0 && age < backlogRefresh {
+			return *c
+		}
+	}
+	b := backlogSums{at: now}
 	def := p.defaultTPS()
 	for _, in := range p.order {
 		if !in.connected || !in.reported || in.last.Draining {
 			continue
 		}
 		if t := in.last.PrefillTokensPerSecond; t > 0 {
-			tps += t
+			b.tps += t
 		} else {
-			tps += def
+			b.tps += def
 		}
-		if w := in.last.WaitingRequests; !found || w < least {
-			least, found = w, true
+		if w := in.last.WaitingRequests; !b.found || w < b.least {
+			b.least, b.found = w, true
 		}
 	}
-	if !found {
-		return 0
-	}
-	w := 1 + float64(least)
-	if tps > 0 {
-		rho := min(p.work.read(now)/tps, maxBacklogRho)
-		w = max(w, 1/(1-rho))
-	}
-	return w
+	p.bsums.Store(&b)
+	return b
 }
 
 // workTau is the time constant of the pool's work meter.

@@ -75,3 +75,34 @@ func TestBacklogWeightPick(t *testing.T) {
 		}
 	}
 }
+
+// TestBacklogWeightRefresh: the reading of the instances is reused for
+// backlogRefresh, then read again; a reading from a later time is not used
+// for an earlier one.
+func TestBacklogWeightRefresh(t *testing.T) {
+	_, p := newTestPool(t, Limits{BacklogWeight: true})
+	s := connect(t, p, t0, "d", "a", &Report{Seq: 1, WaitingRequests: 4, PrefillTokensPerSecond: 10000, HasQueueMs: true})
+	weight := func(at time.Time) float64 {
+		p.mu.RLock()
+		defer p.mu.RUnlock()
+		return p.backlogWeight(at)
+	}
+	if got := weight(t0); got != 5 {
+		t.Fatalf("at t0: %v, want 5 (1 + 4 waiting)", got)
+	}
+	if err := s.Report(t0, &Report{Seq: 2, WaitingRequests: 1, PrefillTokensPerSecond: 10000, HasQueueMs: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		at   time.Duration
+		want float64
+	}{
+		{backlogRefresh - time.Nanosecond, 5}, // the reading of t0, reused
+		{backlogRefresh, 2},                   // read again: 1 + 1 waiting
+		{0, 2},                                // t0 is before that reading: read again
+	} {
+		if got := weight(t0.Add(tc.at)); got != tc.want {
+			t.Errorf("at t0+%v: %v, want %v", tc.at, got, tc.want)
+		}
+	}
+}
