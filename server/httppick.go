@@ -22,6 +22,8 @@ import (
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/netaddr"
 	"github.com/prefixroute/prefixroute/internal/openai"
+
+	"github.com/prefixroute/prefixroute/internal/gateway"
 )
 
 // The Pick front ends of the HTTP listener (--http-listen), for gateways
@@ -173,7 +175,7 @@ func (p *httpPicker) authorize(ctx context.Context, r *http.Request) (context.Co
 }
 
 // httpError is a gRPC status answered with an HTTP status of its own
-// rather than httpStatusOf's.
+// rather than gateway.HTTPStatus's.
 type httpError struct {
 	code int
 	st   *status.Status
@@ -208,7 +210,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int) ([]byte, error)
 // google.rpc.Status in protobuf JSON, and returns the HTTP status.
 func writeStatus(w http.ResponseWriter, err error) int {
 	st := status.Convert(err)
-	code := httpStatusOf(st.Code())
+	code := gateway.HTTPStatus(st.Code())
 	var he *httpError
 	if errors.As(err, &he) {
 		code = he.code
@@ -221,36 +223,6 @@ func writeStatus(w http.ResponseWriter, err error) int {
 	w.WriteHeader(code)
 	w.Write(out)
 	return code
-}
-
-// httpStatusOf is the HTTP status of a gRPC code, as grpc-gateway and
-// the gRPC HTTP mapping (google/rpc/code.proto) give it.
-func httpStatusOf(c codes.Code) int {
-	switch c {
-	case codes.OK:
-		return http.StatusOK
-	case codes.Canceled:
-		return 499 // client closed request
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
-		return http.StatusBadRequest
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.AlreadyExists, codes.Aborted:
-		return http.StatusConflict
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError // Unknown, Internal, DataLoss
 }
 
 // startSpan opens the request's server span, a child of the caller's W3C

@@ -175,7 +175,7 @@ func TestMetricsAfterScriptedTraffic(t *testing.T) {
 // exclusion reasons counted and the deployment's eligible count set to 0;
 // under least_loaded the picked instance leaves the count.
 func TestMetricsSaturatedPicks(t *testing.T) {
-	clock := &obsClock{t: time.Unix(1_800_000_000, 0)}
+	clock := testwait.NewClock()
 	d := obsStart(t, func(c *DaemonConfig) { c.Server.Now = clock.Now })
 	pick, load, admin := obsClients(t, d)
 	ctx := context.Background()

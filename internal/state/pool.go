@@ -21,7 +21,7 @@ import (
 type Pool struct {
 	name   string
 	limits Limits
-	work   workMeter // prefill tokens picked, for backlogWeight
+	work   workMeter                   // prefill tokens picked, for backlogWeight
 	bsums  atomic.Pointer[backlogSums] // backlogWeight's reading of the instances, for backlogRefresh
 	cfg    atomic.Pointer[Config]
 

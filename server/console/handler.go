@@ -13,10 +13,11 @@ import (
 	"strings"
 
 	"golang.org/x/time/rate"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+
+	"github.com/prefixroute/prefixroute/internal/gateway"
 )
 
 // Limits of the console's endpoints.
@@ -211,39 +212,7 @@ func writeError(w http.ResponseWriter, httpStatus int, code, msg string) {
 // as Internal), with the HTTP status its code maps to.
 func writeStatus(w http.ResponseWriter, err error) {
 	st, _ := status.FromError(err)
-	writeError(w, httpStatusOf(st.Code()), st.Code().String(), st.Message())
-}
-
-// httpStatusOf maps a gRPC code to the HTTP status of the console's answer
-// (the mapping of grpc-gateway, which operators know from REST gateways).
-func httpStatusOf(c codes.Code) int {
-	switch c {
-	case codes.OK:
-		return http.StatusOK
-	case codes.InvalidArgument, codes.OutOfRange:
-		return http.StatusBadRequest
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.AlreadyExists, codes.Aborted:
-		return http.StatusConflict
-	case codes.FailedPrecondition:
-		return http.StatusPreconditionFailed
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.Canceled:
-		return 499
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	}
-	return http.StatusInternalServerError
+	writeError(w, gateway.HTTPStatus(st.Code()), st.Code().String(), st.Message())
 }
 
 // writeJSON answers v with 200.
