@@ -53,6 +53,21 @@ type decisionRecord struct {
 	req     *pb.PickRequest
 	resp    *pb.PickResponse
 	err     error
+	served  *servedLine // set: a served-endpoint line, not a pick
+}
+
+// servedLine is the decision log's line for a request the gateway served on
+// another endpoint than the one chosen (a retry or a fallback), keyed by
+// the request id of its pick's line. Kind tells it from a pick's line,
+// which has none.
+type servedLine struct {
+	Time      time.Time `json:"time"`
+	Kind      string    `json:"kind"` // "served_mismatch"
+	TraceID   string    `json:"trace_id,omitempty"`
+	Pool      string    `json:"pool"`
+	RequestID string    `json:"request_id,omitempty"`
+	Chosen    string    `json:"chosen"`
+	Served    string    `json:"served"`
 }
 
 // decisionLine is the JSON line. Request is the PickRequest without its
@@ -146,6 +161,24 @@ func (l *decisionLog) add(ctx context.Context, rec *pickRecord) {
 	l.dropped.Add(ctx, 1)
 }
 
+// addServed hands the writer a served-endpoint line, unsampled: every
+// mismatch is a sign that the router's view is wrong. Dropped and counted
+// like a pick's record when the buffer is full or after Close.
+func (l *decisionLog) addServed(ctx context.Context, line servedLine) {
+	r := decisionRecord{served: &line}
+	l.mu.RLock()
+	if !l.closed {
+		select {
+		case l.ch <- r:
+			l.mu.RUnlock()
+			return
+		default:
+		}
+	}
+	l.mu.RUnlock()
+	l.dropped.Add(ctx, 1)
+}
+
 // run writes records until Close, flushing whenever the buffer runs empty.
 func (l *decisionLog) run() {
 	bw := bufio.NewWriterSize(l.w, 64<<10)
@@ -160,7 +193,9 @@ func (l *decisionLog) run() {
 		}
 		if err == nil {
 			l.written.Add(context.Background(), 1)
-			l.recent.add(r.req.GetPool(), line)
+			if r.served == nil { // the console's Explain lists picks
+				l.recent.add(r.req.GetPool(), line)
+			}
 		}
 	}
 	for {
@@ -216,6 +251,9 @@ var lineJSON = protojson.MarshalOptions{UseProtoNames: true}
 
 // marshal renders the record as one JSON line.
 func (r *decisionRecord) marshal() ([]byte, error) {
+	if r.served != nil {
+		return json.Marshal(r.served)
+	}
 	q := r.req
 	summary := proto.Clone(q).(*pb.PickRequest)
 	summary.PrefixHashes = nil

@@ -137,3 +137,20 @@ func (rec *pickRecord) audited() bool {
 
 // blocks is the number of prefix blocks the request carried.
 func (rec *pickRecord) blocks() int { return len(rec.req.GetPrefixHashes()) }
+
+// RecordServed writes to the decision log, when there is one, that the
+// gateway served the request of pool with id requestID on served, not on
+// chosen, the endpoint its pick returned (a retry or a fallback): a line
+// of kind "served_mismatch" (README "Decision log"). Every such report is
+// written, unsampled. The caller counts it in its own metric. Safe for
+// concurrent use.
+func (s *Server) RecordServed(ctx context.Context, pool, requestID, chosen, served string) {
+	if s.obs == nil || s.obs.dlog == nil {
+		return
+	}
+	line := servedLine{Time: s.obs.now().UTC(), Kind: "served_mismatch", Pool: pool, RequestID: requestID, Chosen: chosen, Served: served}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		line.TraceID = sc.TraceID().String()
+	}
+	s.obs.dlog.addServed(ctx, line)
+}

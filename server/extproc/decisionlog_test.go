@@ -71,3 +71,24 @@ func TestPickSpan(t *testing.T) {
 		t.Fatalf("span %s trace %s parent %s attributes %v", s.Name(), s.SpanContext().TraceID(), s.Parent().SpanID(), attrs)
 	}
 }
+
+// TestServedMismatchInDecisionLog: a request the gateway served on another
+// endpoint than the chosen one leaves a served_mismatch line in the
+// decision log, with the pick's request id, the chosen and the served
+// endpoint; the pick's own line stays as it was.
+func TestServedMismatchInDecisionLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "decisions.jsonl")
+	e := start(t, extproc.Options{}, func(c *server.DaemonConfig) { c.DecisionLog, c.DecisionLogRate = path, 1 })
+	threeDeployments(e)
+	rs, err := e.exchange(context.Background(), reqHeaders("POST", "/v1/chat/completions", false, duplex, "x-request-id", "req-7"),
+		reqBody(chatBody("llama", 300, 2), true), respHeaders("10.9.9.9:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chosen, _, _ := strings.Cut(decisionOf(t, rs).header, ",")
+	want := `"kind":"served_mismatch","pool":"llama","request_id":"req-7","chosen":"` + chosen + `","served":"10.9.9.9:1"}`
+	servertest.Eventually(t, "the served_mismatch line", func() bool {
+		b, _ := os.ReadFile(path)
+		return strings.Contains(string(b), want) && strings.Count(string(b), `"request_id":"req-7"`) == 2
+	})
+}

@@ -30,8 +30,8 @@
 //     response phases (a FULL_DUPLEX_STREAMED response body is echoed
 //     chunk by chunk). The response phase's envoy.lb /
 //     x-gateway-destination-endpoint-served, when it differs from the
-//     chosen endpoint, is counted in prefixroute_extproc_served_mismatch_total
-//     and logged.
+//     chosen endpoint, is counted in prefixroute_extproc_served_mismatch_total,
+//     logged, and written to the decision log (Server.RecordServed).
 //   - A subset hint, filter_metadata["envoy.lb.subset_hint"]
 //     ["x-gateway-destination-endpoint-subset"] (a list of "ip:port" or
 //     IPs), restricts the candidates: the pool's other instances are sent

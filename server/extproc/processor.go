@@ -56,6 +56,9 @@ type Picker interface {
 	Endpoints(pool string, dst []server.Endpoint) ([]server.Endpoint, error)
 	// MaxExcludes is the most exclude_instances a pick may carry.
 	MaxExcludes() int
+	// RecordServed logs a request served on another endpoint than the
+	// chosen one in the decision log (server.Server.RecordServed).
+	RecordServed(ctx context.Context, pool, requestID, chosen, served string)
 }
 
 // Options configure a Processor.

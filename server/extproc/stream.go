@@ -286,6 +286,8 @@ func (s *stream) checkServed(req *extprocv3.ProcessingRequest) {
 		return
 	}
 	s.p.met.servedMismatch(s.ctx, s.pool)
+	ctx, _ := s.traceContext()
+	s.p.picker.RecordServed(ctx, s.pool, s.reqID, s.chosen, served)
 	s.p.log.Info("served endpoint differs from the chosen one (a retry or fallback)", "pool", s.pool, "request_id", s.reqID,
 		"chosen", s.chosen, "served", served)
 }
