@@ -203,7 +203,7 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 		d.metrics = d.serveHTTP(d.metLis, d.probesHandler())
 	}
 	d.ready.Store(true)
-	log.Info("prefixrouted serving", "grpc", d.lis.Addr().String(), "http", d.HTTPAddr(), "metrics", d.MetricsAddr(), "data_dir", cfg.Server.DataDir,
+	log.Info("prefixrouted serving", "grpc", d.lis.Addr().String(), "http", orOff(d.HTTPAddr()), "metrics", orOff(d.MetricsAddr()), "data_dir", cfg.Server.DataDir,
 		"traces", d.tel.exporter, "decision_log", cfg.DecisionLog, "auth", cfg.TokensFile != "", "tls", d.tls != nil,
 		"client_ca", cfg.TLS.ClientCAFile != "", "limits", cfg.Transport.String())
 	return d, nil
@@ -308,6 +308,14 @@ func (d *Daemon) HTTPAddr() string {
 		return ""
 	}
 	return d.httpLis.Addr().String()
+}
+
+// orOff is addr, or "off" for a listener that is not there (the flag's word).
+func orOff(addr string) string {
+	if addr == "" {
+		return "off"
+	}
+	return addr
 }
 
 // MetricsAddr is the read-only probes and /metrics listener's address, or
