@@ -145,37 +145,41 @@ type Policy struct {
 	// Default 10, range [0, 100].
 	LambdaH *float64 `protobuf:"fixed64,2,opt,name=lambda_h,json=lambdaH,proto3,oneof" json:"lambda_h,omitempty"`
 	// delta_ms: each delta_ms of extra cost halves an instance's odds
-	// (softmax). Default 20, > 0.
+	// (softmax). Default 20, range [0.001, 1000000].
 	DeltaMs *float64 `protobuf:"fixed64,3,opt,name=delta_ms,json=deltaMs,proto3,oneof" json:"delta_ms,omitempty"`
 	// threshold_ratio and threshold_min_ms set the threshold band. Defaults
-	// 0.1 and 20.
+	// 0.1 and 20; ranges [0, 10] and [0, 1000000] ms.
 	ThresholdRatio *float64 `protobuf:"fixed64,4,opt,name=threshold_ratio,json=thresholdRatio,proto3,oneof" json:"threshold_ratio,omitempty"`
 	ThresholdMinMs *float64 `protobuf:"fixed64,5,opt,name=threshold_min_ms,json=thresholdMinMs,proto3,oneof" json:"threshold_min_ms,omitempty"`
 	// batch_wait_ms is the router-side batching wait added to every cost.
-	// Default 0.
+	// Default 0, range [0, 60000].
 	BatchWaitMs *float64 `protobuf:"fixed64,6,opt,name=batch_wait_ms,json=batchWaitMs,proto3,oneof" json:"batch_wait_ms,omitempty"`
-	// block_size_tokens of instances that report none. Default 16.
+	// block_size_tokens of instances that report none. Default 16, range
+	// [1, 1048576].
 	BlockSizeTokens *uint32 `protobuf:"varint,7,opt,name=block_size_tokens,json=blockSizeTokens,proto3,oneof" json:"block_size_tokens,omitempty"`
 	// default_prefill_tokens_per_second of instances that report none.
-	// Default 10000.
+	// Default 10000, range [1, 100000000].
 	DefaultPrefillTokensPerSecond *float64 `protobuf:"fixed64,8,opt,name=default_prefill_tokens_per_second,json=defaultPrefillTokensPerSecond,proto3,oneof" json:"default_prefill_tokens_per_second,omitempty"`
-	// max_kv_usage excludes instances at or over this KV usage. Default 0.95.
+	// max_kv_usage excludes instances at or over this KV usage. Default 0.95,
+	// range (0, 1].
 	MaxKvUsage *float64 `protobuf:"fixed64,9,opt,name=max_kv_usage,json=maxKvUsage,proto3,oneof" json:"max_kv_usage,omitempty"`
 	// max_queue_ms excludes instances queueing more than this. 0 = off
-	// (default).
+	// (default), range [0, 600000].
 	MaxQueueMs *float64 `protobuf:"fixed64,10,opt,name=max_queue_ms,json=maxQueueMs,proto3,oneof" json:"max_queue_ms,omitempty"`
 	// deployment_delta_ms turns on the deployment-level load term: each
 	// deployment_delta_ms of extra queueing halves a deployment's odds.
-	// 0 = off (default).
+	// 0 = off (default), else [0.001, 1000000].
 	DeploymentDeltaMs *float64 `protobuf:"fixed64,11,opt,name=deployment_delta_ms,json=deploymentDeltaMs,proto3,oneof" json:"deployment_delta_ms,omitempty"`
 	// stale_after excludes instances without a report for this long.
-	// Default 2s.
+	// Default 2s, range [10ms, 1h].
 	StaleAfter *durationpb.Duration `protobuf:"bytes,12,opt,name=stale_after,json=staleAfter,proto3" json:"stale_after,omitempty"`
 	// forget_after drops a disconnected instance, or one silent on an open
-	// stream (the stream is then ended), with its cache entries. Default 30s.
+	// stream (the stream is then ended), with its cache entries. Default 30s,
+	// range [stale_after, 24h].
 	ForgetAfter *durationpb.Duration `protobuf:"bytes,13,opt,name=forget_after,json=forgetAfter,proto3" json:"forget_after,omitempty"`
 	// default_kv_capacity_blocks bounds the approximate prefix index of an
-	// instance that reports no kv_capacity_blocks. Default 16384.
+	// instance that reports no kv_capacity_blocks. Default 16384, range
+	// [1, 1073741824] (capped at the daemon's --max-blocks-per-instance).
 	DefaultKvCapacityBlocks *uint64 `protobuf:"varint,14,opt,name=default_kv_capacity_blocks,json=defaultKvCapacityBlocks,proto3,oneof" json:"default_kv_capacity_blocks,omitempty"`
 	// on_saturation: see OnSaturation. Default least_loaded.
 	OnSaturation  OnSaturation `protobuf:"varint,15,opt,name=on_saturation,json=onSaturation,proto3,enum=prefixroute.v1.OnSaturation" json:"on_saturation,omitempty"`
