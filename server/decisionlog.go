@@ -136,9 +136,7 @@ func (l *decisionLog) sample() bool {
 // add hands one pick to the writer without blocking: the response the
 // client got, or the decision rendered with its full audit when the client
 // asked for less (PickRequest.audit). A record that finds the buffer full,
-// or comes after Close, is dropped and counted. The read lock orders add
-// with Close: once Close holds the lock, no add is between its check and
-// its send, so the writer's final drain sees every record accepted.
+// or comes after Close, is dropped and counted (send).
 func (l *decisionLog) add(ctx context.Context, rec *pickRecord) {
 	if rec.req == nil {
 		return
@@ -147,7 +145,14 @@ func (l *decisionLog) add(ctx context.Context, rec *pickRecord) {
 	if a := rec.req.GetAudit(); resp != nil && a != pb.AuditLevel_AUDIT_LEVEL_UNSPECIFIED && a != pb.AuditLevel_AUDIT_LEVEL_FULL {
 		resp = pickResponse(rec.pk, rec.seed, rec.blocks(), rec.req.GetPromptTokens())
 	}
-	r := decisionRecord{start: rec.meta.Start, elapsed: rec.elapsed, trace: rec.traceContext(ctx), req: rec.req, resp: resp, err: rec.err}
+	l.send(ctx, decisionRecord{start: rec.meta.Start, elapsed: rec.elapsed, trace: rec.traceContext(ctx), req: rec.req, resp: resp, err: rec.err})
+}
+
+// send hands r to the writer without blocking, or drops and counts it when
+// the buffer is full or the log closed. The read lock orders send with
+// Close: once Close holds the lock, no send is between its check and its
+// channel send, so the writer's final drain sees every record accepted.
+func (l *decisionLog) send(ctx context.Context, r decisionRecord) {
 	l.mu.RLock()
 	if !l.closed {
 		select {
@@ -165,18 +170,7 @@ func (l *decisionLog) add(ctx context.Context, rec *pickRecord) {
 // mismatch is a sign that the router's view is wrong. Dropped and counted
 // like a pick's record when the buffer is full or after Close.
 func (l *decisionLog) addServed(ctx context.Context, line servedLine) {
-	r := decisionRecord{served: &line}
-	l.mu.RLock()
-	if !l.closed {
-		select {
-		case l.ch <- r:
-			l.mu.RUnlock()
-			return
-		default:
-		}
-	}
-	l.mu.RUnlock()
-	l.dropped.Add(ctx, 1)
+	l.send(ctx, decisionRecord{served: &line})
 }
 
 // run writes records until Close, flushing whenever the buffer runs empty.

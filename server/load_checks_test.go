@@ -75,7 +75,7 @@ func TestReportLoadChecks(t *testing.T) {
 // line counting the takeovers since the last one.
 func TestIdentityFlaps(t *testing.T) {
 	clock := testwait.NewClock()
-	var logs syncBuffer
+	var logs testwait.SyncBuffer
 	d := obsStart(t, func(c *DaemonConfig) {
 		c.Server.Now, c.Server.Logger = clock.Now, slog.New(slog.NewJSONHandler(&logs, nil))
 	})

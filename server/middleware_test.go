@@ -2,13 +2,11 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -22,32 +20,11 @@ import (
 	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// String returns what was written so far.
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// lines returns the JSON log lines written so far.
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+// logLines returns the JSON log lines written to s so far.
+func logLines(t *testing.T, s *testwait.SyncBuffer) []map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(s.String()))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var m map[string]any
@@ -65,7 +42,7 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 // stack is logged, the panic is counted, the pick is counted as failed, and
 // the next call succeeds.
 func TestPanicBecomesInternal(t *testing.T) {
-	var logs syncBuffer
+	var logs testwait.SyncBuffer
 	var armed atomic.Bool
 	d := obsStart(t, func(c *DaemonConfig) {
 		c.Server.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
@@ -95,7 +72,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 	}
 
 	var logged map[string]any
-	for _, l := range logs.lines(t) {
+	for _, l := range logLines(t, &logs) {
 		if strings.HasPrefix(l["msg"].(string), "recovered from a panic") {
 			logged = l
 		}
@@ -130,7 +107,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 // at the level codeToLevel gives, with the trace id the caller propagated
 // (W3C traceparent) although this router exports no traces.
 func TestCallLogsCarryTraceID(t *testing.T) {
-	var logs syncBuffer
+	var logs testwait.SyncBuffer
 	d := obsStart(t, func(c *DaemonConfig) {
 		c.Server.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
@@ -141,7 +118,7 @@ func TestCallLogsCarryTraceID(t *testing.T) {
 		t.Fatalf("Pick of an unknown pool: %v", err)
 	}
 	var finished map[string]any
-	for _, l := range logs.lines(t) {
+	for _, l := range logLines(t, &logs) {
 		if l["msg"] == "finished call" && l["grpc.method"] == "Pick" {
 			finished = l
 		}
@@ -180,7 +157,7 @@ func TestCodeToLevel(t *testing.T) {
 // them from the client: each ends in the log as the client's doing, code
 // Canceled at DEBUG, not as a server fault (Unknown at ERROR).
 func TestCanceledReportStreamIsTheClients(t *testing.T) {
-	var logs syncBuffer
+	var logs testwait.SyncBuffer
 	d := obsStart(t, func(c *DaemonConfig) {
 		c.Server.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
@@ -198,7 +175,7 @@ func TestCanceledReportStreamIsTheClients(t *testing.T) {
 	}
 	finished := func() []map[string]any {
 		var out []map[string]any
-		for _, l := range logs.lines(t) {
+		for _, l := range logLines(t, &logs) {
 			if l["msg"] == "finished call" && l["grpc.method"] == "ReportLoad" {
 				out = append(out, l)
 			}

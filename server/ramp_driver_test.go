@@ -14,7 +14,7 @@ import (
 
 // rampDriverServer is a Server on a new data dir with clock, logging JSON
 // to logs, holding at most maxPools pools.
-func rampDriverServer(t *testing.T, clock *testwait.Clock, logs *syncBuffer, maxPools int) *Server {
+func rampDriverServer(t *testing.T, clock *testwait.Clock, logs *testwait.SyncBuffer, maxPools int) *Server {
 	t.Helper()
 	s, err := New(Options{DataDir: t.TempDir(), Logger: slog.New(slog.NewJSONHandler(logs, nil)), Now: clock.Now,
 		Limits: state.Limits{MaxPools: maxPools}})
@@ -26,10 +26,10 @@ func rampDriverServer(t *testing.T, clock *testwait.Clock, logs *syncBuffer, max
 }
 
 // logged returns the log lines whose message is msg.
-func logged(t *testing.T, logs *syncBuffer, msg string) []map[string]any {
+func logged(t *testing.T, logs *testwait.SyncBuffer, msg string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	for _, l := range logs.lines(t) {
+	for _, l := range logLines(t, logs) {
 		if l["msg"] == msg {
 			out = append(out, l)
 		}
@@ -46,7 +46,7 @@ func logged(t *testing.T, logs *syncBuffer, msg string) []map[string]any {
 func TestRampAutoHoldLogsAPauseNotMade(t *testing.T) {
 	clock := testwait.NewClock()
 	clock.Set(time.Unix(1_800_000_000, 0))
-	var logs syncBuffer
+	var logs testwait.SyncBuffer
 	s := rampDriverServer(t, clock, &logs, 0)
 	const pool = "chat\u200b"
 	if _, err := s.reg.Ensure(pool); err != nil {
@@ -79,7 +79,7 @@ func TestRampAutoHoldLogsAPauseNotMade(t *testing.T) {
 func TestRampStepLogsAStepNotInForce(t *testing.T) {
 	clock := testwait.NewClock()
 	clock.Set(time.Unix(1_800_000_000, 0))
-	var logs syncBuffer
+	var logs testwait.SyncBuffer
 	s := rampDriverServer(t, clock, &logs, 1)
 	if _, err := s.reg.Ensure("full"); err != nil {
 		t.Fatal(err)

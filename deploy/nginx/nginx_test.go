@@ -2,14 +2,12 @@ package nginx
 
 import (
 	"bytes"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -51,7 +49,7 @@ type nginxProc struct {
 	addr   string
 	cmd    *exec.Cmd
 	exited chan struct{}
-	out    *syncBuffer // nginx's stdout and stderr
+	out    *servertest.SyncBuffer // nginx's stdout and stderr
 }
 
 // startNginx runs nginx.conf and prefixroute.js from this directory with
@@ -77,7 +75,7 @@ func startNginx(t *testing.T, sidecarHTTP string, allowed func(line string) bool
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &nginxProc{t: t, dir: dir, addr: servertest.DeadAddr(t), exited: make(chan struct{}), out: &syncBuffer{}}
+	p := &nginxProc{t: t, dir: dir, addr: servertest.DeadAddr(t), exited: make(chan struct{}), out: &servertest.SyncBuffer{}}
 	conf = replaceOnce(t, conf, "server 127.0.0.1:9090;", "server "+sidecarHTTP+";")
 	conf = replaceOnce(t, conf, "listen 127.0.0.1:8080;", "listen "+p.addr+";")
 	write(t, filepath.Join(dir, "nginx.conf"), conf)
@@ -177,24 +175,3 @@ func write(t *testing.T, path string, b []byte) {
 		t.Fatal(err)
 	}
 }
-
-// syncBuffer is a bytes.Buffer safe for the writes of a process's two
-// output pipes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var _ fmt.Stringer = (*syncBuffer)(nil)

@@ -34,3 +34,6 @@ var (
 
 // Clock is testwait.Clock, the settable clock Start gives a daemon.
 type Clock = testwait.Clock
+
+// SyncBuffer is testwait.SyncBuffer, a bytes.Buffer for concurrent writers.
+type SyncBuffer = testwait.SyncBuffer
