@@ -191,13 +191,14 @@ func (c *console) migration(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, json.RawMessage(raw(st)))
 }
 
-// setWeights is POST /ui/api/weights {"pool", "weights", "expected_version"}:
-// SetWeights.
+// setWeights is POST /ui/api/weights {"pool", "weights", "expected_version",
+// "allow_drain"}: SetWeights.
 func (c *console) setWeights(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Pool            string             `json:"pool"`
 		Weights         map[string]float64 `json:"weights"`
 		ExpectedVersion uint64             `json:"expected_version"`
+		AllowDrain      bool               `json:"allow_drain"`
 	}
 	if err := decode(r, &in); err != nil {
 		fail(w, err)
@@ -208,7 +209,8 @@ func (c *console) setWeights(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	resp, err := c.b.Admin().SetWeights(ctx, &pb.SetWeightsRequest{Pool: in.Pool, Weights: in.Weights, ExpectedVersion: in.ExpectedVersion})
+	resp, err := c.b.Admin().SetWeights(ctx, &pb.SetWeightsRequest{Pool: in.Pool, Weights: in.Weights, ExpectedVersion: in.ExpectedVersion,
+		AllowDrain: in.AllowDrain})
 	if err != nil {
 		fail(w, err)
 		return
@@ -217,7 +219,7 @@ func (c *console) setWeights(w http.ResponseWriter, r *http.Request) {
 }
 
 // startRamp is POST /ui/api/ramp/start {"pool", "target", "duration",
-// "step_interval", "min_headroom_pct", "expected_version"}: a linear
+// "step_interval", "min_headroom_pct", "expected_version", "allow_drain"}: a linear
 // StartRamp. Durations are Go durations ("10m", "30s").
 func (c *console) startRamp(w http.ResponseWriter, r *http.Request) {
 	var in struct {
@@ -227,6 +229,7 @@ func (c *console) startRamp(w http.ResponseWriter, r *http.Request) {
 		StepInterval    string             `json:"step_interval"`
 		MinHeadroomPct  float64            `json:"min_headroom_pct"`
 		ExpectedVersion uint64             `json:"expected_version"`
+		AllowDrain      bool               `json:"allow_drain"`
 	}
 	if err := decode(r, &in); err != nil {
 		fail(w, err)
@@ -243,7 +246,7 @@ func (c *console) startRamp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &pb.StartRampRequest{Pool: in.Pool, Target: in.Target, Duration: durationpb.New(d), StepInterval: durationpb.New(iv),
-		ExpectedVersion: in.ExpectedVersion}
+		ExpectedVersion: in.ExpectedVersion, AllowDrain: in.AllowDrain}
 	if in.MinHeadroomPct != 0 {
 		req.AutoHold = &pb.AutoHold{MinHeadroomPct: in.MinHeadroomPct}
 	}

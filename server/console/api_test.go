@@ -262,3 +262,23 @@ func writeTokens(t *testing.T, ids map[string]string) string {
 	}
 	return path
 }
+
+// TestConsoleAllowDrain: the console's weight and ramp writes take
+// allow_drain, the override the drain guard names, to the gRPC request.
+func TestConsoleAllowDrain(t *testing.T) {
+	sc := servertest.Start(t)
+	addr := sc.HTTPAddr()
+	if a := call(t, addr, "POST", "/ui/api/weights", `{"pool":"chat","weights":{"a":0},"allow_drain":true}`, nil); a.status != 200 {
+		t.Fatalf("weights with allow_drain: %d %s: %s", a.status, a.code, a.error)
+	}
+	if a := call(t, addr, "POST", "/ui/api/ramp/start", `{"pool":"chat","target":{"a":0,"b":1},"duration":"1h","step_interval":"10m","allow_drain":true}`, nil); a.status != 200 {
+		t.Fatalf("ramp with allow_drain: %d %s: %s", a.status, a.code, a.error)
+	}
+	r, err := sc.Admin.GetRamp(t.Context(), &pb.GetRampRequest{Pool: "chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.GetRamp().GetAllowDrain() {
+		t.Fatalf("ramp %v: allow_drain not carried to StartRamp", r.GetRamp())
+	}
+}
