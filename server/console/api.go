@@ -29,6 +29,16 @@ func raw(m proto.Message) json.RawMessage {
 	return b
 }
 
+// answer writes m as the JSON answer, or err's status when err is set: the
+// tail of every handler that answers one gRPC response.
+func answer(w http.ResponseWriter, m proto.Message, err error) {
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, raw(m))
+}
+
 // poolOverview is one pool of GET /ui/api/pools.
 type poolOverview struct {
 	Summary json.RawMessage `json:"summary"`         // PoolSummary
@@ -184,11 +194,7 @@ func (c *console) migration(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, err := c.b.Admin().GetMigrationStatus(ctx, &pb.GetMigrationStatusRequest{Pool: q[0], From: q[1], To: q[2], TopK: uint32(topK)})
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	writeJSON(w, json.RawMessage(raw(st)))
+	answer(w, st, err)
 }
 
 // setWeights is POST /ui/api/weights {"pool", "weights", "expected_version",
@@ -211,11 +217,7 @@ func (c *console) setWeights(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := c.b.Admin().SetWeights(ctx, &pb.SetWeightsRequest{Pool: in.Pool, Weights: in.Weights, ExpectedVersion: in.ExpectedVersion,
 		AllowDrain: in.AllowDrain})
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	writeJSON(w, json.RawMessage(raw(resp)))
+	answer(w, resp, err)
 }
 
 // startRamp is POST /ui/api/ramp/start {"pool", "target", "duration",
@@ -256,11 +258,7 @@ func (c *console) startRamp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp, err := c.b.Admin().StartRamp(ctx, req)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	writeJSON(w, json.RawMessage(raw(resp)))
+	answer(w, resp, err)
 }
 
 func parseDuration(name, s string) (time.Duration, error) {
@@ -306,9 +304,5 @@ func (c *console) updateRamp(w http.ResponseWriter, r *http.Request) {
 	default:
 		resp, err = a.AbortRamp(ctx, &pb.AbortRampRequest{Pool: in.Pool, RampId: in.RampID})
 	}
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	writeJSON(w, json.RawMessage(raw(resp)))
+	answer(w, resp, err)
 }

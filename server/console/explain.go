@@ -50,11 +50,7 @@ func (c *console) explain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp, err := c.b.Pick(ctx, req)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	writeJSON(w, json.RawMessage(raw(resp)))
+	answer(w, resp, err)
 }
 
 // pickRequest checks the body and builds the Pick it asks for.
