@@ -81,12 +81,7 @@ func TestConsoleEndpoints(t *testing.T) {
 	f.run(f.sc.Conn)
 	addr := f.sc.HTTPAddr()
 	big := `{"pool":"chat","text":"` + strings.Repeat("x", console.MaxBodyBytes) + `"}`
-	for _, c := range []struct {
-		name, method, path, body string
-		hdr                      map[string]string
-		status                   int
-		want                     string // in the error message, or in the body of a 200
-	}{
+	checkCases(t, addr, []apiCase{
 		{"page", "GET", "/ui/", "", nil, 200, "<title>prefixroute console</title>"},
 		{"script", "GET", "/ui/app.js", "", nil, 200, "POLL_MS"},
 		{"no listing", "GET", "/ui/static/", "", nil, 404, "no console page"},
@@ -130,21 +125,7 @@ func TestConsoleEndpoints(t *testing.T) {
 		{"decisions without pool", "GET", "/ui/api/decisions", "", nil, 400, "query pool is required"},
 		{"rebinding", "GET", "/ui/api/pools", "", map[string]string{"Host": "evil.example:9090"}, 403, "not a loopback name"},
 		{"localhost", "GET", "/ui/api/pools", "", map[string]string{"Host": "localhost:9090"}, 200, `"pools"`},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			a := call(t, addr, c.method, c.path, c.body, c.hdr)
-			if a.status != c.status {
-				t.Fatalf("status %d (%s: %s), want %d", a.status, a.code, a.error, c.status)
-			}
-			got := a.error
-			if a.status < 400 {
-				got = a.body
-			}
-			if !strings.Contains(got, c.want) {
-				t.Errorf("answer %q does not say %q", got, c.want)
-			}
-		})
-	}
+	})
 	a := call(t, addr, "GET", "/ui/", "", nil)
 	if csp := a.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
 		t.Errorf("Content-Security-Policy %q", csp)
@@ -211,12 +192,7 @@ func TestConsoleAuthorization(t *testing.T) {
 	bearer := func(who string) map[string]string {
 		return map[string]string{"Authorization": "Bearer " + who + "-token"}
 	}
-	for _, c := range []struct {
-		name, method, path, body string
-		hdr                      map[string]string
-		status                   int
-		want                     string
-	}{
+	checkCases(t, addr, []apiCase{
 		{"no token", "GET", "/ui/api/pools", "", nil, 401, "no credentials"},
 		{"unknown token", "GET", "/ui/api/pools", "", bearer("mallory"), 401, "not recognised"},
 		{"not bearer", "GET", "/ui/api/pools", "", map[string]string{"Authorization": "Basic eDp5"}, 401, "Bearer <token>"},
@@ -230,21 +206,7 @@ func TestConsoleAuthorization(t *testing.T) {
 		{"operator cannot explain", "POST", "/ui/api/explain", `{"pool":"chat","text":"x"}`, bearer("op"), 403, "needs role gateway"},
 		{"gateway explains", "POST", "/ui/api/explain", `{"pool":"chat","text":"x"}`, bearer("gw"), 503, "no instances"},
 		{"any Host with auth", "GET", "/ui/api/pools", "", map[string]string{"Authorization": "Bearer reader-token", "Host": "router.example:9090"}, 200, `"pools"`},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			a := call(t, addr, c.method, c.path, c.body, c.hdr)
-			if a.status != c.status {
-				t.Fatalf("status %d (%s: %s), want %d", a.status, a.code, a.error, c.status)
-			}
-			got := a.error
-			if a.status < 400 {
-				got = a.body
-			}
-			if !strings.Contains(got, c.want) {
-				t.Errorf("answer %q does not say %q", got, c.want)
-			}
-		})
-	}
+	})
 }
 
 // writeTokens writes a tokens file of identities (name → role), each with
@@ -280,5 +242,34 @@ func TestConsoleAllowDrain(t *testing.T) {
 	}
 	if !r.GetRamp().GetAllowDrain() {
 		t.Fatalf("ramp %v: allow_drain not carried to StartRamp", r.GetRamp())
+	}
+}
+
+// apiCase is one request to the console and what its answer must say.
+type apiCase struct {
+	name, method, path, body string
+	hdr                      map[string]string
+	status                   int
+	want                     string // in the error message, or in the body of a 2xx
+}
+
+// checkCases sends each case to the console at addr, as a subtest, and
+// checks its status and what its answer says.
+func checkCases(t *testing.T, addr string, cases []apiCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := call(t, addr, c.method, c.path, c.body, c.hdr)
+			if a.status != c.status {
+				t.Fatalf("status %d (%s: %s), want %d", a.status, a.code, a.error, c.status)
+			}
+			got := a.error
+			if a.status < 400 {
+				got = a.body
+			}
+			if !strings.Contains(got, c.want) {
+				t.Errorf("answer %q does not say %q", got, c.want)
+			}
+		})
 	}
 }
