@@ -103,62 +103,55 @@ func TestMetricsAfterScriptedTraffic(t *testing.T) {
 	}
 	blocks, pairs := chat.IndexStats()
 	chatPicks := 420.0
-	L := func(kv ...string) map[string]string {
-		m := map[string]string{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
 		want   float64
 	}{
-		{"prefixroute_picks_total", L("pool", "chat", "deployment", "a", "outcome", "ok"), float64(ok["a"])},
-		{"prefixroute_picks_total", L("pool", "chat", "deployment", "b", "outcome", "ok"), float64(ok["b"])},
-		{"prefixroute_picks_total", L("pool", "", "deployment", "", "outcome", "invalid"), 2},
-		{"prefixroute_picks_total", L("pool", "", "deployment", "", "outcome", "unknown_pool"), 3},
-		{"prefixroute_picks_total", L("pool", "empty", "deployment", "", "outcome", "unavailable"), 1},
-		{"prefixroute_picks_total", L("pool", "drain", "deployment", "", "outcome", "drained"), 1},
-		{"prefixroute_pick_excluded_instances_total", L("pool", "chat", "reason", "draining"), chatPicks},
-		{"prefixroute_pick_prefix_blocks_total", L("pool", "chat", "deployment", "a"), float64(4 * (ok["a"] - okBefore["a"]))},
-		{"prefixroute_pick_matched_blocks_total", L("pool", "chat", "deployment", "a"), float64(matched["a"])},
-		{"prefixroute_reports_total", L("pool", "chat", "deployment", "a"), 3},
-		{"prefixroute_reports_total", L("pool", "chat", "deployment", "b"), 4},
-		{"prefixroute_report_streams", L("pool", "chat", "deployment", "a"), 1},
-		{"prefixroute_report_streams", L("pool", "chat", "deployment", "b"), 2},
-		{"prefixroute_instances", L("pool", "chat", "deployment", "b", "state", "draining"), 1},
-		{"prefixroute_instances", L("pool", "chat", "deployment", "b", "state", "ok"), 1},
-		{"prefixroute_instances", L("pool", "chat", "deployment", "a", "state", "stale"), 0},
-		{"prefixroute_instance_report_age_seconds", L("pool", "chat", "instance", "a-1"), 0},
-		{"prefixroute_pick_eligible_instances", L("pool", "chat", "deployment", "b"), 1},
-		{"prefixroute_weights_version", L("pool", "chat"), 2},
-		{"prefixroute_deployment_weight", L("pool", "chat", "deployment", "a"), 1},
-		{"prefixroute_deployment_weight_share_ratio", L("pool", "chat", "deployment", "b"), 0.5},
-		{"prefixroute_deployment_window_picks", L("pool", "chat", "deployment", "a"), float64(ok["a"])},
-		{"prefixroute_deployment_traffic_share_ratio", L("pool", "chat", "deployment", "a"), float64(ok["a"]) / chatPicks},
-		{"prefixroute_prefix_index_blocks", L("pool", "chat"), float64(blocks)},
-		{"prefixroute_prefix_index_entries", L("pool", "chat"), float64(pairs)},
-		{"prefixroute_prefix_index_bytes", L("pool", "chat"), float64(80*blocks + 44*pairs)},
+		{"prefixroute_picks_total", labelSet("pool", "chat", "deployment", "a", "outcome", "ok"), float64(ok["a"])},
+		{"prefixroute_picks_total", labelSet("pool", "chat", "deployment", "b", "outcome", "ok"), float64(ok["b"])},
+		{"prefixroute_picks_total", labelSet("pool", "", "deployment", "", "outcome", "invalid"), 2},
+		{"prefixroute_picks_total", labelSet("pool", "", "deployment", "", "outcome", "unknown_pool"), 3},
+		{"prefixroute_picks_total", labelSet("pool", "empty", "deployment", "", "outcome", "unavailable"), 1},
+		{"prefixroute_picks_total", labelSet("pool", "drain", "deployment", "", "outcome", "drained"), 1},
+		{"prefixroute_pick_excluded_instances_total", labelSet("pool", "chat", "reason", "draining"), chatPicks},
+		{"prefixroute_pick_prefix_blocks_total", labelSet("pool", "chat", "deployment", "a"), float64(4 * (ok["a"] - okBefore["a"]))},
+		{"prefixroute_pick_matched_blocks_total", labelSet("pool", "chat", "deployment", "a"), float64(matched["a"])},
+		{"prefixroute_reports_total", labelSet("pool", "chat", "deployment", "a"), 3},
+		{"prefixroute_reports_total", labelSet("pool", "chat", "deployment", "b"), 4},
+		{"prefixroute_report_streams", labelSet("pool", "chat", "deployment", "a"), 1},
+		{"prefixroute_report_streams", labelSet("pool", "chat", "deployment", "b"), 2},
+		{"prefixroute_instances", labelSet("pool", "chat", "deployment", "b", "state", "draining"), 1},
+		{"prefixroute_instances", labelSet("pool", "chat", "deployment", "b", "state", "ok"), 1},
+		{"prefixroute_instances", labelSet("pool", "chat", "deployment", "a", "state", "stale"), 0},
+		{"prefixroute_instance_report_age_seconds", labelSet("pool", "chat", "instance", "a-1"), 0},
+		{"prefixroute_pick_eligible_instances", labelSet("pool", "chat", "deployment", "b"), 1},
+		{"prefixroute_weights_version", labelSet("pool", "chat"), 2},
+		{"prefixroute_deployment_weight", labelSet("pool", "chat", "deployment", "a"), 1},
+		{"prefixroute_deployment_weight_share_ratio", labelSet("pool", "chat", "deployment", "b"), 0.5},
+		{"prefixroute_deployment_window_picks", labelSet("pool", "chat", "deployment", "a"), float64(ok["a"])},
+		{"prefixroute_deployment_traffic_share_ratio", labelSet("pool", "chat", "deployment", "a"), float64(ok["a"]) / chatPicks},
+		{"prefixroute_prefix_index_blocks", labelSet("pool", "chat"), float64(blocks)},
+		{"prefixroute_prefix_index_entries", labelSet("pool", "chat"), float64(pairs)},
+		{"prefixroute_prefix_index_bytes", labelSet("pool", "chat"), float64(80*blocks + 44*pairs)},
 	} {
 		if got := obsValue(t, fams, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	if _, found := obsSeries(fams, "prefixroute_picks_total", L("pool", "nope")); found {
+	if _, found := obsSeries(fams, "prefixroute_picks_total", labelSet("pool", "nope")); found {
 		t.Errorf("an unknown pool's name became a label value")
 	}
 	if blocks < 4 || pairs < 2 {
 		t.Errorf("prefix index holds %d blocks, %d entries; want the reported and the recorded ones", blocks, pairs)
 	}
 
-	share2 := obsValue(t, fams, "prefixroute_deployment_traffic_share_ratio", L("pool", "chat", "deployment", "a"))
+	share2 := obsValue(t, fams, "prefixroute_deployment_traffic_share_ratio", labelSet("pool", "chat", "deployment", "a"))
 	if !(math.Abs(share2-0.5) < math.Abs(share1-0.5)) {
 		t.Errorf("after the weights went 1:3 -> 1:1, a's traffic share went %v -> %v: not toward 0.5", share1, share2)
 	}
 
-	h, found := obsSeries(fams, "prefixroute_pick_duration_seconds", L("pool", "chat"))
+	h, found := obsSeries(fams, "prefixroute_pick_duration_seconds", labelSet("pool", "chat"))
 	if !found || h.GetHistogram() == nil {
 		t.Fatalf("no pick latency histogram for chat:\n%s", obsDump(fams["prefixroute_pick_duration_seconds"]))
 	}
@@ -197,25 +190,27 @@ func TestMetricsSaturatedPicks(t *testing.T) {
 		}
 	}
 	fams := obsScrape(t, d)
-	L := func(kv ...string) map[string]string {
-		m := map[string]string{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
 		want   float64
 	}{
-		{"prefixroute_picks_total", L("pool", "sat", "deployment", "", "outcome", "saturated"), 4},
-		{"prefixroute_picks_total", L("pool", "sat", "deployment", "x", "outcome", "ok"), 2},
-		{"prefixroute_pick_excluded_instances_total", L("pool", "sat", "reason", "kv_full"), 2*2 + 4*3},
-		{"prefixroute_pick_eligible_instances", L("pool", "sat", "deployment", "x"), 0},
+		{"prefixroute_picks_total", labelSet("pool", "sat", "deployment", "", "outcome", "saturated"), 4},
+		{"prefixroute_picks_total", labelSet("pool", "sat", "deployment", "x", "outcome", "ok"), 2},
+		{"prefixroute_pick_excluded_instances_total", labelSet("pool", "sat", "reason", "kv_full"), 2*2 + 4*3},
+		{"prefixroute_pick_eligible_instances", labelSet("pool", "sat", "deployment", "x"), 0},
 	} {
 		if got := obsValue(t, fams, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
+}
+
+// labelSet is the label set of name, value pairs.
+func labelSet(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
 }
