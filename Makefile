@@ -213,11 +213,22 @@ loadtest-fleet:
 			--pick-rate 2000 --pickers 32 --duration $(FLEET_DURATION) $(LOADTEST_FLAGS); \
 	done
 
+## loadtest-cpu: the daemon's own CPU per call over gRPC (BENCHMARKS.md,
+## issue 17): 64 instances in 4 deployments reporting 10/s, blocks of 500
+## Health/Check calls and 500 Picks (NONE, CHOSEN, FULL) alternating on one
+## connection, CPU_CALLS of each; the daemon a separate process whose CPU
+## is read from /proc (not part of make test).
+CPU_CALLS ?= 20000
+loadtest-cpu:
+	$(GO) build -o $(BIN)/ ./cmd/prefixrouted ./cmd/prefixload
+	$(BIN)/prefixload --daemon $(BIN)/prefixrouted --pools 1 --deployments 4 --streams 64 --conns 2 \
+		--rate 10 --events 8 --capacity 512 --cpu-per-call $(CPU_CALLS) $(LOADTEST_FLAGS)
+
 ## test-deps: Debian packages the tests need: python3-zmq and python3-msgpack
 ## for prefixagent's engine stand-in (internal/agent/testdata/engine.py);
 ## nginx and libnginx-mod-http-js (njs) for deploy/nginx's end-to-end test;
 ## chromium for the console's browser test (server/console).
-.PHONY: test-deps
+.PHONY: test-deps loadtest-cpu
 TEST_DEBS := python3-zmq python3-msgpack nginx libnginx-mod-http-js chromium
 test-deps:
 	@dpkg -s $(TEST_DEBS) >/dev/null 2>&1 || \

@@ -31,6 +31,8 @@ func (d *Daemon) serverOptions(cfg *DaemonConfig) []grpc.ServerOption {
 // transportOptions are serverOptions without the credentials.
 func transportOptions(cfg *DaemonConfig) []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.StaticStreamWindowSize(StreamWindowBytes),
+		grpc.StaticConnWindowSize(ConnWindowBytes),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgBytes),
 		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
 		grpc.MaxHeaderListSize(maxHeaderListBytes),
@@ -39,6 +41,19 @@ func transportOptions(cfg *DaemonConfig) []grpc.ServerOption {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}
 }
+
+// StreamWindowBytes and ConnWindowBytes are the daemon's static HTTP/2
+// flow-control windows: 1 MiB per stream (the largest report, 65536 block
+// events, fits) and 16 MiB per connection (the ceiling of grpc-go's dynamic
+// window). Static because the dynamic window (BDP estimation) sends a
+// window update and a ping after nearly every message when messages arrive
+// one at a time, as reports and Picks do: a write and a read on the
+// connection for each, which was a third of the daemon's CPU per report
+// (BENCHMARKS.md, "Ingest, third pass").
+const (
+	StreamWindowBytes = 1 << 20
+	ConnWindowBytes   = 16 << 20
+)
 
 // maxHeaderListBytes bounds the metadata of one call: tokens and trace
 // context are well under it.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,7 +23,9 @@ type loadService struct {
 type reportStream = grpc.BidiStreamingServer[pb.ReportLoadRequest, pb.ReportLoadResponse]
 
 // ReportLoad implements LoadService.ReportLoad: the first message names the
-// instance and starts its session; every message is applied, then acked.
+// instance and starts its session; every message is applied, then acked
+// (at once, or by a later cumulative ack when the stream set
+// ack_interval_ms: acker, load_ack.go).
 func (ls *loadService) ReportLoad(stream reportStream) error {
 	s := ls.s
 	first, err := stream.Recv()
@@ -36,6 +39,9 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 	}
 	var rep state.Report
 	if err := ls.convert(first, &rep); err != nil {
+		return err
+	}
+	if err := checkAckInterval(first); err != nil {
 		return err
 	}
 	pool, err := s.reg.Ensure(id.Pool)
@@ -57,55 +63,28 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 	defer s.repl.StreamEnded(id.Pool, id.Instance, true)
 	s.log.Debug("report stream opened", "pool", id.Pool, "deployment", id.Deployment, "instance", id.Instance, "address", id.Address)
 
-	resendSeen := s.repl.ResendEpoch() // the cluster's resend requests already passed on
-	msgs := make(chan *pb.ReportLoadRequest)
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-stream.Context().Done():
-				return
-			}
-		}
-	}()
-	m, lastSeq := first, first.GetSeq()
+	l := &reportLoop{ls: ls, stream: stream, id: id, sess: sess, rep: &rep, lastSeq: first.GetSeq(),
+		counts: s.obs.reporting(id.Pool, id.Deployment), acks: newAcker(s, stream, first)}
+	defer l.stop() // first of the defers: no report is applied after StreamEnded
+	l.mu.Lock()
+	err = l.apply(first)
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	ended := make(chan error, 1)
+	go l.receive(ended)
 	for {
-		if m != first {
-			if err := sameIdentity(id, m); err != nil {
-				return err
-			}
-			if m.GetSeq() < lastSeq {
-				return status.Errorf(codes.InvalidArgument,
-					"report seq %d is below the stream's last seq %d: seq must not decrease on a stream; open a new stream to start over",
-					m.GetSeq(), lastSeq)
-			}
-			lastSeq = m.GetSeq()
-			if err := ls.convert(m, &rep); err != nil {
-				return err
-			}
-		}
-		if err := sess.Report(s.opts.Now(), &rep); err != nil {
-			return replacedError(id)
-		}
-		s.obs.reported(stream.Context(), id.Pool, id.Deployment) // observability hook (metrics.go)
-		s.repl.Reported(id, m)
-		ack := &pb.ReportLoadResponse{Seq: m.GetSeq(), ReportIntervalMs: uint32(s.opts.ReportInterval.Milliseconds())}
-		if e := s.repl.ResendEpoch(); e != resendSeen {
-			ack.ResendCache, resendSeen = true, e
-		}
-		if err := stream.Send(ack); err != nil {
-			return err
-		}
 		select {
-		case m = <-msgs:
-		case err := <-recvErr:
-			return recvError(err)
+		case err := <-ended:
+			return err
+		case <-l.acks.due():
+			l.mu.Lock()
+			err := l.acks.flush()
+			l.mu.Unlock()
+			if err != nil {
+				return err
+			}
 		case <-sess.Done():
 			return replacedError(id)
 		case <-s.stopping:
@@ -116,6 +95,93 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 			return status.FromContextError(stream.Context().Err()).Err()
 		}
 	}
+}
+
+// reportLoop is one ReportLoad stream after its first report. Its receive
+// goroutine reads, applies and acks each report; the handler's goroutine
+// waits for the stream's end and sends deferred acks. mu serialises
+// applying and Send between the two, and stop ends both.
+type reportLoop struct {
+	ls      *loadService
+	stream  reportStream
+	id      state.Identity
+	sess    *state.Session
+	counts  *depObs
+	acks    *acker
+	mu      sync.Mutex // held while applying a report or sending an ack
+	closed  bool       // set by stop: nothing is applied or sent after it
+	rep     *state.Report
+	lastSeq uint64
+}
+
+// receive applies the stream's reports until it ends, then sends why on
+// ended: nil after a clean end (the client's CloseSend; every report
+// acked), else the stream's error.
+func (l *reportLoop) receive(ended chan<- error) {
+	for {
+		m, err := l.stream.Recv()
+		if err != nil {
+			if err = recvError(err); err == nil {
+				l.mu.Lock()
+				err = l.acks.flush() // the last reports are acked before the OK
+				l.mu.Unlock()
+			}
+			ended <- err
+			return
+		}
+		if err := l.check(m); err != nil {
+			ended <- err
+			return
+		}
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return
+		}
+		err = l.apply(m)
+		l.mu.Unlock()
+		if err != nil {
+			ended <- err
+			return
+		}
+	}
+}
+
+// check validates a later report of the stream and converts it into l.rep
+// (which only apply, under mu after it, reads).
+func (l *reportLoop) check(m *pb.ReportLoadRequest) error {
+	if err := sameIdentity(l.id, m); err != nil {
+		return err
+	}
+	if m.GetSeq() < l.lastSeq {
+		return status.Errorf(codes.InvalidArgument,
+			"report seq %d is below the stream's last seq %d: seq must not decrease on a stream; open a new stream to start over",
+			m.GetSeq(), l.lastSeq)
+	}
+	l.lastSeq = m.GetSeq()
+	return l.ls.convert(m, l.rep)
+}
+
+// apply applies the converted report m to the session, passes it to the
+// replicas and acks it. The caller holds mu.
+func (l *reportLoop) apply(m *pb.ReportLoadRequest) error {
+	s := l.ls.s
+	if err := l.sess.Report(s.opts.Now(), l.rep); err != nil {
+		return replacedError(l.id)
+	}
+	l.counts.reported() // observability hook (metrics.go)
+	s.repl.Reported(l.id, m)
+	return l.acks.applied(m.GetSeq())
+}
+
+// stop ends the loop: the reports applied so far are acked when the
+// stream can still carry it, and the receive goroutine applies and sends
+// nothing more (it ends when Recv fails after the handler returns).
+func (l *reportLoop) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	l.acks.close()
 }
 
 // convert fills rep from m and validates it.

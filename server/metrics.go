@@ -70,8 +70,8 @@ type observer struct {
 	reg  *state.Registry
 	dlog *decisionLog // nil when off
 
-	picks, excluded, blocks, matched, reports, panics, flaps metric.Int64Counter
-	latency                                                  metric.Float64Histogram
+	picks, excluded, blocks, matched, panics, flaps metric.Int64Counter
+	latency                                         metric.Float64Histogram
 
 	mu    sync.RWMutex
 	pools map[string]*poolObs
@@ -98,6 +98,7 @@ type depObs struct {
 	ok       []metric.AddOption // {pool, deployment, outcome=ok}
 	attrs    []metric.AddOption // {pool, deployment}
 	eligible atomic.Int64       // -1 until a decision saw the deployment
+	reports  atomic.Int64       // load reports applied (prefixroute_reports)
 	window   window
 }
 
@@ -117,7 +118,6 @@ func newObserver(m metric.Meter, reg *state.Registry, now func() time.Time) (*ob
 	o.blocks = counter("prefixroute_pick_prefix_blocks", "{block}", "Prefix blocks of the successful picks routed to each deployment.")
 	o.matched = counter("prefixroute_pick_matched_blocks", "{block}",
 		"Prefix blocks already cached on the chosen instance, over the successful picks routed to each deployment; divide by prefixroute_pick_prefix_blocks_total for the hit ratio.")
-	o.reports = counter("prefixroute_reports", "{report}", "Load reports received and applied, by pool and deployment.")
 	o.flaps = counter("prefixroute_instance_identity_flaps", "{takeover}",
 		"ReportLoad streams that replaced a stream still open for the same instance id, by pool and deployment: a reconnect counts once; steady growth means two instances share one id.")
 	o.panics = counter("prefixroute_panics_recovered", "{panic}", "Panics in gRPC handlers turned into Internal by the recovery interceptor.")
@@ -277,7 +277,6 @@ func decisionExplains(err error) bool {
 		errors.Is(err, scheduler.ErrAllWeightsZero)
 }
 
-// reported counts one applied load report. ReportLoad calls it.
 // identityFlap counts a report stream that took over an open one.
 func (o *observer) identityFlap(ctx context.Context, pool, deployment string) {
 	if o == nil {
@@ -286,11 +285,22 @@ func (o *observer) identityFlap(ctx context.Context, pool, deployment string) {
 	o.flaps.Add(ctx, 1, o.pool(pool).dep(deployment).attrs...)
 }
 
-func (o *observer) reported(ctx context.Context, pool, deployment string) {
+// reporting returns the counters of a report stream's deployment, looked
+// up once per stream (nil when o is nil). Safe for concurrent use.
+func (o *observer) reporting(pool, deployment string) *depObs {
 	if o == nil {
-		return
+		return nil
 	}
-	o.reports.Add(ctx, 1, o.pool(pool).dep(deployment).attrs...)
+	return o.pool(pool).dep(deployment)
+}
+
+// reported counts one applied load report of d's deployment: an atomic
+// add, read at scrape time (prefixroute_reports). Safe for concurrent use;
+// no-op on nil.
+func (d *depObs) reported() {
+	if d != nil {
+		d.reports.Add(1)
+	}
 }
 
 // panicked counts one recovered panic.

@@ -29,7 +29,7 @@ type gauges struct {
 	instances, streams, weightsVersion, policyVersion       metric.Int64ObservableGauge
 	indexBlocks, indexPairs, indexBytes, eligible, winPicks metric.Int64ObservableGauge
 	reportAge, weight, weightShare, trafficShare, hitRatio  metric.Float64ObservableGauge
-	capEvicted                                              metric.Int64ObservableCounter
+	capEvicted, reports                                     metric.Int64ObservableCounter
 }
 
 // registerGauges creates the observable gauges on m and registers their
@@ -65,6 +65,9 @@ func (o *observer) registerGauges(m metric.Meter) error {
 	g.capEvicted, err = m.Int64ObservableCounter("prefixroute_prefix_index_cap_evicted", metric.WithUnit("{entry}"),
 		metric.WithDescription("(block, instance) entries evicted because the router held --max-index-pairs entries over all pools."))
 	errs = append(errs, err)
+	g.reports, err = m.Int64ObservableCounter("prefixroute_reports", metric.WithUnit("{report}"),
+		metric.WithDescription("Load reports received and applied, by pool and deployment."))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -72,7 +75,7 @@ func (o *observer) registerGauges(m metric.Meter) error {
 		o.observe(ob, &g)
 		return nil
 	}, g.instances, g.streams, g.weightsVersion, g.policyVersion, g.indexBlocks, g.indexPairs, g.indexBytes,
-		g.eligible, g.winPicks, g.reportAge, g.weight, g.weightShare, g.trafficShare, g.hitRatio, g.capEvicted)
+		g.eligible, g.winPicks, g.reportAge, g.weight, g.weightShare, g.trafficShare, g.hitRatio, g.capEvicted, g.reports)
 	return err
 }
 
@@ -115,6 +118,9 @@ func (o *observer) observe(ob metric.Observer, g *gauges) {
 		if po != nil {
 			po.mu.RLock()
 			for name, d := range po.deps {
+				if n := d.reports.Load(); n > 0 {
+					ob.ObserveInt64(g.reports, n, metric.WithAttributes(pa, attribute.String("deployment", name)))
+				}
 				var s sums
 				s.picks, s.blocks, s.matched = d.window.sum(sec)
 				win[name] = s

@@ -13,10 +13,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
 // Each pool has docs prompts of docBlocks chained blocks; instances report
@@ -65,9 +65,7 @@ func newLoad(ctx context.Context, c config, d *daemon) (*load, error) {
 	if n <= 0 || n > c.streams {
 		n = c.streams
 	}
-	dial := func() (*grpc.ClientConn, error) {
-		return grpc.NewClient(d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	}
+	dial := func() (*grpc.ClientConn, error) { return client.Dial(d.addr) } // what agents and gateways use
 	for range n {
 		cc, err := dial()
 		if err != nil {
@@ -126,7 +124,8 @@ func (l *load) connect(ctx context.Context) error {
 		pool := i % l.c.pools
 		first := &pb.ReportLoadRequest{Pool: fmt.Sprint("pool-", pool), Deployment: fmt.Sprintf("d%02d", i/l.c.pools%l.c.deps),
 			InstanceId: fmt.Sprint("i-", i), Address: fmt.Sprintf("127.0.0.1:%d", 10000+i%50000), Seq: 1,
-			PrefillTokensPerSecond: 8000, KvCapacityBlocks: l.c.capacity, BlockSizeTokens: 16, ReportsCacheEvents: true}
+			PrefillTokensPerSecond: 8000, KvCapacityBlocks: l.c.capacity, BlockSizeTokens: 16, ReportsCacheEvents: true,
+			AckIntervalMs: uint32(l.c.ackInterval.Milliseconds())}
 		if err := st.Send(first); err != nil {
 			return fmt.Errorf("stream %d: first report: %w", i, err)
 		}
@@ -195,19 +194,24 @@ func (l *load) send(i int, st pb.LoadService_ReportLoadClient) {
 	}
 }
 
-// receive counts acks until the stream ends; an end before the test stops
-// is an error.
+// receive counts the reports acked until the stream ends (an ack covers
+// every report up to its seq; the first report's was counted by connect);
+// an end before the test stops is an error.
 func (l *load) receive(i int, st pb.LoadService_ReportLoadClient) {
 	defer l.wg.Done()
+	last := uint64(1)
 	for {
-		_, err := st.Recv()
+		ack, err := st.Recv()
 		if err != nil {
 			if !l.stopping.Load() || !errors.Is(err, io.EOF) && l.ctx.Err() == nil {
 				l.fail(&l.streamErr, fmt.Sprintf("stream %d", i), err)
 			}
 			return
 		}
-		l.acks.Add(1)
+		if seq := ack.GetSeq(); seq > last {
+			l.acks.Add(int64(seq - last))
+			last = seq
+		}
 	}
 }
 

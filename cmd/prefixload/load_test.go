@@ -42,10 +42,11 @@ func TestSmoke(t *testing.T) {
 	}
 	c := config{daemon: bin, streams: 20, conns: 4, rate: 20, pickers: 2, pools: 2, duration: time.Second,
 		auth: true, events: 2, warmUp: 100 * time.Millisecond, deps: 2, capacity: 4096}
-	res, err := run(context.Background(), c)
+	o, err := run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
+	res := o.(*result)
 	var out bytes.Buffer
 	res.print(&out, c)
 	if res.errors() != 0 || res.acks < 100 || res.picks == 0 || res.hwmKB <= 0 || res.server == nil {
@@ -69,10 +70,11 @@ func TestSmokeOpenLoop(t *testing.T) {
 	}
 	c := config{daemon: bin, streams: 16, conns: 2, rate: 10, pickers: 4, pools: 1, duration: time.Second,
 		auth: false, events: 8, warmUp: 100 * time.Millisecond, deps: 8, capacity: 64, pickRate: 200}
-	res, err := run(context.Background(), c)
+	o, err := run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
+	res := o.(*result)
 	var out bytes.Buffer
 	res.print(&out, c)
 	if res.errors() != 0 || res.offered < 150 || res.offered > 210 || res.picks < res.offered-res.notSent-int64(c.pickers) ||
@@ -81,6 +83,39 @@ func TestSmokeOpenLoop(t *testing.T) {
 			res.offered, res.notSent, res.picks, res.windowCPU, res.selfCPU, out.String())
 	}
 	if !strings.Contains(out.String(), "200 Picks/s offered") || !strings.Contains(out.String(), "1 pools x 8 deployments") {
+		t.Errorf("report:\n%s", out.String())
+	}
+}
+
+// TestSmokeCPUPerCall runs --cpu-per-call with one block of each kind
+// against a freshly built prefixrouted with a tokens file: every call
+// answered, each kind's CPU read from the daemon's threads.
+func TestSmokeCPUPerCall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := filepath.Join(t.TempDir(), "prefixrouted")
+	if out, err := exec.Command("go", "build", "-o", bin, "../prefixrouted").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	c := config{daemon: bin, streams: 8, conns: 1, rate: 10, pools: 1, duration: time.Second, auth: true,
+		events: 8, warmUp: 100 * time.Millisecond, deps: 4, capacity: 512, cpuPerCall: perCallBlock}
+	o, err := run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := o.(*perCallResult)
+	var out bytes.Buffer
+	res.print(&out, c)
+	if res.empty.calls != 3*perCallBlock || len(res.picks) != 3 || res.empty.cpu <= 0 {
+		t.Fatalf("empty calls %d (want %d), %d Pick kinds, empty CPU %v:\n%s", res.empty.calls, 3*perCallBlock, len(res.picks), res.empty.cpu, out.String())
+	}
+	for _, p := range res.picks {
+		if p.calls != perCallBlock || p.cpu <= 0 {
+			t.Errorf("%s: %d calls, CPU %v", p.name, p.calls, p.cpu)
+		}
+	}
+	if !strings.Contains(out.String(), "| Pick CHOSEN | 500 |") {
 		t.Errorf("report:\n%s", out.String())
 	}
 }

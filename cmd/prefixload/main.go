@@ -10,6 +10,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,19 +21,21 @@ import (
 
 // config is what one load test runs.
 type config struct {
-	daemon   string        // prefixrouted binary
-	streams  int           // ReportLoad streams, one per instance
-	conns    int           // connections the streams share (0: one each)
-	rate     float64       // reports per second per stream
-	pickers  int           // concurrent Pick loops
-	pools    int           // pools the instances spread over
-	duration time.Duration // measured time
-	auth     bool          // run with a tokens file and bearer tokens
-	events   int           // stored block hashes per report
-	warmUp   time.Duration // before the measured window
-	deps     int           // deployments per pool
-	capacity uint64        // kv_capacity_blocks every instance reports
-	pickRate float64       // Picks per second offered (open loop); 0: closed loop
+	daemon      string        // prefixrouted binary
+	streams     int           // ReportLoad streams, one per instance
+	conns       int           // connections the streams share (0: one each)
+	rate        float64       // reports per second per stream
+	pickers     int           // concurrent Pick loops
+	pools       int           // pools the instances spread over
+	duration    time.Duration // measured time
+	auth        bool          // run with a tokens file and bearer tokens
+	events      int           // stored block hashes per report
+	warmUp      time.Duration // before the measured window
+	deps        int           // deployments per pool
+	capacity    uint64        // kv_capacity_blocks every instance reports
+	pickRate    float64       // Picks per second offered (open loop); 0: closed loop
+	ackInterval time.Duration // ack_interval_ms of every stream; 0: every report acked
+	cpuPerCall  int           // --cpu-per-call: calls of each kind; 0: the load test
 }
 
 func main() {
@@ -50,6 +53,8 @@ func main() {
 	flag.IntVar(&c.deps, "deployments", 2, "deployments per pool")
 	flag.Uint64Var(&c.capacity, "capacity", 4096, "kv_capacity_blocks every instance reports (bounds its blocks in the prefix index)")
 	flag.Float64Var(&c.pickRate, "pick-rate", 0, "Picks per second offered, spread over the --pickers callers (open loop); 0: each caller sends its next Pick when the last is answered")
+	flag.DurationVar(&c.ackInterval, "ack-interval", time.Second, "ack_interval_ms every stream asks for (pkg/client's default); 0: an ack for every report")
+	flag.IntVar(&c.cpuPerCall, "cpu-per-call", 0, "instead of the load test: the daemon's CPU per call for this many empty calls and Picks at each audit level, in alternating blocks (make loadtest-cpu)")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *version {
@@ -74,8 +79,14 @@ func main() {
 	}
 }
 
+// outcome is what a run prints: a load test's result or --cpu-per-call's.
+type outcome interface {
+	print(io.Writer, config)
+	errors() int64
+}
+
 // run starts the daemon, loads it, stops it and returns the measurements.
-func run(ctx context.Context, c config) (*result, error) {
+func run(ctx context.Context, c config) (outcome, error) {
 	d, err := startDaemon(c)
 	if err != nil {
 		return nil, err
@@ -89,6 +100,10 @@ func run(ctx context.Context, c config) (*result, error) {
 	defer l.close()
 	if err := l.connect(ctx); err != nil {
 		return nil, err
+	}
+	if c.cpuPerCall > 0 {
+		fmt.Fprintf(os.Stderr, "prefixload: %d streams reporting; %d calls of each kind\n", c.streams, c.cpuPerCall)
+		return l.perCall(ctx, c.cpuPerCall)
 	}
 	fmt.Fprintf(os.Stderr, "prefixload: %d streams reporting; measuring for %v\n", c.streams, c.duration)
 	res := l.measure(ctx, c.duration)

@@ -41,8 +41,8 @@ func (r *result) print(w io.Writer, c config) {
 	if c.pickRate > 0 {
 		mode = fmt.Sprintf("%g Picks/s offered", c.pickRate)
 	}
-	fmt.Fprintf(w, "prefixload: %d streams x %g reports/s (%d events each, kv_capacity_blocks %d), %d Pick callers (%s), %d pools x %d deployments, auth %v, %v measured after %v warm-up, GOMAXPROCS %d (load generator and daemon share the machine)\n\n",
-		c.streams, c.rate, c.events, c.capacity, c.pickers, mode, c.pools, c.deps, c.auth, r.elapsed.Round(time.Millisecond), c.warmUp, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "prefixload: %d streams x %g reports/s (%d events each, kv_capacity_blocks %d, acks every %v), %d Pick callers (%s), %d pools x %d deployments, auth %v, %v measured after %v warm-up, GOMAXPROCS %d (load generator and daemon share the machine)\n\n",
+		c.streams, c.rate, c.events, c.capacity, ackEvery(c.ackInterval), c.pickers, mode, c.pools, c.deps, c.auth, r.elapsed.Round(time.Millisecond), c.warmUp, runtime.GOMAXPROCS(0))
 	fmt.Fprintln(w, "| measure | value |")
 	fmt.Fprintln(w, "|---|---:|")
 	fmt.Fprintf(w, "| errors (picks + stream sends + streams ended) | %d (%d + %d + %d) |\n", r.errors(), r.pickErrs, r.sendErrs, r.streamErrs)
@@ -62,9 +62,20 @@ func (r *result) print(w io.Writer, c config) {
 	fmt.Fprintf(w, "| daemon RSS at the end (VmRSS) | %.1f MiB |\n", float64(r.rssKB)/1024)
 	fmt.Fprintf(w, "| daemon CPU, whole run | %v |\n", r.daemonCPU.Round(10*time.Millisecond))
 	fmt.Fprintf(w, "| daemon CPU in the window | %v (%.2f cores) |\n", r.windowCPU.Round(10*time.Millisecond), r.windowCPU.Seconds()/sec)
+	if r.acks > 0 {
+		fmt.Fprintf(w, "| daemon CPU per acked report, the Picks' share included | %.1f µs |\n", float64(r.windowCPU.Microseconds())/float64(r.acks))
+	}
 	fmt.Fprintf(w, "| load generator CPU in the window (apart) | %v (%.2f cores) |\n", r.selfCPU.Round(10*time.Millisecond), r.selfCPU.Seconds()/sec)
 	for _, e := range r.firstErrs {
 		fmt.Fprintf(w, "\nerror: %s", e)
 	}
 	fmt.Fprintln(w)
+}
+
+// ackEvery names the streams' ack interval.
+func ackEvery(d time.Duration) string {
+	if d.Milliseconds() <= 0 {
+		return "report"
+	}
+	return d.String()
 }

@@ -44,6 +44,8 @@ const (
 //   - keepalive pings after KeepaliveTime without traffic, streams open or
 //     not, so a dead sidecar is noticed within KeepaliveTime+KeepaliveTimeout;
 //   - reconnect backoff from ReconnectBaseDelay to ReconnectMaxDelay;
+//   - static HTTP/2 windows of 1 MiB per stream and 16 MiB per connection
+//     (no BDP pings after every small message);
 //   - a unary interceptor that marks errors of the transport (see
 //     Unreachable), so callers can tell "the sidecar could not be reached"
 //     from "the sidecar said no".
@@ -65,6 +67,12 @@ func Dial(target string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 			MinConnectTimeout: 5 * time.Second,
 		}),
 		grpc.WithChainUnaryInterceptor(markUnreachable),
+		// Static windows (the sidecar's, server.StreamWindowBytes and
+		// ConnWindowBytes): the dynamic window pings the sidecar after
+		// nearly every ack or Pick answer, which costs both sides a
+		// write and a read each.
+		grpc.WithStaticStreamWindowSize(1 << 20),
+		grpc.WithStaticConnWindowSize(16 << 20),
 	}
 	cc, err := grpc.NewClient(target, append(opts, extra...)...)
 	if err != nil {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,10 @@ const (
 	DefaultMaxBackoff     = 10 * time.Second
 	DefaultCloseTimeout   = 2 * time.Second
 	DefaultFlushGap       = 25 * time.Millisecond
+	DefaultAckInterval    = time.Second
+	// MaxAckInterval is the longest AckInterval the sidecar accepts
+	// (server.MaxAckIntervalMs).
+	MaxAckInterval = time.Minute
 )
 
 // ReporterOptions configures a Reporter. Zero fields take the defaults
@@ -88,6 +93,15 @@ type ReporterOptions struct {
 	// names the interval it wants (report_interval_ms); the Reporter then
 	// follows the sidecar. Default DefaultReportInterval (100ms).
 	Interval time.Duration
+	// AckInterval asks the sidecar for at most one ack per AckInterval
+	// (ack_interval_ms, whole milliseconds): each ack then covers every
+	// report before it, and an instance reporting every 100 ms costs the
+	// sidecar a tenth of the acks. The first report, a request to resend
+	// the cache and the stream's end are acked at once. Default
+	// DefaultAckInterval (1s); negative: an ack for every report; at most
+	// MaxAckInterval (60s). A sidecar older than this option acks every
+	// report, which the Reporter handles the same way.
+	AckInterval time.Duration
 	// MinBackoff and MaxBackoff bound the wait before reconnecting after a
 	// stream fails: the n-th consecutive failure waits a uniformly random
 	// time in [0, min(MaxBackoff, MinBackoff*2^n)] ("full jitter", so that
@@ -162,6 +176,8 @@ func NewReporter(cc grpc.ClientConnInterface, opts ReporterOptions) (*Reporter, 
 		return nil, errors.New("client: ReporterOptions.Load is nil; give a function returning the instance's load")
 	case opts.MaxEventsPerMessage < 0:
 		return nil, errors.New("client: ReporterOptions.MaxEventsPerMessage is negative")
+	case opts.AckInterval > MaxAckInterval:
+		return nil, fmt.Errorf("client: ReporterOptions.AckInterval %v is above the sidecar's limit %v", opts.AckInterval, MaxAckInterval)
 	}
 	def := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
@@ -173,6 +189,9 @@ func NewReporter(cc grpc.ClientConnInterface, opts ReporterOptions) (*Reporter, 
 	def(&opts.MaxBackoff, DefaultMaxBackoff)
 	def(&opts.CloseTimeout, DefaultCloseTimeout)
 	def(&opts.FlushGap, DefaultFlushGap)
+	if opts.AckInterval == 0 {
+		opts.AckInterval = DefaultAckInterval
+	}
 	opts.MaxBackoff = max(opts.MaxBackoff, opts.MinBackoff)
 	if opts.MaxEventsPerMessage == 0 {
 		opts.MaxEventsPerMessage = MaxEventsPerMessage

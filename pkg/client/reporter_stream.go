@@ -256,6 +256,9 @@ func (r *Reporter) send(st grpc.BidiStreamingClient[pb.ReportLoadRequest, pb.Rep
 		}
 		if first && i == 0 {
 			m.Pool, m.Deployment, m.InstanceId, m.Address = r.opts.Pool, r.opts.Deployment, r.opts.InstanceID, r.opts.Address
+			if r.opts.AckInterval > 0 {
+				m.AckIntervalMs = uint32(r.opts.AckInterval.Milliseconds())
+			}
 		}
 		if err := st.Send(m); err != nil {
 			return err

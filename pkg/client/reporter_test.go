@@ -221,6 +221,31 @@ func TestReporterFollowsInterval(t *testing.T) {
 	})
 }
 
+// TestReporterAckInterval: with the default AckInterval (1s) and reports
+// every 25 ms the sidecar acks about one report in forty; with a negative
+// AckInterval it acks every one.
+func TestReporterAckInterval(t *testing.T) {
+	s := startSidecar(t, "127.0.0.1:0", "", func(c *server.DaemonConfig) { c.Server.ReportInterval = 25 * time.Millisecond })
+	cc := dial(t, s.addr)
+	paced := reporter(t, cc, client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a-1"})
+	every := reporter(t, cc, client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a-2", AckInterval: -1})
+	eventually(t, func() string {
+		if st := paced.Stats(); st.Reports < 60 || st.Acks == 0 {
+			return fmt.Sprintf("paced: %d reports, %d acks; want 60 reports and an ack", st.Reports, st.Acks)
+		}
+		return ""
+	})
+	if st := paced.Stats(); st.Acks*10 > st.Reports {
+		t.Errorf("paced: %d acks for %d reports, want at most one in ten", st.Acks, st.Reports)
+	}
+	eventually(t, func() string {
+		if st := every.Stats(); st.Reports < 20 || st.Acks+2 < st.Reports {
+			return fmt.Sprintf("every report: %d acks for %d reports", st.Acks, st.Reports)
+		}
+		return ""
+	})
+}
+
 // TestReporterLoad: the Load callback's figures reach the sidecar.
 func TestReporterLoad(t *testing.T) {
 	s := startSidecar(t, "127.0.0.1:0", "")
@@ -365,6 +390,8 @@ func TestNewReporterOptions(t *testing.T) {
 		{"no load", client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a", Address: "x:1"}},
 		{"negative limit", client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a", Address: "x:1", Load: load,
 			MaxEventsPerMessage: -1}},
+		{"ack interval over the limit", client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a", Address: "x:1", Load: load,
+			AckInterval: client.MaxAckInterval + time.Millisecond}},
 	} {
 		if _, err := client.NewReporter(nil, tc.opts); err == nil {
 			t.Errorf("%s: no error", tc.name)

@@ -32,7 +32,9 @@ type LoadServiceClient interface {
 	// ReportLoad is a long-lived stream: the first message names the instance
 	// (pool, deployment, instance_id, address, all required and fixed for the
 	// stream's life); every message is acknowledged by seq. A second stream for
-	// the same instance replaces the first, which ends with Aborted.
+	// the same instance replaces the first, which ends with Aborted. With
+	// ack_interval_ms set on the first report, acks are cumulative and sent at
+	// most once per that interval.
 	ReportLoad(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReportLoadRequest, ReportLoadResponse], error)
 }
 
@@ -67,7 +69,9 @@ type LoadServiceServer interface {
 	// ReportLoad is a long-lived stream: the first message names the instance
 	// (pool, deployment, instance_id, address, all required and fixed for the
 	// stream's life); every message is acknowledged by seq. A second stream for
-	// the same instance replaces the first, which ends with Aborted.
+	// the same instance replaces the first, which ends with Aborted. With
+	// ack_interval_ms set on the first report, acks are cumulative and sent at
+	// most once per that interval.
 	ReportLoad(grpc.BidiStreamingServer[ReportLoadRequest, ReportLoadResponse]) error
 	mustEmbedUnimplementedLoadServiceServer()
 }

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+)
+
+// MaxAckIntervalMs is the largest ack_interval_ms a ReportLoad stream may
+// ask for: 60000 (one ack a minute). A larger value ends the stream with
+// InvalidArgument before its instance is connected.
+const MaxAckIntervalMs = 60000
+
+// checkAckInterval validates the first report's ack_interval_ms.
+func checkAckInterval(first *pb.ReportLoadRequest) error {
+	if ms := first.GetAckIntervalMs(); ms > MaxAckIntervalMs {
+		return status.Errorf(codes.InvalidArgument,
+			"first report of a stream: ack_interval_ms %d is above the limit %d (one ack a minute); use 0 to ack every report",
+			ms, MaxAckIntervalMs)
+	}
+	return nil
+}
+
+// acker sends a ReportLoad stream's acks: one per report, or, when the
+// stream asked for an ack interval, at most one per interval covering every
+// report applied up to its seq. Pacing is in real time (it is the
+// transport's, not the pool's clock). Not safe for concurrent use, except
+// due: the stream's reportLoop calls the rest under its mutex, as it sends.
+type acker struct {
+	send       func(*pb.ReportLoadResponse) error
+	resend     func() uint64 // the cluster's resend epoch
+	intervalMs uint32        // report_interval_ms of every ack
+	every      time.Duration // 0: ack every report
+
+	resendSeen uint64    // the resend epoch already passed on
+	sent       bool      // an ack went out on this stream
+	lastSent   time.Time // when the latest ack went out
+	pending    bool      // a report applied and not yet acked
+	pendingSeq uint64
+	timer      *time.Timer // armed while an ack is deferred; nil when every is 0
+	armed      bool
+}
+
+// newAcker returns the acker of a stream whose first report is first.
+func newAcker(s *Server, stream reportStream, first *pb.ReportLoadRequest) *acker {
+	a := &acker{
+		send:       stream.Send,
+		resend:     s.repl.ResendEpoch,
+		intervalMs: uint32(s.opts.ReportInterval.Milliseconds()),
+		every:      time.Duration(first.GetAckIntervalMs()) * time.Millisecond,
+		resendSeen: s.repl.ResendEpoch(),
+	}
+	if a.every > 0 {
+		a.timer = time.NewTimer(a.every)
+		a.timer.Stop() // armed by the first deferred ack
+	}
+	return a
+}
+
+// applied acks the report seq, which has been applied, or leaves it to a
+// later ack when the stream's interval allows.
+func (a *acker) applied(seq uint64) error {
+	a.pending, a.pendingSeq = true, seq
+	if a.every == 0 || !a.sent || a.resend() != a.resendSeen {
+		return a.flush()
+	}
+	if wait := a.every - time.Since(a.lastSent); wait > 0 {
+		a.arm(wait)
+		return nil
+	}
+	return a.flush()
+}
+
+// due is the channel that fires when a deferred ack must go out (nil when
+// every report is acked at once); the caller then calls flush. Safe to call
+// concurrently with the other methods.
+func (a *acker) due() <-chan time.Time {
+	if a.timer == nil {
+		return nil
+	}
+	return a.timer.C
+}
+
+// flush sends the pending ack, if any.
+func (a *acker) flush() error {
+	if a.armed {
+		a.timer.Stop()
+		a.armed = false
+	}
+	if !a.pending {
+		return nil
+	}
+	ack := &pb.ReportLoadResponse{Seq: a.pendingSeq, ReportIntervalMs: a.intervalMs}
+	if e := a.resend(); e != a.resendSeen {
+		ack.ResendCache, a.resendSeen = true, e
+	}
+	a.pending, a.sent, a.lastSent = false, true, time.Now()
+	return a.send(ack)
+}
+
+// arm starts the timer for a deferred ack unless it runs already.
+func (a *acker) arm(wait time.Duration) {
+	if !a.armed {
+		a.timer.Reset(wait)
+		a.armed = true
+	}
+}
+
+// close acks what is pending, when the stream can still carry it (an error
+// that ends the stream comes after the acks of the reports before it), and
+// releases the timer.
+func (a *acker) close() {
+	_ = a.flush() // the stream's own end says what went wrong
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+}
