@@ -61,8 +61,9 @@ var latencyBuckets = []float64{
 
 // observer records the router's own metrics and the Pick span's attributes.
 // The hot-path methods (done, reported) look the pool and the
-// deployment up in read-locked maps holding precomputed attribute options,
-// so a call allocates nothing of its own. All methods are safe for
+// deployment up in read-locked maps and count picks, blocks and reports in
+// their atomics, which the scrape callback reads (metrics_state.go), so a
+// call allocates nothing of its own and pays no attribute-set lookup. All methods are safe for
 // concurrent use, and a nil *observer records nothing (a Server built
 // without a Daemon).
 type observer struct {
@@ -70,8 +71,8 @@ type observer struct {
 	reg  *state.Registry
 	dlog *decisionLog // nil when off
 
-	picks, excluded, blocks, matched, panics, flaps metric.Int64Counter
-	latency                                         metric.Float64Histogram
+	excluded, panics, flaps metric.Int64Counter
+	latency                 metric.Float64Histogram
 
 	mu    sync.RWMutex
 	pools map[string]*poolObs
@@ -82,7 +83,7 @@ type observer struct {
 type poolObs struct {
 	name     string
 	latency  []metric.RecordOption                    // {pool}
-	failed   [numOutcomes][]metric.AddOption          // {pool, outcome}: deployment unset
+	failed   [numOutcomes]atomic.Int64                // failed picks by outcome (prefixroute_picks, deployment unset)
 	excluded [scheduler.NumReasons][]metric.AddOption // {pool, reason}
 	rings    *ringBudget                              // nil: no history rings for the pool's deployments
 	fails    *failRing                                // failed picks and markers; nil without a ring
@@ -95,9 +96,11 @@ type poolObs struct {
 // instances of the pool's latest decision, and its traffic window.
 type depObs struct {
 	name     string
-	ok       []metric.AddOption // {pool, deployment, outcome=ok}
 	attrs    []metric.AddOption // {pool, deployment}
 	eligible atomic.Int64       // -1 until a decision saw the deployment
+	picks    atomic.Int64       // successful picks (prefixroute_picks, outcome ok)
+	blocks   atomic.Int64       // their prefix blocks (prefixroute_pick_prefix_blocks)
+	matched  atomic.Int64       // of those, cached on the chosen instance (prefixroute_pick_matched_blocks)
 	reports  atomic.Int64       // load reports applied (prefixroute_reports)
 	window   window
 }
@@ -112,12 +115,8 @@ func newObserver(m metric.Meter, reg *state.Registry, now func() time.Time) (*ob
 		errs = append(errs, err)
 		return c
 	}
-	o.picks = counter("prefixroute_picks", "{pick}", "Pick calls by pool, chosen deployment (unset when the pick failed) and outcome.")
 	o.excluded = counter("prefixroute_pick_excluded_instances", "{instance}",
 		"Instances left out of Pick decisions, by reason (eligibility checks and the threshold/argmin strategies): one per instance per decision.")
-	o.blocks = counter("prefixroute_pick_prefix_blocks", "{block}", "Prefix blocks of the successful picks routed to each deployment.")
-	o.matched = counter("prefixroute_pick_matched_blocks", "{block}",
-		"Prefix blocks already cached on the chosen instance, over the successful picks routed to each deployment; divide by prefixroute_pick_prefix_blocks_total for the hit ratio.")
 	o.flaps = counter("prefixroute_instance_identity_flaps", "{takeover}",
 		"ReportLoad streams that replaced a stream still open for the same instance id, by pool and deployment: a reconnect counts once; steady growth means two instances share one id.")
 	o.panics = counter("prefixroute_panics_recovered", "{panic}", "Panics in gRPC handlers turned into Internal by the recovery interceptor.")
@@ -164,9 +163,6 @@ func newPoolObs(name string) *poolObs {
 	pa := attribute.String("pool", name)
 	p := &poolObs{name: name, deps: make(map[string]*depObs),
 		latency: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(pa))}}
-	for oc := range numOutcomes {
-		p.failed[oc] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(pa, attribute.String("outcome", outcomeNames[oc])))}
-	}
 	for r := range scheduler.NumReasons {
 		p.excluded[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(pa, attribute.String("reason", r.String())))}
 	}
@@ -186,9 +182,7 @@ func (p *poolObs) dep(name string) *depObs {
 	defer p.mu.Unlock()
 	if d = p.deps[name]; d == nil {
 		pa, da := attribute.String("pool", p.name), attribute.String("deployment", name)
-		d = &depObs{name: name,
-			ok:    []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(pa, da, attribute.String("outcome", "ok")))},
-			attrs: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(pa, da))}}
+		d = &depObs{name: name, attrs: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(pa, da))}}
 		d.eligible.Store(-1)
 		if p.rings != nil && p.rings.take() {
 			d.window.hist = &history{inst: make(map[string]*instRate)}
@@ -223,12 +217,12 @@ func (o *observer) done(ctx context.Context, rec *pickRecord) {
 		oc = outcomeSaturated // not another ResourceExhausted (a limit)
 	}
 	if oc != outcomeOK || rec.resp.GetDeployment() == "" {
-		o.picks.Add(ctx, 1, p.failed[oc]...)
+		p.failed[oc].Add(1)
 		if p.fails != nil {
 			p.fails.add(o.now().Unix(), oc)
 		}
 	} else {
-		o.picks.Add(ctx, 1, p.dep(rec.resp.GetDeployment()).ok...)
+		p.dep(rec.resp.GetDeployment()).picks.Add(1)
 	}
 	if rec.audited() {
 		o.decided(ctx, p, rec)
@@ -263,8 +257,8 @@ func (o *observer) decided(ctx context.Context, p *poolObs, rec *pickRecord) {
 	dep := p.dep(pk.Snapshot.Deployments[d.Deployment].Name)
 	hit := min(pk.Snapshot.Instances[d.Instance].MatchedBlocks, blocks)
 	if blocks > 0 {
-		o.blocks.Add(ctx, int64(blocks), dep.attrs...)
-		o.matched.Add(ctx, int64(hit), dep.attrs...)
+		dep.blocks.Add(int64(blocks))
+		dep.matched.Add(int64(hit))
 	}
 	dep.window.add(o.now().Unix(), uint64(blocks), uint64(hit), pk.Snapshot.Instances[d.Instance].ID)
 }

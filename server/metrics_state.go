@@ -29,7 +29,7 @@ type gauges struct {
 	instances, streams, weightsVersion, policyVersion       metric.Int64ObservableGauge
 	indexBlocks, indexPairs, indexBytes, eligible, winPicks metric.Int64ObservableGauge
 	reportAge, weight, weightShare, trafficShare, hitRatio  metric.Float64ObservableGauge
-	capEvicted, reports                                     metric.Int64ObservableCounter
+	capEvicted, reports, picks, blocks, matched             metric.Int64ObservableCounter
 }
 
 // registerGauges creates the observable gauges on m and registers their
@@ -65,9 +65,17 @@ func (o *observer) registerGauges(m metric.Meter) error {
 	g.capEvicted, err = m.Int64ObservableCounter("prefixroute_prefix_index_cap_evicted", metric.WithUnit("{entry}"),
 		metric.WithDescription("(block, instance) entries evicted because the router held --max-index-pairs entries over all pools."))
 	errs = append(errs, err)
-	g.reports, err = m.Int64ObservableCounter("prefixroute_reports", metric.WithUnit("{report}"),
-		metric.WithDescription("Load reports received and applied, by pool and deployment."))
-	errs = append(errs, err)
+	c64 := func(name, unit, desc string) metric.Int64ObservableCounter {
+		x, err := m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return x
+	}
+	// Counted by the hot paths in atomics (observer), read here.
+	g.reports = c64("prefixroute_reports", "{report}", "Load reports received and applied, by pool and deployment.")
+	g.picks = c64("prefixroute_picks", "{pick}", "Pick calls by pool, chosen deployment (unset when the pick failed) and outcome.")
+	g.blocks = c64("prefixroute_pick_prefix_blocks", "{block}", "Prefix blocks of the successful picks routed to each deployment.")
+	g.matched = c64("prefixroute_pick_matched_blocks", "{block}",
+		"Prefix blocks already cached on the chosen instance, over the successful picks routed to each deployment; divide by prefixroute_pick_prefix_blocks_total for the hit ratio.")
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -75,7 +83,7 @@ func (o *observer) registerGauges(m metric.Meter) error {
 		o.observe(ob, &g)
 		return nil
 	}, g.instances, g.streams, g.weightsVersion, g.policyVersion, g.indexBlocks, g.indexPairs, g.indexBytes,
-		g.eligible, g.winPicks, g.reportAge, g.weight, g.weightShare, g.trafficShare, g.hitRatio, g.capEvicted, g.reports)
+		g.eligible, g.winPicks, g.reportAge, g.weight, g.weightShare, g.trafficShare, g.hitRatio, g.capEvicted, g.reports, g.picks, g.blocks, g.matched)
 	return err
 }
 
@@ -85,6 +93,7 @@ var states = [...]state.InstanceState{state.StateOK, state.StateStale, state.Sta
 // observe reads every pool once. It runs at scrape time; its allocations
 // are per scrape, not per pick.
 func (o *observer) observe(ob metric.Observer, g *gauges) {
+	o.observeCounts(ob, g)
 	now := o.now()
 	_, evicted := o.reg.IndexPairs()
 	ob.ObserveInt64(g.capEvicted, evicted)
@@ -118,9 +127,6 @@ func (o *observer) observe(ob metric.Observer, g *gauges) {
 		if po != nil {
 			po.mu.RLock()
 			for name, d := range po.deps {
-				if n := d.reports.Load(); n > 0 {
-					ob.ObserveInt64(g.reports, n, metric.WithAttributes(pa, attribute.String("deployment", name)))
-				}
 				var s sums
 				s.picks, s.blocks, s.matched = d.window.sum(sec)
 				win[name] = s
@@ -234,4 +240,40 @@ func bucketOf(sec int64) int {
 		i += windowBuckets
 	}
 	return i
+}
+
+// observeCounts reads the counters the hot paths keep in atomics, for every
+// pool the observer has seen (the "" pool too: picks naming an unknown
+// pool). A series appears once its count is above zero, as a counter's
+// does after its first Add.
+func (o *observer) observeCounts(ob metric.Observer, g *gauges) {
+	o.mu.RLock()
+	pools := make([]*poolObs, 0, len(o.pools))
+	for _, p := range o.pools {
+		pools = append(pools, p)
+	}
+	o.mu.RUnlock()
+	for _, p := range pools {
+		pa := attribute.String("pool", p.name)
+		for oc := range numOutcomes {
+			if n := p.failed[oc].Load(); n > 0 {
+				ob.ObserveInt64(g.picks, n, metric.WithAttributes(pa, attribute.String("outcome", outcomeNames[oc])))
+			}
+		}
+		p.mu.RLock()
+		for name, d := range p.deps {
+			da := attribute.String("deployment", name)
+			if n := d.picks.Load(); n > 0 {
+				ob.ObserveInt64(g.picks, n, metric.WithAttributes(pa, da, attribute.String("outcome", "ok")))
+			}
+			if n := d.blocks.Load(); n > 0 {
+				ob.ObserveInt64(g.blocks, n, metric.WithAttributes(pa, da))
+				ob.ObserveInt64(g.matched, d.matched.Load(), metric.WithAttributes(pa, da))
+			}
+			if n := d.reports.Load(); n > 0 {
+				ob.ObserveInt64(g.reports, n, metric.WithAttributes(pa, da))
+			}
+		}
+		p.mu.RUnlock()
+	}
 }
