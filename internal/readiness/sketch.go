@@ -41,6 +41,69 @@ func insertRegs(regs []uint8, p uint8, hs []uint64) {
 	}
 }
 
+// sketchSink is one pair (a, b) of a Record: the column b of a's
+// interleaved registers (Tracker.regs) and the first block it takes.
+type sketchSink struct {
+	col, from int
+}
+
+// insertPairs does, for every sink k, insertRegs on column k.col of blk
+// (2^p rows of stride bytes; register i of the column at byte
+// i*stride+col) with hs[k.from:] (each from in [0, len(hs)], each col <
+// stride; sinks is reordered). The sinks taking a block are updated
+// together, eight columns a word at a time: the union being a max, every
+// column ends as insertRegs leaves its registers alone. Registers and
+// values are at most 64−p+1 < 128, so (a|0x80)−b never borrows across
+// bytes (as in maxRegs).
+func insertPairs(blk []uint8, stride int, p uint8, hs []uint64, sinks []sketchSink) {
+	// By from, descending (insertion sort: fewer than MaxDeployments
+	// sinks), so that hs[sinks[q].from:sinks[q-1].from] goes to sinks[q:].
+	for i := 1; i < len(sinks); i++ {
+		for j := i; j > 0 && sinks[j].from > sinks[j-1].from; j-- {
+			sinks[j], sinks[j-1] = sinks[j-1], sinks[j]
+		}
+	}
+	const lsb, hi = 0x0101010101010101, 0x8080808080808080
+	shift := 64 - p
+	guard := uint64(1) << (p - 1)
+	var mask [MaxMaxDeployments / 8]uint64 // the columns taking the segment
+	words := stride / 8
+	rows := len(blk) / stride
+	for q := len(sinks) - 1; q >= 0; q-- {
+		c := sinks[q].col
+		mask[c/8] |= 0xff << (8 * (c % 8))
+		lo, end := sinks[q].from, len(hs)
+		if q > 0 {
+			end = sinks[q-1].from
+		}
+		for _, x := range hs[lo:max(lo, end)] {
+			i := int(x >> shift)
+			if i >= rows {
+				continue // never: rows is 2^p
+			}
+			row := blk[i*stride : (i+1)*stride]
+			r := uint64(uint8(bits.LeadingZeros64(x<<p|guard))+1) * lsb
+			for w, m := range mask[:words] {
+				if m == 0 {
+					continue
+				}
+				v := binary.LittleEndian.Uint64(row[8*w:])
+				ge := (((v | hi) - r) & hi) >> 7 * 0xff // 0xff in each byte where v ≥ r
+				binary.LittleEndian.PutUint64(row[8*w:], v&(ge|^m)|r&^ge&m)
+			}
+		}
+	}
+}
+
+// maxColumn sets dst[i] = max(dst[i], blk[i*stride+col]) for every
+// register i of dst: the union of dst with column col of interleaved
+// registers (insertPairs).
+func maxColumn(dst, blk []uint8, stride, col int) {
+	for i := range dst {
+		dst[i] = max(dst[i], blk[i*stride+col])
+	}
+}
+
 // maxRegs sets dst[i] = max(dst[i], src[i]): the HyperLogLog union. It
 // works on 8 registers at a time: every register is at most 64−p+1 < 128,
 // so (a|0x80) − b never borrows across bytes and its top bit says a ≥ b.

@@ -57,6 +57,27 @@ func runMatch(t testing.TB, x *prefixIndex, hashes, live []uint64) []int32 {
 			t.Fatalf("match log: slot %d logged %d, matched %d", s, logged[s], matched[s])
 		}
 	}
+	// Log only (matched nil), then the counts of every other slot from the
+	// log: the same log, the same counts, other slots untouched.
+	var only []matchDrop
+	x.matchLogged(hashes, live, nil, make([]uint64, x.words), make([]uint64, x.words), &only)
+	if !slices.Equal(only, drops) {
+		t.Fatalf("match log without counts: %v, with: %v", only, drops)
+	}
+	mask := make([]uint64, x.words)
+	counts := make([]int32, len(matched))
+	for s := range counts {
+		counts[s] = -7
+		if s%2 == 0 {
+			mask[s/64] |= 1 << (s % 64)
+		}
+	}
+	setCounts(only, mask, counts)
+	for s := range counts {
+		if want := int32(-7); s%2 == 0 && counts[s] != matched[s] || s%2 == 1 && counts[s] != want {
+			t.Fatalf("setCounts: slot %d = %d, matched %d", s, counts[s], matched[s])
+		}
+	}
 	return matched
 }
 
