@@ -12,7 +12,7 @@ import (
 )
 
 // TestInsertPairs: for random sinks (distinct columns, starting blocks
-// from 0 to the end, ties, registers already partly set, 8 to 64 columns),
+// from 0 to the end, ties, registers already partly set, 1 to 64 columns),
 // insertPairs leaves every column as insertRegs of the sink's suffix does
 // to that column alone, and the other columns as they were.
 func TestInsertPairs(t *testing.T) {
@@ -20,7 +20,7 @@ func TestInsertPairs(t *testing.T) {
 	for trial := range 300 {
 		p := []uint8{4, 8, 12}[trial%3]
 		m := 1 << p
-		stride := []int{8, 16, 64}[rng.IntN(3)]
+		stride := []int{1, 2, 4, 8, 16, 64}[rng.IntN(6)]
 		hs := make([]uint64, rng.IntN(300))
 		for i := range hs {
 			hs[i] = rng.Uint64()
@@ -137,4 +137,48 @@ func sameState(a, b *Tracker) error {
 		return fmt.Errorf("registers differ")
 	}
 	return nil
+}
+
+// TestWiden: widening interleaved registers keeps every column and adds
+// zero ones; blocks not allocated stay so.
+func TestWiden(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	const m = 64
+	for from := 1; from < 64; from *= 2 {
+		regs := make([][]uint8, 3)
+		for _, k := range []int{0, 2} {
+			regs[k] = make([]uint8, m*from)
+			for i := range regs[k] {
+				regs[k][i] = uint8(1 + rng.IntN(60))
+			}
+		}
+		before := make([][][]uint8, len(regs))
+		for k, blk := range regs {
+			if blk == nil {
+				continue
+			}
+			for c := range from {
+				col := make([]uint8, m)
+				maxColumn(col, blk, from, c)
+				before[k] = append(before[k], col)
+			}
+		}
+		widen(regs, m, from, 2*from)
+		if regs[1] != nil {
+			t.Fatalf("from %d: an absent block was allocated", from)
+		}
+		for _, k := range []int{0, 2} {
+			for c := range 2 * from {
+				col := make([]uint8, m)
+				maxColumn(col, regs[k], 2*from, c)
+				want := make([]uint8, m)
+				if c < from {
+					want = before[k][c]
+				}
+				if !slices.Equal(col, want) {
+					t.Fatalf("from %d: block %d column %d = %v, want %v", from, k, c, col, want)
+				}
+			}
+		}
+	}
 }

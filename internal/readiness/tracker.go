@@ -40,10 +40,12 @@ type Tracker struct {
 	// that bucket interleaved: 2^p rows of stride bytes, register i of pair
 	// (a, b) at byte i*stride + b, so that a Record updates a hash's
 	// register for all of a's pairs in one word. A bucket's block is
-	// allocated by the first Record on a that needs it (2^p × stride
-	// bytes: 32 KiB at the defaults).
+	// allocated by the first Record on a that needs it: 2^p × stride
+	// bytes, stride the power of two ≥ len(names) (8 KiB for 2 tracked
+	// deployments at the default precision, 32 KiB for 8); a tracked
+	// deployment past the stride widens every block (widen).
 	regs   [][]uint8
-	stride int    // maxD rounded up to a multiple of 8
+	stride int
 	dirty  []bool // [slot*maxD*maxD + pair]: the pair's registers of that bucket non-zero
 	hot    hotTable
 
@@ -94,7 +96,7 @@ func New(cfg Config) *Tracker {
 		deps:      make([]depCounts, nb*maxD),
 		pairs:     make([]pairCounts, nb*maxD*maxD),
 		regs:      make([][]uint8, nb*maxD),
-		stride:    (maxD + 7) &^ 7,
+		stride:    1,
 		dirty:     make([]bool, nb*maxD*maxD),
 		hot:       newHotTable(cfg.HotPrefixes, nb, cfg.MaxHotBlocks),
 	}
@@ -130,9 +132,10 @@ func (t *Tracker) Config() Config { return t.cfg }
 // distinct-block sketches, O(len(hashes)) to keep a longer hot chain, O(HotPrefixes) when a
 // new prefix evicts one, and once per bucket width the clearing of the
 // buckets the window leaves. It allocates only while growing: the sketches
-// of a chosen deployment in a ring slot it has not used before (2^p ×
-// MaxDeployments rounded up to 8 bytes), a hot chain longer than its entry held, a snapshot with more
-// deployments than any before.
+// of a chosen deployment in a ring slot it has not used before (2^p bytes
+// per tracked deployment, rounded up to a power of two), all of them again
+// when the tracked deployments pass a power of two, a hot chain longer
+// than its entry held, a snapshot with more deployments than any before.
 func (t *Tracker) Record(now time.Time, hashes []uint64, promptTokens uint32, snap *scheduler.Snapshot, d *scheduler.Decision) {
 	if snap == nil || d == nil {
 		return
@@ -279,6 +282,10 @@ func (t *Tracker) track(name string, e int64) int {
 	if len(t.names) < t.maxD {
 		j = len(t.names)
 		t.names = t.names[:j+1]
+		if j >= t.stride {
+			widen(t.regs, t.m, t.stride, 2*t.stride)
+			t.stride *= 2
+		}
 	} else {
 		// Every bucket a recycled slot has data in has been cleared: its
 		// last Record is older than the ring.
