@@ -193,52 +193,58 @@ func logDrop(drops *[]matchDrop, k int32, c uint32) {
 	}
 }
 
-// peekAhead is how many blocks match looks up together: their home slots
-// are loaded in one branch-free pass, so that the cache misses of a long
-// prefix overlap instead of coming one after another. A prefix that stops
-// matching early pays for at most peekAhead-1 loads it did not need.
+// peekAhead is how many blocks match looks up together, and how far ahead
+// of the block it is at: the home slots of a batch are loaded in one
+// branch-free pass while the previous batch is worked on, so that the cache
+// misses of a long prefix overlap instead of coming one after another. A
+// prefix that stops matching early pays for at most 2·peekAhead−1 loads it
+// did not need.
 const peekAhead = 8
 
-// resolver finds the entries of a request's blocks for match, peekAhead
-// blocks at a time: fill mixes each block's hash, finds its table and loads
-// its home slot, keeping what it read, so that find usually answers from
-// that without mixing the hash again or probing. Its loads read the index
-// only, so concurrent matches under the read lock may share it.
+// resolver finds the entries of a request's blocks for match: fill mixes
+// each block's hash, finds its table and loads its home slot, peekAhead
+// blocks at a time and a batch ahead, keeping what it read, so that find
+// usually answers from that without mixing the hash again or probing. Its
+// loads read the index only, so concurrent matches under the read lock may
+// share it.
 type resolver struct {
-	x       *prefixIndex
-	hashes  []uint64
-	base, n int // the batch holds blocks [base, base+n)
-	tab     [peekAhead]*indexTable
-	home    [peekAhead]uint64 // home slot index in tab's slots
-	first   [peekAhead]uint64 // the home slot's hash ...
-	holders [peekAhead]uint32 // ... and n (0: empty)
+	x      *prefixIndex
+	hashes []uint64
+	hi     int // blocks [0, hi) are loaded, block k at ring position k % ring
+	tab    [ring]*indexTable
+	home   [ring]uint64 // home slot index in tab's slots
+	first  [ring]uint64 // the home slot's hash ...
+	n      [ring]uint32 // ... and n (0: empty)
 }
 
-// fill loads the batch of blocks from k.
-func (r *resolver) fill(k int) {
+const ring = 2 * peekAhead
+
+// fill loads the home slots of blocks [r.hi, end).
+func (r *resolver) fill(end int) {
 	x := r.x
 	dir, depth, seed := x.dir, x.depth, x.seed
-	hs := r.hashes[k:min(len(r.hashes), k+peekAhead)]
-	r.base, r.n = k, len(hs)
-	for j, h := range hs {
+	for k := r.hi; k < end; k++ {
+		h := r.hashes[k]
 		m := mix(h, seed)
 		t := dir[m>>(64-depth)] // a shift by 64 (depth 0) is 0 in Go
 		i := m & uint64(len(t.slots)-1)
 		e := &t.slots[i]
-		r.tab[j], r.home[j], r.first[j], r.holders[j] = t, i, e.hash, e.n
+		j := k % ring
+		r.tab[j], r.home[j], r.first[j], r.n[j] = t, i, e.hash, e.n
 	}
+	r.hi = end
 }
 
 // find returns the entry of block k, nil when no instance holds it, as
-// x.find(r.hashes[k]) does. Blocks are asked for in increasing order.
+// x.find(r.hashes[k]) does. Blocks are asked for in increasing order,
+// none skipped.
 func (r *resolver) find(k int) *indexEntry {
-	j := k - r.base
-	if uint(j) >= uint(r.n) {
-		r.fill(k)
-		j = 0
+	if k+peekAhead >= r.hi && r.hi < len(r.hashes) {
+		r.fill(min(len(r.hashes), k+ring))
 	}
+	j := k % ring
 	h, t, i := r.hashes[k], r.tab[j], r.home[j]
-	if r.holders[j] == 0 {
+	if r.n[j] == 0 {
 		return nil // an empty home slot: the probe would stop there
 	}
 	if r.first[j] == h {
