@@ -3,6 +3,7 @@ package state
 import (
 	"math/bits"
 	"slices"
+	"unsafe"
 )
 
 // match writes into matched[slot] the number of leading hashes held by each
@@ -193,46 +194,52 @@ func logDrop(drops *[]matchDrop, k int32, c uint32) {
 	}
 }
 
-// peekAhead is how many blocks match looks up together, and how far ahead
-// of the block it is at: the home slots of a batch are loaded in one
-// branch-free pass while the previous batch is worked on, so that the cache
-// misses of a long prefix overlap instead of coming one after another. A
-// prefix that stops matching early pays for at most 2·peekAhead−1 loads it
-// did not need.
+// peekAhead is how many blocks match locates together, and how far ahead
+// of the block it is at: the home slots of a batch are prefetched while the
+// previous batch is worked on, so that the cache misses of a long prefix
+// overlap instead of coming one after another (the prefetch is a hint, so
+// the misses do not hold up the work between). A prefix that stops matching
+// early has located at most 2·peekAhead−1 blocks it did not need.
+// prefetch_*.s take exactly peekAhead addresses.
 const peekAhead = 8
 
 // resolver finds the entries of a request's blocks for match: fill mixes
-// each block's hash, finds its table and loads its home slot, peekAhead
-// blocks at a time and a batch ahead, keeping what it read, so that find
-// usually answers from that without mixing the hash again or probing. Its
-// loads read the index only, so concurrent matches under the read lock may
-// share it.
+// each block's hash, finds its table and home slot and prefetches the slot,
+// a batch ahead of the block asked for, keeping where each is, so that find
+// probes from there without mixing the hash again. It reads the index
+// only, so concurrent matches under the read lock may each have one.
 type resolver struct {
 	x      *prefixIndex
 	hashes []uint64
-	hi     int // blocks [0, hi) are loaded, block k at ring position k % ring
+	hi     int // blocks [0, hi) are located, block k at ring position k % ring
 	tab    [ring]*indexTable
 	home   [ring]uint64 // home slot index in tab's slots
-	first  [ring]uint64 // the home slot's hash ...
-	n      [ring]uint32 // ... and n (0: empty)
 }
 
 const ring = 2 * peekAhead
 
-// fill loads the home slots of blocks [r.hi, end).
+// fill locates the home slots of blocks [r.hi, end) and prefetches them,
+// peekAhead at a time.
 func (r *resolver) fill(end int) {
 	x := r.x
 	dir, depth, seed := x.dir, x.depth, x.seed
-	for k := r.hi; k < end; k++ {
-		h := r.hashes[k]
-		m := mix(h, seed)
-		t := dir[m>>(64-depth)] // a shift by 64 (depth 0) is 0 in Go
-		i := m & uint64(len(t.slots)-1)
-		e := &t.slots[i]
-		j := k % ring
-		r.tab[j], r.home[j], r.first[j], r.n[j] = t, i, e.hash, e.n
+	for r.hi < end {
+		var addrs [peekAhead]uintptr
+		n := min(end-r.hi, peekAhead)
+		for q := range n {
+			k := r.hi + q
+			m := mix(r.hashes[k], seed)
+			t := dir[m>>(64-depth)] // a shift by 64 (depth 0) is 0 in Go
+			i := m & uint64(len(t.slots)-1)
+			r.tab[k%ring], r.home[k%ring] = t, i
+			addrs[q] = uintptr(unsafe.Pointer(&t.slots[i]))
+		}
+		for q := n; q < peekAhead; q++ {
+			addrs[q] = addrs[0]
+		}
+		prefetch(&addrs)
+		r.hi += n
 	}
-	r.hi = end
 }
 
 // find returns the entry of block k, nil when no instance holds it, as
@@ -244,14 +251,8 @@ func (r *resolver) find(k int) *indexEntry {
 	}
 	j := k % ring
 	h, t, i := r.hashes[k], r.tab[j], r.home[j]
-	if r.n[j] == 0 {
-		return nil // an empty home slot: the probe would stop there
-	}
-	if r.first[j] == h {
-		return &t.slots[i]
-	}
 	mask := uint64(len(t.slots) - 1)
-	for i = (i + 1) & mask; ; i = (i + 1) & mask {
+	for ; ; i = (i + 1) & mask {
 		e := &t.slots[i]
 		if e.n == 0 {
 			return nil
