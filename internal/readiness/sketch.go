@@ -51,11 +51,11 @@ type sketchSink struct {
 // (2^p rows of stride bytes, stride a power of two ≤ 64; register i of the
 // column at byte i*stride+col) with hs[k.from:] (each from in [0,
 // len(hs)], each col < stride; sinks is reordered). The sinks taking a
-// block are updated together, eight columns a word at a time (a row of
-// fewer than 8 lies in one word): the union being a max, every column ends
-// as insertRegs leaves its registers alone. Registers and values are at
-// most 64−p+1 < 128, so (a|0x80)−b never borrows across bytes (as in
-// maxRegs).
+// block are updated together: up to 3 a byte each (insertColumn), more
+// eight columns a word at a time (insertRow; a row of fewer than 8 lies in
+// one word). The union being a max, every column ends as insertRegs leaves
+// its registers alone. Registers and values are at most 64−p+1 < 128, so
+// (a|0x80)−b never borrows across bytes (as in maxRegs).
 func insertPairs(blk []uint8, stride int, p uint8, hs []uint64, sinks []sketchSink) {
 	// By from, descending (insertion sort: fewer than MaxDeployments
 	// sinks), so that hs[sinks[q].from:sinks[q-1].from] goes to sinks[q:].

@@ -126,12 +126,13 @@ func (t *Tracker) Config() Config { return t.cfg }
 // kept (the hot-prefix table copies the hashes it keeps).
 //
 // Work: O(D) name comparisons for the D deployments of the snapshot when
-// they are the previous Record's (else O(D·MaxDeployments)), O(Σ_b
-// (len(hashes) − m_b)) register updates (one word per hash for all of
-// the chosen deployment's pairs) for the
-// distinct-block sketches, O(len(hashes)) to keep a longer hot chain, O(HotPrefixes) when a
-// new prefix evicts one, and once per bucket width the clearing of the
-// buckets the window leaves. It allocates only while growing: the sketches
+// they are the previous Record's (else O(D·MaxDeployments)); O(Σ_b
+// (len(hashes) − m_b)) register updates for the distinct-block sketches,
+// the chosen deployment's pairs interleaved so that a hash's register and
+// value are computed once and, past 3 pairs, 8 pairs are updated in one
+// word (insertPairs); O(len(hashes)) to keep a longer hot chain,
+// O(HotPrefixes) when a new prefix evicts one, and once per bucket width
+// the clearing of the buckets the window leaves. It allocates only while growing: the sketches
 // of a chosen deployment in a ring slot it has not used before (2^p bytes
 // per tracked deployment, rounded up to a power of two), all of them again
 // when the tracked deployments pass a power of two, a hot chain longer
