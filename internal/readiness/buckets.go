@@ -1,6 +1,9 @@
 package readiness
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // The window is a ring of Buckets buckets of width Window/Buckets. Bucket
 // epoch e covers the Unix-nanosecond times [e·width, (e+1)·width) and lives
@@ -38,7 +41,7 @@ type depCounts struct {
 // pairCounts are one ordered pair's figures in one bucket: a = the chosen
 // deployment, b another deployment of the same snapshot and m the
 // per-deployment MatchedBlocks of the decision. (The pair's distinct-block
-// sketch, of hashes[m_b:] over every pick on a, is Tracker.regs.)
+// sketch, of hashes[m_b:] over every pick on a, is in Tracker.regs.)
 type pairCounts struct {
 	requests     uint64 // picks with m_a > m_b: cached on a, not on b
 	promptTokens uint64 // their prompt tokens
@@ -95,10 +98,11 @@ func (t *Tracker) clearSlot(s int) {
 	clear(t.deps[s*t.maxD : (s+1)*t.maxD])
 	np := t.maxD * t.maxD
 	clear(t.pairs[s*np : (s+1)*np])
-	for p, dirty := range t.dirty[s*np : (s+1)*np] {
-		if dirty {
-			clear(t.regs[p][s*t.m : (s+1)*t.m])
-			t.dirty[s*np+p] = false
+	for a := range t.maxD {
+		ds := t.dirty[s*np+a*t.maxD : s*np+(a+1)*t.maxD]
+		if slices.Contains(ds, true) {
+			clear(t.regs[s*t.maxD+a])
+			clear(ds)
 		}
 	}
 	t.hot.clearSlot(s)

@@ -238,7 +238,7 @@ func (t *Tracker) copyWindow(now time.Time, from, to string) windowCopy {
 			w.pair.requests += x.requests
 			w.pair.promptTokens += x.promptTokens
 			if t.dirty[s*np+pair] && t.slotInHorizon(s, n) {
-				maxRegs(w.sketch[sketchHeader:], t.regs[pair][s*t.m:(s+1)*t.m])
+				maxColumn(w.sketch[sketchHeader:], t.regs[s*t.maxD+fi], t.stride, ti)
 			}
 		}
 	}

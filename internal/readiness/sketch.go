@@ -41,6 +41,118 @@ func insertRegs(regs []uint8, p uint8, hs []uint64) {
 	}
 }
 
+// sketchSink is one pair (a, b) of a Record: the column b of a's
+// interleaved registers (Tracker.regs) and the first block it takes.
+type sketchSink struct {
+	col, from int
+}
+
+// insertPairs does, for every sink k, insertRegs on column k.col of blk
+// (2^p rows of stride bytes, stride a power of two ≤ 64; register i of the
+// column at byte i*stride+col) with hs[k.from:] (each from in [0,
+// len(hs)], each col < stride; sinks is reordered). The sinks taking a
+// block are updated together: up to 3 a byte each (insertColumn), more
+// eight columns a word at a time (insertRow; a row of fewer than 8 lies in
+// one word). The union being a max, every column ends as insertRegs leaves
+// its registers alone. Registers and values are at most 64−p+1 < 128, so
+// (a|0x80)−b never borrows across bytes (as in maxRegs).
+func insertPairs(blk []uint8, stride int, p uint8, hs []uint64, sinks []sketchSink) {
+	// By from, descending (insertion sort: fewer than MaxDeployments
+	// sinks), so that hs[sinks[q].from:sinks[q-1].from] goes to sinks[q:].
+	for i := 1; i < len(sinks); i++ {
+		for j := i; j > 0 && sinks[j].from > sinks[j-1].from; j-- {
+			sinks[j], sinks[j-1] = sinks[j-1], sinks[j]
+		}
+	}
+	var mask [MaxMaxDeployments / 8]uint64 // the columns taking the segment
+	for q := len(sinks) - 1; q >= 0; q-- {
+		c := sinks[q].col
+		mask[c/8] |= 0xff << (8 * (c % 8))
+		lo, end := sinks[q].from, len(hs)
+		if q > 0 {
+			end = sinks[q-1].from
+		}
+		if lo >= end {
+			continue
+		}
+		if len(sinks)-q <= 3 {
+			// Few columns: a byte each costs fewer instructions than a word.
+			for _, k := range sinks[q:] {
+				insertColumn(blk, stride, k.col, p, hs[lo:end])
+			}
+			continue
+		}
+		if stride <= 8 {
+			insertRow(blk, stride, p, hs[lo:end], mask[0])
+			continue
+		}
+		for w, m := range mask[:stride/8] {
+			if m != 0 {
+				insertRow(blk[8*w:], stride, p, hs[lo:end], m)
+			}
+		}
+	}
+}
+
+// insertColumn does insertRegs on column col of blk (rows of stride
+// bytes) with every hash of hs.
+func insertColumn(blk []uint8, stride, col int, p uint8, hs []uint64) {
+	shift := (64 - p) & 63
+	guard := uint64(1) << ((p - 1) & 63)
+	for _, x := range hs {
+		at := int(x>>shift)*stride + col
+		rho := uint8(bits.LeadingZeros64(x<<(p&63)|guard)) + 1
+		if at < len(blk) && rho > blk[at] {
+			blk[at] = rho
+		}
+	}
+}
+
+// insertRow does insertRegs on the columns of blk (rows of stride bytes,
+// a power of two) set in the word mask m, a row's first 8 bytes (or all of
+// a shorter row, inside its word, at the row's offset), with every hash of
+// hs.
+func insertRow(blk []uint8, stride int, p uint8, hs []uint64, m uint64) {
+	const lsb, hi = 0x0101010101010101, 0x8080808080808080
+	shift := (64 - p) & 63
+	guard := uint64(1) << ((p - 1) & 63)
+	for _, x := range hs {
+		at := int(x>>shift) * stride // the row's first byte
+		off := at &^ 7
+		mw := m << ((uint(at) & 7) << 3)
+		r := uint64(uint8(bits.LeadingZeros64(x<<(p&63)|guard))+1) * lsb
+		v := binary.LittleEndian.Uint64(blk[off:])
+		ge := (((v | hi) - r) & hi) >> 7 * 0xff // 0xff in each byte where v ≥ r
+		if nv := v&(ge|^mw) | r&^ge&mw; nv != v {
+			binary.LittleEndian.PutUint64(blk[off:], nv)
+		}
+	}
+}
+
+// maxColumn sets dst[i] = max(dst[i], blk[i*stride+col]) for every
+// register i of dst: the union of dst with column col of interleaved
+// registers (insertPairs).
+func maxColumn(dst, blk []uint8, stride, col int) {
+	for i := range dst {
+		dst[i] = max(dst[i], blk[i*stride+col])
+	}
+}
+
+// widen copies every block of interleaved registers in regs (2^p rows of
+// from bytes each) to blocks of rows of to bytes, the new columns zero.
+func widen(regs [][]uint8, m, from, to int) {
+	for k, old := range regs {
+		if old == nil {
+			continue
+		}
+		blk := make([]uint8, m*to)
+		for i := range m {
+			copy(blk[i*to:i*to+from], old[i*from:(i+1)*from])
+		}
+		regs[k] = blk
+	}
+}
+
 // maxRegs sets dst[i] = max(dst[i], src[i]): the HyperLogLog union. It
 // works on 8 registers at a time: every register is at most 64−p+1 < 128,
 // so (a|0x80) − b never borrows across bytes and its top bit says a ≥ b.

@@ -36,11 +36,27 @@ type Tracker struct {
 	pool  []poolCounts // [slot]
 	deps  []depCounts  // [slot*maxD + dep]
 	pairs []pairCounts // [(slot*maxD + a)*maxD + b]
-	regs  [][]uint8    // [a*maxD + b]: nil, or Buckets × 2^p registers
-	dirty []bool       // [slot*maxD*maxD + pair]: regs of that bucket non-zero
-	hot   hotTable
+	// regs[slot*maxD + a] is nil, or the registers of every pair (a, b) in
+	// that bucket interleaved: 2^p rows of stride bytes, register i of pair
+	// (a, b) at byte i*stride + b, so that a Record updates a hash's
+	// register for all of a's pairs in one word. A bucket's block is
+	// allocated by the first Record on a that needs it: 2^p × stride
+	// bytes, stride the power of two ≥ len(names) (8 KiB for 2 tracked
+	// deployments at the default precision, 32 KiB for 8); a tracked
+	// deployment past the stride widens every block (widen).
+	regs   [][]uint8
+	stride int
+	dirty  []bool // [slot*maxD*maxD + pair]: the pair's registers of that bucket non-zero
+	hot    hotTable
 
-	ix []int // scratch of Record: snapshot deployment → tracked slot or -1
+	// The tracked slots of the last Record's snapshot deployments (see
+	// trackAll): ix[k] for the deployment named ixNames[k], computed when
+	// the head was ixHead; ixFull: every one of them tracked.
+	ix      []int
+	ixNames []string
+	ixHead  int64
+	ixFull  bool
+	sinks   []sketchSink // scratch of Record
 
 	defaultBS atomic.Uint32 // Config.BlockSizeTokens, or SetDefaultBlockSize's
 }
@@ -79,7 +95,8 @@ func New(cfg Config) *Tracker {
 		pool:      make([]poolCounts, nb),
 		deps:      make([]depCounts, nb*maxD),
 		pairs:     make([]pairCounts, nb*maxD*maxD),
-		regs:      make([][]uint8, maxD*maxD),
+		regs:      make([][]uint8, nb*maxD),
+		stride:    1,
 		dirty:     make([]bool, nb*maxD*maxD),
 		hot:       newHotTable(cfg.HotPrefixes, nb, cfg.MaxHotBlocks),
 	}
@@ -108,13 +125,18 @@ func (t *Tracker) Config() Config { return t.cfg }
 // dropped (Status.LateRecords). hashes, snap and d are only read, and not
 // kept (the hot-prefix table copies the hashes it keeps).
 //
-// Work: O(D·MaxDeployments) name comparisons for the D deployments of the
-// snapshot, O(Σ_b (len(hashes) − m_b)) register updates for the
-// distinct-block sketches, O(len(hashes)) to keep a longer hot chain, O(HotPrefixes) when a
-// new prefix evicts one, and once per bucket width the clearing of the
-// buckets the window leaves. It allocates only while growing: a new ordered
-// pair's sketches, a hot chain longer than its entry held, a snapshot with
-// more deployments than any before.
+// Work: O(D) name comparisons for the D deployments of the snapshot when
+// they are the previous Record's (else O(D·MaxDeployments)); O(Σ_b
+// (len(hashes) − m_b)) register updates for the distinct-block sketches,
+// the chosen deployment's pairs interleaved so that a hash's register and
+// value are computed once and, past 3 pairs, 8 pairs are updated in one
+// word (insertPairs); O(len(hashes)) to keep a longer hot chain,
+// O(HotPrefixes) when a new prefix evicts one, and once per bucket width
+// the clearing of the buckets the window leaves. It allocates only while growing: the sketches
+// of a chosen deployment in a ring slot it has not used before (2^p bytes
+// per tracked deployment, rounded up to a power of two), all of them again
+// when the tracked deployments pass a power of two, a hot chain longer
+// than its entry held, a snapshot with more deployments than any before.
 func (t *Tracker) Record(now time.Time, hashes []uint64, promptTokens uint32, snap *scheduler.Snapshot, d *scheduler.Decision) {
 	if snap == nil || d == nil {
 		return
@@ -152,13 +174,7 @@ func (t *Tracker) Record(now time.Time, hashes []uint64, promptTokens uint32, sn
 	}
 
 	nd := len(snap.Deployments)
-	if cap(t.ix) < nd {
-		t.ix = make([]int, nd, nd+nd/4)
-	}
-	ix := t.ix[:nd]
-	for k := range snap.Deployments {
-		ix[k] = t.track(snap.Deployments[k].Name, e)
-	}
+	ix := t.trackAll(snap.Deployments, e)
 	ta := ix[a]
 	if ta < 0 {
 		pc.untracked++
@@ -177,6 +193,7 @@ func (t *Tracker) Record(now time.Time, hashes []uint64, promptTokens uint32, sn
 	ma := clampBlocks(d.Deployments[a].MatchedBlocks, blocks)
 	seen := uint64(1) << ta // tracked slots already paired with a
 	np := t.maxD * t.maxD
+	sinks := t.sinks[:0]
 	for k := range nd {
 		tb := ix[k]
 		if tb < 0 || seen&(1<<tb) != 0 {
@@ -196,12 +213,55 @@ func (t *Tracker) Record(now time.Time, hashes []uint64, promptTokens uint32, sn
 		if mb >= blocks {
 			continue // b holds the whole prompt
 		}
-		if t.regs[pair] == nil {
-			t.regs[pair] = make([]uint8, t.nb*t.m)
-		}
-		insertRegs(t.regs[pair][s*t.m:(s+1)*t.m], t.p, hashes[mb:])
+		sinks = append(sinks, sketchSink{tb, mb})
 		t.dirty[s*np+pair] = true
 	}
+	if len(sinks) > 0 {
+		blk := &t.regs[s*t.maxD+ta]
+		if *blk == nil {
+			*blk = make([]uint8, t.m*t.stride)
+		}
+		insertPairs(*blk, t.stride, t.p, hashes, sinks)
+	}
+	t.sinks = sinks
+}
+
+// trackAll returns the tracked slot of each of deps (by name), or -1, as
+// t.track would for each in turn, named by a Record of epoch e. When the
+// names are those of the previous call (the pool's deployments rarely
+// change) and no slot can have been taken or freed since (every name
+// tracked, or the head unchanged: slots are recycled only for an untracked
+// name once the head has moved a window past them), it reuses that call's
+// answer and only updates the slots' lastSeen: O(D) instead of
+// O(D·MaxDeployments) name comparisons. Called with t.mu held; the result
+// is valid until the next call.
+func (t *Tracker) trackAll(deps []scheduler.Deployment, e int64) []int {
+	nd := len(deps)
+	if len(t.ixNames) == nd && (t.ixFull || t.ixHead == t.head) {
+		same := true
+		for k := range deps {
+			if deps[k].Name != t.ixNames[k] {
+				same = false
+				break
+			}
+		}
+		if same {
+			for _, j := range t.ix {
+				if j >= 0 {
+					t.lastSeen[j] = max(t.lastSeen[j], e)
+				}
+			}
+			return t.ix
+		}
+	}
+	t.ix, t.ixNames = grow(t.ix, nd), grow(t.ixNames, nd)
+	t.ixFull, t.ixHead = true, t.head
+	for k := range deps {
+		j := t.track(deps[k].Name, e)
+		t.ix[k], t.ixNames[k] = j, deps[k].Name
+		t.ixFull = t.ixFull && j >= 0
+	}
+	return t.ix
 }
 
 // clampBlocks returns m clamped to [0, blocks].
@@ -223,6 +283,10 @@ func (t *Tracker) track(name string, e int64) int {
 	if len(t.names) < t.maxD {
 		j = len(t.names)
 		t.names = t.names[:j+1]
+		if j >= t.stride {
+			widen(t.regs, t.m, t.stride, 2*t.stride)
+			t.stride *= 2
+		}
 	} else {
 		// Every bucket a recycled slot has data in has been cleared: its
 		// last Record is older than the ring.
@@ -237,4 +301,12 @@ func (t *Tracker) track(name string, e int64) int {
 	}
 	t.names[j], t.lastSeen[j], t.blockSize[j] = name, e, 0
 	return j
+}
+
+// grow returns s with length nd, reusing its array when it is large enough.
+func grow[T any](s []T, nd int) []T {
+	if cap(s) >= nd {
+		return s[:nd]
+	}
+	return make([]T, nd, nd+nd/4)
 }

@@ -127,17 +127,6 @@ func (x *prefixIndex) touch(hash uint64) {
 	x.sink += t.slots[m&mask].hash + uint64(t.slots[(m+2)&mask].n)
 }
 
-// peek loads the home slot of hash and returns a value computed from it,
-// like touch but writing nothing shared, so that readers holding the read
-// lock can overlap their misses: the caller must store the result
-// somewhere of its own, or the loads are optimized away.
-func (x *prefixIndex) peek(hash uint64) uint64 {
-	m := mix(hash, x.seed)
-	t := x.table(m)
-	mask := uint64(len(t.slots) - 1)
-	return t.slots[m&mask].hash
-}
-
 // insert returns hash's entry, adding an empty one (n == 0, hash set) when
 // absent; the caller must then give it a holder. The pointer is valid until
 // the index is next modified.

@@ -3,6 +3,7 @@ package state
 import (
 	"math/bits"
 	"slices"
+	"unsafe"
 )
 
 // match writes into matched[slot] the number of leading hashes held by each
@@ -28,7 +29,9 @@ type matchDrop struct {
 // matchLogged is match that also appends to *drops (when not nil) every
 // group of slots it gives a non-zero count, in increasing order of the
 // count: walked from the end, the first slot of each deployment met is one
-// of its longest matches.
+// of its longest matches. With matched nil it only logs (drops must not be
+// nil): the counts of the slots a caller needs are then setCounts's, and a
+// large pool's match does not write a count for every slot.
 func (x *prefixIndex) matchLogged(hashes []uint64, live []uint64, matched []int32, active, next []uint64, drops *[]matchDrop) {
 	clear(matched)
 	if drops != nil {
@@ -38,37 +41,26 @@ func (x *prefixIndex) matchLogged(hashes []uint64, live []uint64, matched []int3
 		return
 	}
 	active, next = active[:x.words], next[:x.words]
-	e := x.find(hashes[0])
+	r := resolver{x: x, hashes: hashes}
+	e := r.find(0)
 	if e == nil {
 		return
 	}
 	x.intersect(e, live, active)
+	held := 0
+	for _, b := range active {
+		held += bits.OnesCount64(b)
+	}
 	k := 1
-	for ; k < len(hashes); k++ {
-		if few(active) {
-			break
-		}
-		if k%peekAhead == 1 {
-			x.peekBatch(hashes[k:], next)
-		}
-		e = x.find(hashes[k])
+	for ; k < len(hashes) && held > maxCandidates; k++ {
+		e = r.find(k)
 		if e == nil {
 			setMatched(active, matched, int32(k), drops)
 			return
 		}
-		x.intersect(e, active, next)
-		alive := false
-		for w := range active {
-			if dropped := active[w] &^ next[w]; dropped != 0 {
-				setMatchedWord(w, dropped, matched, int32(k))
-				if drops != nil {
-					*drops = append(*drops, matchDrop{int32(k), int32(w), dropped})
-				}
-			}
-			alive = alive || next[w] != 0
-		}
+		held = x.narrow(e, active, next, matched, int32(k), drops)
 		active, next = next, active
-		if !alive {
+		if held == 0 {
 			return
 		}
 	}
@@ -86,12 +78,12 @@ func (x *prefixIndex) matchLogged(hashes []uint64, live []uint64, matched []int3
 		}
 	}
 	for ; k < len(hashes) && nc > 0; k++ {
-		if k%peekAhead == 1 {
-			x.peekBatch(hashes[k:], next)
-		}
-		e = x.find(hashes[k])
+		e = r.find(k)
 		if e == nil {
 			break
+		}
+		if e.n <= inlineHolders && keepsAll(e, cand[:nc]) {
+			continue // the usual case: every candidate holds the block
 		}
 		kept := 0
 		for _, c := range cand[:nc] {
@@ -99,15 +91,99 @@ func (x *prefixIndex) matchLogged(hashes []uint64, live []uint64, matched []int3
 				cand[kept] = c
 				kept++
 			} else {
-				matched[c] = int32(k)
+				setCount(matched, c, int32(k))
 				logDrop(drops, int32(k), c)
 			}
 		}
 		nc = kept
 	}
 	for _, c := range cand[:nc] {
-		matched[c] = int32(k)
+		setCount(matched, c, int32(k))
 		logDrop(drops, int32(k), c)
+	}
+}
+
+// keepsAll reports whether every slot of cand (increasing) is among the
+// inline holders of e (no flag: e.s[:e.n], increasing), in one merge of
+// the two lists instead of a has per candidate.
+func keepsAll(e *indexEntry, cand []uint32) bool {
+	hs := e.s[:e.n]
+	if len(cand) > len(hs) {
+		return false
+	}
+	h := 0
+	for _, c := range cand {
+		for h < len(hs) && hs[h] < c {
+			h++
+		}
+		if h == len(hs) || hs[h] != c {
+			return false
+		}
+		h++
+	}
+	return true
+}
+
+// setCount sets matched[c] = k unless matched is nil.
+func setCount(matched []int32, c uint32, k int32) {
+	if matched != nil {
+		matched[c] = k
+	}
+}
+
+// setCounts writes into matched the count drops gives each slot set in
+// mask (a bitset over slots), 0 for those it does not name; other slots
+// are left alone. It is matchLogged's counts for those slots, from its log.
+func setCounts(drops []matchDrop, mask []uint64, matched []int32) {
+	for w, b := range mask {
+		setMatchedWord(w, b, matched, 0)
+	}
+	for _, d := range drops {
+		if int(d.w) < len(mask) {
+			setMatchedWord(int(d.w), d.bits&mask[d.w], matched, d.k)
+		}
+	}
+}
+
+// narrow sets next = active ∩ holders of e, gives the slots it drops the
+// count k (in matched unless nil, logged in *drops unless nil) and returns
+// how many slots remain: for a bitset one pass over the words.
+func (x *prefixIndex) narrow(e *indexEntry, active, next []uint64, matched []int32, k int32, drops *[]matchDrop) int {
+	held := 0
+	if e.n&bitsetFlag != 0 {
+		d := *x.bitsets.at(e.s[0])
+		next = next[:len(active)]
+		for w, a := range active {
+			var b uint64
+			if w < len(d) {
+				b = a & d[w]
+			}
+			next[w] = b
+			held += bits.OnesCount64(b)
+			if dropped := a &^ b; dropped != 0 {
+				dropWord(w, dropped, matched, k, drops)
+			}
+		}
+		return held
+	}
+	x.intersect(e, active, next)
+	for w, a := range active {
+		held += bits.OnesCount64(next[w])
+		if dropped := a &^ next[w]; dropped != 0 {
+			dropWord(w, dropped, matched, k, drops)
+		}
+	}
+	return held
+}
+
+// dropWord gives the slots set in word w of a bitset the count k, in
+// matched unless nil, logged in *drops unless nil.
+func dropWord(w int, dropped uint64, matched []int32, k int32, drops *[]matchDrop) {
+	if matched != nil {
+		setMatchedWord(w, dropped, matched, k)
+	}
+	if drops != nil {
+		*drops = append(*drops, matchDrop{k, int32(w), dropped})
 	}
 }
 
@@ -118,38 +194,78 @@ func logDrop(drops *[]matchDrop, k int32, c uint32) {
 	}
 }
 
-// peekAhead is how many blocks match looks up ahead of the one it is at:
-// their home slots are loaded together, so that the cache misses of a long
-// prefix overlap instead of coming one after another. A prefix that stops
-// matching early pays for at most peekAhead-1 loads it did not need.
+// peekAhead is how many blocks match locates together, and how far ahead
+// of the block it is at: the home slots of a batch are prefetched while the
+// previous batch is worked on, so that the cache misses of a long prefix
+// overlap instead of coming one after another (the prefetch is a hint, so
+// the misses do not hold up the work between). A prefix that stops matching
+// early has located at most 2·peekAhead−1 blocks it did not need.
+// prefetch_*.s take exactly peekAhead addresses.
 const peekAhead = 8
 
-// peekBatch loads the home slots of the first peekAhead hashes (or fewer)
-// and stores what it read in scratch[0], scratch of the caller's that is
-// overwritten before it is read.
-func (x *prefixIndex) peekBatch(hashes []uint64, scratch []uint64) {
-	var sum uint64
-	for _, h := range hashes[:min(len(hashes), peekAhead)] {
-		sum += x.peek(h)
-	}
-	scratch[0] = sum
+// resolver finds the entries of a request's blocks for match: fill mixes
+// each block's hash, finds its table and home slot and prefetches the slot,
+// a batch ahead of the block asked for, keeping where each is, so that find
+// probes from there without mixing the hash again. It reads the index
+// only, so concurrent matches under the read lock may each have one.
+type resolver struct {
+	x      *prefixIndex
+	hashes []uint64
+	hi     int // blocks [0, hi) are located, block k at ring position k % ring
+	tab    [ring]*indexTable
+	home   [ring]uint64 // home slot index in tab's slots
 }
 
-// maxCandidates is the number of matching slots below which match checks
-// slots one by one instead of intersecting bitsets.
-const maxCandidates = 8
+const ring = 2 * peekAhead
 
-// few reports whether at most maxCandidates bits are set in set.
-func few(set []uint64) bool {
-	n := 0
-	for _, b := range set {
-		n += bits.OnesCount64(b)
-		if n > maxCandidates {
-			return false
+// fill locates the home slots of blocks [r.hi, end) and prefetches them,
+// peekAhead at a time.
+func (r *resolver) fill(end int) {
+	x := r.x
+	dir, depth, seed := x.dir, x.depth, x.seed
+	for r.hi < end {
+		var addrs [peekAhead]uintptr
+		n := min(end-r.hi, peekAhead)
+		for q := range n {
+			k := r.hi + q
+			m := mix(r.hashes[k], seed)
+			t := dir[m>>(64-depth)] // a shift by 64 (depth 0) is 0 in Go
+			i := m & uint64(len(t.slots)-1)
+			r.tab[k%ring], r.home[k%ring] = t, i
+			addrs[q] = uintptr(unsafe.Pointer(&t.slots[i]))
+		}
+		for q := n; q < peekAhead; q++ {
+			addrs[q] = addrs[0]
+		}
+		prefetch(&addrs)
+		r.hi += n
+	}
+}
+
+// find returns the entry of block k, nil when no instance holds it, as
+// x.find(r.hashes[k]) does. Blocks are asked for in increasing order,
+// none skipped.
+func (r *resolver) find(k int) *indexEntry {
+	if k+peekAhead >= r.hi && r.hi < len(r.hashes) {
+		r.fill(min(len(r.hashes), k+ring))
+	}
+	j := k % ring
+	h, t, i := r.hashes[k], r.tab[j], r.home[j]
+	mask := uint64(len(t.slots) - 1)
+	for ; ; i = (i + 1) & mask {
+		e := &t.slots[i]
+		if e.n == 0 {
+			return nil
+		}
+		if e.hash == h {
+			return e
 		}
 	}
-	return true
 }
+
+// maxCandidates is the number of matching slots at or below which match
+// checks slots one by one instead of intersecting bitsets.
+const maxCandidates = 8
 
 // has reports whether slot holds e's block.
 func (x *prefixIndex) has(e *indexEntry, slot uint32) bool {
@@ -207,11 +323,13 @@ func (x *prefixIndex) intersect(e *indexEntry, set, out []uint64) {
 // inlineWord returns the inline one-word bitset of e (wordFlag).
 func inlineWord(e *indexEntry) uint64 { return uint64(e.s[0]) | uint64(e.s[1])<<32 }
 
-// setMatched sets matched[slot] = k for every slot in set, logging each
-// non-empty word in *drops when drops is not nil.
+// setMatched sets matched[slot] = k for every slot in set (unless matched
+// is nil), logging each non-empty word in *drops when drops is not nil.
 func setMatched(set []uint64, matched []int32, k int32, drops *[]matchDrop) {
 	for w, b := range set {
-		setMatchedWord(w, b, matched, k)
+		if matched != nil {
+			setMatchedWord(w, b, matched, k)
+		}
 		if drops != nil && b != 0 {
 			*drops = append(*drops, matchDrop{k, int32(w), b})
 		}

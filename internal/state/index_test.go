@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // newIndexFor returns an empty index whose bitsets cover slots [0, slots).
@@ -55,6 +56,27 @@ func runMatch(t testing.TB, x *prefixIndex, hashes, live []uint64) []int32 {
 	for s := range matched {
 		if m := max(matched[s], 0); logged[s] != m {
 			t.Fatalf("match log: slot %d logged %d, matched %d", s, logged[s], matched[s])
+		}
+	}
+	// Log only (matched nil), then the counts of every other slot from the
+	// log: the same log, the same counts, other slots untouched.
+	var only []matchDrop
+	x.matchLogged(hashes, live, nil, make([]uint64, x.words), make([]uint64, x.words), &only)
+	if !slices.Equal(only, drops) {
+		t.Fatalf("match log without counts: %v, with: %v", only, drops)
+	}
+	mask := make([]uint64, x.words)
+	counts := make([]int32, len(matched))
+	for s := range counts {
+		counts[s] = -7
+		if s%2 == 0 {
+			mask[s/64] |= 1 << (s % 64)
+		}
+	}
+	setCounts(only, mask, counts)
+	for s := range counts {
+		if want := int32(-7); s%2 == 0 && counts[s] != matched[s] || s%2 == 1 && counts[s] != want {
+			t.Fatalf("setCounts: slot %d = %d, matched %d", s, counts[s], matched[s])
 		}
 	}
 	return matched
@@ -527,5 +549,50 @@ func TestIndexTablesGrowAndSplit(t *testing.T) {
 	}
 	if err := x.check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestResolverFinds: the resolver's find gives x.find's entry (nil for
+// blocks no one holds) for every block of random requests over indexes of
+// up to 300 slots (some with split tables), requests of up to 3·ring
+// blocks.
+func TestResolverFinds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 5))
+	for trial := range 40 {
+		chains := makeChains(rng, 1+rng.IntN(6), 3*ring)
+		x, _ := randomIndex(rng, 1+rng.IntN(300), chains)
+		if trial%10 == 0 { // enough blocks to split tables
+			for range 20000 {
+				x.add(rng.Uint64(), 0)
+			}
+			if x.depth == 0 {
+				t.Fatalf("trial %d: no table split", trial)
+			}
+		}
+		for range 10 {
+			req := randomRequest(rng, chains)
+			for i := range req {
+				if rng.IntN(8) == 0 {
+					req[i] = rng.Uint64() // most likely held by no one
+				}
+			}
+			r := resolver{x: &x, hashes: req}
+			for k, h := range req {
+				if got, want := r.find(k), x.find(h); got != want {
+					t.Fatalf("trial %d: block %d of %d: resolver %p, find %p", trial, k, len(req), got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestPrefetchAnyAddress: prefetch is a hint, so addresses nothing is
+// mapped at (nil, the top of the address space) must not fault.
+func TestPrefetchAnyAddress(t *testing.T) {
+	v := uint64(7)
+	addrs := [peekAhead]uintptr{0, 1, ^uintptr(0), ^uintptr(0) - 4096, uintptr(unsafe.Pointer(&v))}
+	prefetch(&addrs)
+	if v != 7 {
+		t.Fatalf("prefetch changed memory: %d", v)
 	}
 }

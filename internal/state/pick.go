@@ -59,10 +59,11 @@ type Pick struct {
 	loads                []float64
 	excl                 []uint64 // excluded order indexes (bitset)
 	mask                 []uint64 // eligible slots less the excluded (bitset)
+	dmask                []uint64 // the drawn deployment's slots (bitset), scratch of copyDeployment
 	drops                []matchDrop
 	seen                 []bool   // by deployment, scratch of summariseKept
 	nodes                []uint32 // scratch of record
-	matched              []int32  // matched blocks by slot
+	matched              []int32  // matched blocks by slot (pickChosen: the drawn deployment's only)
 	live, active, nextBS []uint64
 	prefillWeight        float64 // scheduler.Request.PrefillWeight (backlogWeight)
 }

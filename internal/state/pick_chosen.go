@@ -43,7 +43,7 @@ func (p *Pool) pickChosen(now time.Time, in *PickInput, rng scheduler.RNG, out *
 	out.active = grow(out.active, words)
 	out.nextBS = grow(out.nextBS, words)
 	out.matched = grow(out.matched, words*64)
-	p.index.matchLogged(in.Hashes, p.live, out.matched, out.active, out.nextBS, &out.drops)
+	p.index.matchLogged(in.Hashes, p.live, nil, out.active, out.nextBS, &out.drops)
 
 	out.Snapshot.Deployments = grow(out.Snapshot.Deployments, nd)
 	for i, d := range p.deps {
@@ -62,8 +62,14 @@ func (p *Pool) pickChosen(now time.Time, in *PickInput, rng scheduler.RNG, out *
 	}
 	var excluded [scheduler.NumReasons]int
 	out.sums = grow(out.sums, nd)
-	if !p.summariseKept(now, pol, excl, out, &excluded) && !p.summarise(now, pol, excl, out, &excluded) {
-		return false, nil
+	if !p.summariseKept(now, pol, excl, out, &excluded) {
+		// Every slot's count: from the match's log, as matchLogged would
+		// have written them.
+		clear(out.matched)
+		setCounts(out.drops, p.live, out.matched)
+		if !p.summarise(now, pol, excl, out, &excluded) {
+			return false, nil
+		}
 	}
 	out.prefillWeight = p.backlogWeight(now)
 	req := scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: true, PrefillWeight: out.prefillWeight}
@@ -226,10 +232,16 @@ func (p *Pool) summarise(now time.Time, pol *scheduler.Policy, excl bool, out *P
 }
 
 // copyDeployment fills out.Snapshot.Instances, out.Addresses and out.recs
-// with deployment k's instances, as snapshot fills the whole pool's. Called
-// with p.mu held for reading.
+// with deployment k's instances, as snapshot fills the whole pool's, their
+// matched counts from the match's log (out.drops). Called with p.mu held
+// for reading.
 func (p *Pool) copyDeployment(now time.Time, k int, in *PickInput, out *Pick) {
 	a, b := p.dstart[k], p.dstart[k+1]
+	out.dmask = zeroed(out.dmask, p.index.words)
+	for _, slot := range p.tslot[a:b] {
+		out.dmask[slot/64] |= 1 << (slot % 64)
+	}
+	setCounts(out.drops, out.dmask, out.matched)
 	insts := grow(out.Snapshot.Instances, b-a)
 	out.Snapshot.Instances = insts
 	out.Addresses = grow(out.Addresses, b-a)
