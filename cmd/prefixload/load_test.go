@@ -36,10 +36,7 @@ func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	bin := filepath.Join(t.TempDir(), "prefixrouted")
-	if out, err := exec.Command("go", "build", "-o", bin, "../prefixrouted").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildDaemon(t)
 	c := config{daemon: bin, streams: 20, conns: 4, rate: 20, pickers: 2, pools: 2, duration: time.Second,
 		auth: true, events: 2, warmUp: 100 * time.Millisecond, deps: 2, capacity: 4096}
 	o, err := run(context.Background(), c)
@@ -64,10 +61,7 @@ func TestSmokeOpenLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	bin := filepath.Join(t.TempDir(), "prefixrouted")
-	if out, err := exec.Command("go", "build", "-o", bin, "../prefixrouted").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildDaemon(t)
 	c := config{daemon: bin, streams: 16, conns: 2, rate: 10, pickers: 4, pools: 1, duration: time.Second,
 		auth: false, events: 8, warmUp: 100 * time.Millisecond, deps: 8, capacity: 64, pickRate: 200}
 	o, err := run(context.Background(), c)
@@ -94,10 +88,7 @@ func TestSmokeCPUPerCall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	bin := filepath.Join(t.TempDir(), "prefixrouted")
-	if out, err := exec.Command("go", "build", "-o", bin, "../prefixrouted").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildDaemon(t)
 	c := config{daemon: bin, streams: 8, conns: 1, rate: 10, pools: 1, duration: time.Second, auth: true,
 		events: 8, warmUp: 100 * time.Millisecond, deps: 4, capacity: 512, cpuPerCall: perCallBlock}
 	o, err := run(context.Background(), c)
@@ -118,4 +109,14 @@ func TestSmokeCPUPerCall(t *testing.T) {
 	if !strings.Contains(out.String(), "| Pick CHOSEN | 500 |") {
 		t.Errorf("report:\n%s", out.String())
 	}
+}
+
+// buildDaemon builds prefixrouted into the test's temp dir.
+func buildDaemon(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "prefixrouted")
+	if out, err := exec.Command("go", "build", "-o", bin, "../prefixrouted").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
