@@ -38,7 +38,8 @@ func runLive(ctx context.Context, sc *sim.Scenario, f *runFlags, stderr io.Write
 		if v.Baseline() || (v.Optimistic != nil && !*v.Optimistic) || (f.variants != "" && !contains(strings.Split(f.variants, ","), v.Name)) {
 			continue
 		}
-		limits := state.Limits{NoQueueLedger: v.QueueLedger != nil && !*v.QueueLedger, BacklogWeight: v.BacklogWeight}
+		limits := state.Limits{NoQueueLedger: v.QueueLedger != nil && !*v.QueueLedger, BacklogWeight: v.BacklogWeight,
+			BacklogBusy: v.BacklogBusy, BacklogExternality: v.BacklogExternality}
 		addrs := []string{f.addr}
 		stop := func() {}
 		if f.addr == "" {

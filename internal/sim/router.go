@@ -54,6 +54,8 @@ func newStateRouter(rc *runConfig, insts []*Instance, seed uint64) (*stateRouter
 	var limits state.Limits
 	limits.NoQueueLedger = rc.variant.QueueLedger != nil && !*rc.variant.QueueLedger
 	limits.BacklogWeight = rc.variant.BacklogWeight
+	limits.BacklogBusy = rc.variant.BacklogBusy
+	limits.BacklogExternality = rc.variant.BacklogExternality
 	if rc.probe != nil {
 		limits.Migration = rc.probe.trackerConfig()
 	}

@@ -147,6 +147,10 @@ type Variant struct {
 	// weighs 1 + the fewest waiting requests of any instance. Default
 	// false.
 	BacklogWeight bool `yaml:"backlog_weight"`
+	// BacklogBusy and BacklogExternality turn state.Limits.BacklogBusy
+	// and BacklogExternality on (with BacklogWeight).
+	BacklogBusy        bool `yaml:"backlog_busy"`
+	BacklogExternality bool `yaml:"backlog_externality"`
 }
 
 // Baseline reports whether v is one of the simulator's own pickers.

@@ -21,7 +21,11 @@ import (
 //   - hash_ids: one id per block, equal ids meaning equal prefixes up to
 //     that block, as in the Mooncake traces; the simulator chains them
 //     into hashes. The scenario's block_tokens must be the trace's block
-//     size (512 for Mooncake).
+//     size (512 for Mooncake). Only the prompt's full blocks are kept
+//     (prompt tokens / block_tokens of them): the last id of a Mooncake
+//     line names a partial block, which a gateway does not hash and an
+//     engine does not cache (and Pick refuses more blocks than the prompt
+//     fills).
 //
 // The Mooncake field names timestamp, input_length and output_length are
 // accepted for t_ms, prompt_tokens and output_tokens.
@@ -72,6 +76,7 @@ type traceWorkload struct {
 	next     uint64
 	poolSeed uint64
 	speed    float64 // WorkloadSpec.TraceSpeed
+	block    uint32  // Scenario.BlockTokens
 }
 
 // openTrace opens sc's trace file (relative to the scenario file).
@@ -90,7 +95,7 @@ func openTrace(sc *Scenario) (*traceWorkload, error) {
 func newTraceWorkload(r io.Reader, sc *Scenario) *traceWorkload {
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 1<<16), 64<<20)
-	t := &traceWorkload{sc: s, end: sc.Duration.D(), poolSeed: poolSeed(sc.Pool), speed: 1}
+	t := &traceWorkload{sc: s, end: sc.Duration.D(), poolSeed: poolSeed(sc.Pool), speed: 1, block: uint32(max(sc.BlockTokens, 1))}
 	if v := sc.Workload.TraceSpeed; v > 0 {
 		t.speed = v
 	}
@@ -129,9 +134,10 @@ func (t *traceWorkload) Next() (*Request, error) {
 		r := &Request{ID: t.next, Arrival: at, Class: rec.Class, PromptTokens: max(rec.PromptTokens, rec.InputLength),
 			OutputTokens: max(rec.OutputTokens, rec.OutputLength), Hashes: rec.Hashes, DecodeHashes: rec.DecodeHashes}
 		if len(r.Hashes) == 0 && len(rec.HashIDs) > 0 {
-			r.Hashes = make([]uint64, len(rec.HashIDs))
+			ids := rec.HashIDs[:min(len(rec.HashIDs), int(r.PromptTokens/t.block))]
+			r.Hashes = make([]uint64, len(ids))
 			h := t.poolSeed
-			for i, id := range rec.HashIDs {
+			for i, id := range ids {
 				h = splitmix(h ^ splitmix(id))
 				r.Hashes[i] = h
 			}

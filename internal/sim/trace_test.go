@@ -46,6 +46,7 @@ func TestTraceMooncakeFormat(t *testing.T) {
 
 {"timestamp": 2500.5, "input_length": 700, "output_length": 5, "hash_ids": [1, 2, 4]}
 {"t_ms": 3000, "prompt_tokens": 50}
+{"timestamp": 3500, "input_length": 40, "hash_ids": [1, 2, 5]}
 `
 	wl := newTraceWorkload(strings.NewReader(lines), sc)
 	var got []*Request
@@ -59,8 +60,8 @@ func TestTraceMooncakeFormat(t *testing.T) {
 		}
 		got = append(got, r)
 	}
-	if len(got) != 3 {
-		t.Fatalf("%d requests, want 3", len(got))
+	if len(got) != 4 {
+		t.Fatalf("%d requests, want 4", len(got))
 	}
 	a, b := got[0], got[1]
 	if a.Arrival != 1500*time.Millisecond || b.Arrival != 2500500*time.Microsecond || a.PromptTokens != 1024 || a.OutputTokens != 20 {
@@ -71,6 +72,10 @@ func TestTraceMooncakeFormat(t *testing.T) {
 	}
 	if len(got[2].Hashes) != 0 || got[2].PromptTokens != 50 {
 		t.Fatalf("third: %+v", got[2])
+	}
+	// 40 tokens fill 2 blocks of 16: the third id, a partial block, is dropped.
+	if d := got[3]; len(d.Hashes) != 2 || d.Hashes[0] != a.Hashes[0] || d.Hashes[1] != a.Hashes[1] {
+		t.Fatalf("fourth: %d hashes %x, want the first two of %x", len(d.Hashes), d.Hashes, a.Hashes)
 	}
 	for _, bad := range []string{`{"t_ms": 5}` + "\n" + `{"t_ms": 4}`, `{"t_ms": "x"}`, `{"t_ms": -1}`} {
 		wl := newTraceWorkload(strings.NewReader(bad), sc)

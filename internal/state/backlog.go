@@ -5,18 +5,27 @@ import (
 	"time"
 )
 
-// maxBacklogRho caps the utilisation backlogWeight uses: weight <= 20.
-const maxBacklogRho = 0.95
+// maxBacklogWeight caps the utilisation term of backlogWeight: 20, the
+// model's 1/(1 − ρ) at ρ = 0.95. A holder then keeps a prefix until its
+// queue is longer by 20 misses of it, not without bound.
+const maxBacklogWeight = 20
 
 // backlogWeight is the scheduler.Request.PrefillWeight of a pick when
 // Limits.BacklogWeight is on, the larger of
 //
 //	1 + the fewest waiting requests any instance has, and
 //	1 / (1 − ρ), ρ = the prefill tokens/s picked onto the pool (decaying
-//	over workTau) / the summed throughput, at most maxBacklogRho,
+//	over workTau) / the summed throughput,
 //
 // over the connected, reported, not draining instances; 0 (the model's
-// cost) when it is off or no instance qualifies.
+// cost) when it is off or no instance qualifies; with
+// Limits.BacklogExternality the second is 1 + ρ/(1 − ρ)² (see utilWeight),
+// both at most maxBacklogWeight. With Limits.BacklogBusy,
+// ρ is the larger of that and the measured busy fraction (backlogSums.busy:
+// the share of instances whose latest report shows prefill work, averaged
+// over workTau), which also counts the engine time the tokens do not
+// (a fixed cost per batch: at 70 % busy in SIMULATION.md's util70 the
+// tokens alone make ρ about 0.55).
 //
 // The work a miss adds to an instance delays the requests that queue
 // behind it before that instance next idles, not this request alone: in a
@@ -37,12 +46,34 @@ func (p *Pool) backlogWeight(now time.Time) float64 {
 	if !b.found {
 		return 0
 	}
-	w := 1 + float64(b.least)
+	rho := 0.0
 	if b.tps > 0 {
-		rho := min(p.work.read(now)/b.tps, maxBacklogRho)
-		w = max(w, 1/(1-rho))
+		rho = p.work.read(now) / b.tps
 	}
-	return w
+	if p.limits.BacklogBusy {
+		rho = max(rho, b.busy)
+	}
+	return max(1+float64(b.least), utilWeight(rho, p.limits.BacklogExternality))
+}
+
+// utilWeight is the utilisation term of backlogWeight at utilisation rho,
+// at most maxBacklogWeight: 1/(1 − ρ), or with externality 1 + ρ/(1 − ρ)²,
+// the request's own work plus the waiting one unit of work adds to
+// everyone after it in an M/M/1 queue of utilisation ρ (the derivative of
+// the queue's summed sojourn times with respect to its load, less the
+// newcomer's own: Naor 1969, Mendelson 1985). 1/(1 − ρ) = 1 + ρ/(1 − ρ)
+// counts the requests a unit of work delays as those in the queue now;
+// but the work also lengthens the busy period, and so delays the requests
+// that arrive during it, and those that arrive during their delay.
+func utilWeight(rho float64, externality bool) float64 {
+	if rho >= 1 {
+		return maxBacklogWeight
+	}
+	rho = max(rho, 0)
+	if externality {
+		return min(1+rho/((1-rho)*(1-rho)), maxBacklogWeight)
+	}
+	return min(1/(1-rho), maxBacklogWeight)
 }
 
 // backlogRefresh is how long backlogWeight reuses its reading of the
@@ -58,6 +89,10 @@ type backlogSums struct {
 	least uint32  // the fewest waiting requests
 	found bool    // some instance qualifies
 	tps   float64 // their summed prefill throughput, tokens/s
+	// busy is the fraction of them whose latest report shows prefill work
+	// (reportsBusy), averaged over time with the work meter's time
+	// constant: the pool's measured prefill utilisation.
+	busy float64
 }
 
 // backlogSums returns the reading of the instances at most backlogRefresh
@@ -73,9 +108,14 @@ func (p *Pool) backlogSums(now time.Time) backlogSums {
 	}
 	b := backlogSums{at: now}
 	def := p.defaultTPS()
+	n, busy := 0, 0
 	for _, in := range p.order {
 		if !in.connected || !in.reported || in.last.Draining {
 			continue
+		}
+		n++
+		if reportsBusy(&in.last) {
+			busy++
 		}
 		if t := in.last.PrefillTokensPerSecond; t > 0 {
 			b.tps += t
@@ -86,8 +126,31 @@ func (p *Pool) backlogSums(now time.Time) backlogSums {
 			b.least, b.found = w, true
 		}
 	}
+	if n > 0 {
+		b.busy = float64(busy) / float64(n)
+		if c := p.bsums.Load(); c != nil && c.found {
+			// An exponential moving average in time: a reading dt after the
+			// previous one weighs 1 − e^(−dt/workTau); one dated before it
+			// (a concurrent pick's earlier now) weighs nothing.
+			dt := max(0, now.Sub(c.at))
+			b.busy = c.busy + (b.busy-c.busy)*(1-math.Exp(-float64(dt)/float64(workTau)))
+		}
+	}
 	p.bsums.Store(&b)
 	return b
+}
+
+// reportsBusy reports whether r shows prefill work queued or running: its
+// QueueMs when it has one (the protocol's "queued and running prefill
+// work"), else its QueuedPrefillTokens. Sampled over the instances and over
+// time it is the prefill engines' busy fraction, which counts what the
+// router's work meter cannot see: time per batch beyond the tokens
+// (scheduling, kernel launches) and a throughput below the reported one.
+func reportsBusy(r *Report) bool {
+	if r.HasQueueMs {
+		return r.QueueMs > 0
+	}
+	return r.QueuedPrefillTokens > 0
 }
 
 // workTau is the time constant of the pool's work meter.

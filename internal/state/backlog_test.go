@@ -106,3 +106,104 @@ func TestBacklogWeightRefresh(t *testing.T) {
 		}
 	}
 }
+
+// TestBacklogWeightBusy: with BacklogBusy the utilisation is the larger of
+// the work meter's and the share of instances whose latest report shows
+// prefill work (QueueMs, or queued tokens without it), averaged in time.
+func TestBacklogWeightBusy(t *testing.T) {
+	busyRep := &Report{PrefillTokensPerSecond: 10000, HasQueueMs: true, QueueMs: 12}
+	idleRep := &Report{PrefillTokensPerSecond: 10000, HasQueueMs: true}
+	tokensRep := &Report{PrefillTokensPerSecond: 10000, QueuedPrefillTokens: 100} // no QueueMs: its tokens
+	for _, tc := range []struct {
+		name   string
+		off    bool // BacklogBusy off
+		reps   []*Report
+		tokens uint64 // work picked at t0
+		later  []bool // after, every instance reports busy (true) or idle
+		after  time.Duration
+		want   float64
+	}{
+		{"off: the meter alone", true, []*Report{busyRep, busyRep, busyRep, idleRep}, 0, nil, 0, 1},
+		{"3 of 4 busy", false, []*Report{busyRep, busyRep, tokensRep, idleRep}, 0, nil, 0, 4},
+		{"queued tokens count only without QueueMs", false, []*Report{tokensRep, {PrefillTokensPerSecond: 10000, HasQueueMs: true, QueuedPrefillTokens: 100}}, 0, nil, 0, 2},
+		// 40000 tokens at t0: 20000 tokens/s of 40000, ρ 1/2 by the meter > 1/4 busy.
+		{"the meter when it is larger", false, []*Report{busyRep, idleRep, idleRep, idleRep}, 40000, nil, 0, 2},
+		// 3/4 at t0, then all idle for 2 s: 3/4 × e^-1.
+		{"averaged over time", false, []*Report{busyRep, busyRep, busyRep, idleRep}, 0, []bool{false, false, false, false}, 2 * time.Second, 1 / (1 - 0.75*math.Exp(-1))},
+		{"at most 20", false, []*Report{busyRep, busyRep}, 0, nil, 0, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, p := newTestPool(t, Limits{BacklogWeight: true, BacklogBusy: !tc.off})
+			var ss []*Session
+			for i, r := range tc.reps {
+				rep := *r
+				rep.Seq = 1
+				ss = append(ss, connect(t, p, t0, "d", string(rune('a'+i)), &rep))
+			}
+			if tc.tokens > 0 {
+				p.work.add(t0, tc.tokens)
+			}
+			weight := func(at time.Time) float64 {
+				p.mu.RLock()
+				defer p.mu.RUnlock()
+				return p.backlogWeight(at)
+			}
+			got := weight(t0)
+			if tc.later != nil {
+				at := t0.Add(tc.after)
+				for i, busy := range tc.later {
+					rep := *idleRep
+					if busy {
+						rep = *busyRep
+					}
+					rep.Seq = 2
+					if err := ss[i].Report(at, &rep); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got = weight(at)
+			}
+			if math.Abs(got-tc.want) > 1e-12 {
+				t.Fatalf("backlogWeight = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestUtilWeight: 1/(1 − ρ), or with externality 1 + ρ/(1 − ρ)², both at
+// most 20; and through backlogWeight with BacklogExternality.
+func TestUtilWeight(t *testing.T) {
+	for _, tc := range []struct {
+		rho  float64
+		ext  bool
+		want float64
+	}{
+		{0, false, 1}, {0, true, 1},
+		{0.5, false, 2}, {0.5, true, 3},
+		{0.75, false, 4}, {0.75, true, 13},
+		{0.8, true, 20}, // 21, capped
+		{0.95, false, 20}, {0.99, false, 20},
+		{1, true, 20}, {3, false, 20}, {-1, true, 1},
+	} {
+		if got := utilWeight(tc.rho, tc.ext); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("utilWeight(%v, %v) = %v, want %v", tc.rho, tc.ext, got, tc.want)
+		}
+	}
+	// 3 of 4 instances busy: ρ 3/4 → 13; 1 + 14 waiting is larger.
+	for _, tc := range []struct {
+		waiting uint32
+		want    float64
+	}{{0, 13}, {14, 15}} {
+		_, p := newTestPool(t, Limits{BacklogWeight: true, BacklogBusy: true, BacklogExternality: true})
+		for i, q := range []float64{5, 5, 5, 0} {
+			connect(t, p, t0, "d", string(rune('a'+i)), &Report{Seq: 1, PrefillTokensPerSecond: 10000, HasQueueMs: true,
+				QueueMs: q, WaitingRequests: tc.waiting})
+		}
+		p.mu.RLock()
+		got := p.backlogWeight(t0)
+		p.mu.RUnlock()
+		if got != tc.want {
+			t.Errorf("%d waiting: backlogWeight = %v, want %v", tc.waiting, got, tc.want)
+		}
+	}
+}

@@ -43,6 +43,17 @@ type Limits struct {
 	// backlogWeight). Default false here, the model's cost exactly;
 	// prefixrouted turns it on (--backlog-weight, SIMULATION.md section 5).
 	BacklogWeight bool
+	// BacklogBusy makes the backlog weight's utilisation the larger of the
+	// prefill tokens picked per second of throughput and the fraction of
+	// instances whose reports show prefill work queued or running (see
+	// backlogWeight, reportsBusy). No effect without BacklogWeight.
+	// Default false; prefixrouted turns it on (--backlog-busy).
+	BacklogBusy bool
+	// BacklogExternality makes the backlog weight's utilisation term
+	// 1 + ρ/(1 − ρ)², the M/M/1 externality of a unit of work, instead of
+	// 1/(1 − ρ) (see utilWeight). No effect without BacklogWeight. Default
+	// false; prefixrouted turns it on (--backlog-externality).
+	BacklogExternality bool
 }
 
 // Default limits.

@@ -699,7 +699,7 @@ func TestValidatePick(t *testing.T) {
 // TestLimitsDefaults: zero and negative fields take their defaults.
 func TestLimitsDefaults(t *testing.T) {
 	want := Limits{DefaultMaxPools, DefaultMaxInstancesPerPool, DefaultMaxPrefixBlocks, DefaultMaxBlockEvents,
-		DefaultMaxExcludes, DefaultMaxBlocksPerInstance, DefaultMaxIndexPairs, DefaultMaxNameBytes, readiness.Config{}, false, false}
+		DefaultMaxExcludes, DefaultMaxBlocksPerInstance, DefaultMaxIndexPairs, DefaultMaxNameBytes, readiness.Config{}, false, false, false, false}
 	if got := (Limits{}).withDefaults(); got != want {
 		t.Fatalf("zero: %+v", got)
 	}
