@@ -61,15 +61,13 @@ func (o *observer) registerGauges(m metric.Meter) error {
 	g.weightShare = f64("prefixroute_deployment_weight_share_ratio", "", "Each deployment's weight over the pool's sum of weights: the traffic share the operator configured.")
 	g.trafficShare = f64("prefixroute_deployment_traffic_share_ratio", "", "Each deployment's share of the pool's successful picks over the traffic-share window (60 s); absent while the pool had none.")
 	g.hitRatio = f64("prefixroute_deployment_hit_ratio", "", "Matched over requested prefix blocks of the picks routed to each deployment over the traffic-share window (60 s); absent while they carried no blocks.")
-	var err error
-	g.capEvicted, err = m.Int64ObservableCounter("prefixroute_prefix_index_cap_evicted", metric.WithUnit("{entry}"),
-		metric.WithDescription("(block, instance) entries evicted because the router held --max-index-pairs entries over all pools."))
-	errs = append(errs, err)
 	c64 := func(name, unit, desc string) metric.Int64ObservableCounter {
 		x, err := m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
 		errs = append(errs, err)
 		return x
 	}
+	g.capEvicted = c64("prefixroute_prefix_index_cap_evicted", "{entry}",
+		"(block, instance) entries evicted because the router held --max-index-pairs entries over all pools.")
 	// Counted by the hot paths in atomics (observer), read here.
 	g.reports = c64("prefixroute_reports", "{report}", "Load reports received and applied, by pool and deployment.")
 	g.picks = c64("prefixroute_picks", "{pick}", "Pick calls by pool, chosen deployment (unset when the pick failed) and outcome.")
@@ -79,7 +77,7 @@ func (o *observer) registerGauges(m metric.Meter) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	_, err = m.RegisterCallback(func(ctx context.Context, ob metric.Observer) error {
+	_, err := m.RegisterCallback(func(ctx context.Context, ob metric.Observer) error {
 		o.observe(ob, &g)
 		return nil
 	}, g.instances, g.streams, g.weightsVersion, g.policyVersion, g.indexBlocks, g.indexPairs, g.indexBytes,
