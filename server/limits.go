@@ -98,39 +98,89 @@ func (g *streamGuard) hit(ctx context.Context, limit string) {
 }
 
 // stream is the stream interceptor: ReportLoad streams are counted against
-// MaxReportStreams and their messages go through a guardedStream; other
-// streams pass.
+// MaxReportStreams and their messages go through a guardedStream; a
+// ReportLoadBatch stream counts once too, gets the first-report deadline,
+// and finds the guard in its context (guardFrom) to count its instances
+// and their rates itself; other streams pass.
 func (g *streamGuard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if info.FullMethod != pb.LoadService_ReportLoad_FullMethodName {
+	batch := info.FullMethod == pb.LoadService_ReportLoadBatch_FullMethodName
+	if !batch && info.FullMethod != pb.LoadService_ReportLoad_FullMethodName {
 		return handler(srv, ss)
 	}
 	ctx := ss.Context()
-	if n := g.open.Add(1); n > int64(g.l.MaxReportStreams) {
-		g.open.Add(-1)
-		g.hit(ctx, "max_report_streams")
-		return status.Errorf(codes.ResourceExhausted,
-			"too many report streams: %d open, the limit is %d (--max-report-streams); retry with backoff or use another router replica",
-			n-1, g.l.MaxReportStreams)
+	if err := g.take(ctx, "report streams"); err != nil {
+		return err
 	}
-	defer g.open.Add(-1)
-	gs := &guardedStream{ServerStream: ss, g: g, first: true,
-		lim: rate.NewLimiter(rate.Limit(g.l.ReportsPerSecond), g.l.ReportBurst)}
+	defer g.give()
+	gs := &guardedStream{ServerStream: ss, ctx: ctx, g: g, first: true}
+	if batch {
+		gs.ctx = context.WithValue(ctx, guardKey{}, g)
+		return handler(srv, gs)
+	}
+	gs.lim = g.limiter()
 	if c := auth.CallerFrom(ctx); c != nil && c.Bind != nil {
 		gs.bound = c.Principal
 	}
 	return handler(srv, gs)
 }
 
-// guardedStream is a ReportLoad stream under its limits. RecvMsg is called
+// take holds one of MaxReportStreams for a report stream, or for an
+// instance of a ReportLoadBatch stream (what names it in the error); give
+// releases it.
+func (g *streamGuard) take(ctx context.Context, what string) error {
+	if n := g.open.Add(1); n > int64(g.l.MaxReportStreams) {
+		g.open.Add(-1)
+		g.hit(ctx, "max_report_streams")
+		return status.Errorf(codes.ResourceExhausted,
+			"too many %s: %d report streams and batched instances open, the limit is %d (--max-report-streams); retry with backoff or use another router replica",
+			what, n-1, g.l.MaxReportStreams)
+	}
+	return nil
+}
+
+func (g *streamGuard) give() { g.open.Add(-1) }
+
+// limiter returns a new token bucket of one stream or batched instance.
+func (g *streamGuard) limiter() *rate.Limiter {
+	return rate.NewLimiter(rate.Limit(g.l.ReportsPerSecond), g.l.ReportBurst)
+}
+
+// allow takes a report from lim, or returns the error that ends the stream
+// (or the batched instance) over its rate.
+func (g *streamGuard) allow(ctx context.Context, lim *rate.Limiter) error {
+	if lim.Allow() {
+		return nil
+	}
+	g.hit(ctx, "reports_per_second")
+	return status.Errorf(codes.ResourceExhausted,
+		"report rate over the limit of %g reports/s (burst %d) per stream (--max-reports-per-second); report at the interval the acks ask for (report_interval_ms)",
+		g.l.ReportsPerSecond, g.l.ReportBurst)
+}
+
+// guardKey keys the streamGuard in a ReportLoadBatch stream's context.
+type guardKey struct{}
+
+// guardFrom returns the guard of a ReportLoadBatch stream's context, or nil
+// when no guard runs (the handler then counts nothing).
+func guardFrom(ctx context.Context) *streamGuard {
+	g, _ := ctx.Value(guardKey{}).(*streamGuard)
+	return g
+}
+
+// guardedStream is a report stream under its limits. RecvMsg is called
 // by one goroutine at a time (the handler's, then its reader's), as gRPC
 // requires.
 type guardedStream struct {
 	grpc.ServerStream
+	ctx   context.Context
 	g     *streamGuard
-	lim   *rate.Limiter
+	lim   *rate.Limiter // nil: the handler limits the rate (ReportLoadBatch)
 	first bool
-	bound *auth.Principal // nil: no binding to check
+	bound *auth.Principal // nil: no binding to check here
 }
+
+// Context is the stream's context (with the guard, for ReportLoadBatch).
+func (s *guardedStream) Context() context.Context { return s.ctx }
 
 // RecvMsg receives one report: the first within FirstReportTimeout, each
 // within the stream's token bucket and inside its identity's binding.
@@ -142,18 +192,15 @@ func (s *guardedStream) RecvMsg(m any) error {
 	} else {
 		err = s.ServerStream.RecvMsg(m)
 	}
-	if err != nil {
+	if err != nil || s.lim == nil {
 		return err
 	}
-	if !s.lim.Allow() {
-		s.g.hit(s.Context(), "reports_per_second")
-		return status.Errorf(codes.ResourceExhausted,
-			"report rate over the limit of %g reports/s (burst %d) per stream (--max-reports-per-second); report at the interval the acks ask for (report_interval_ms)",
-			s.g.l.ReportsPerSecond, s.g.l.ReportBurst)
+	if err := s.g.allow(s.ctx, s.lim); err != nil {
+		return err
 	}
 	if r, ok := m.(*pb.ReportLoadRequest); ok && s.bound != nil {
 		if err := s.bound.CheckReport(r); err != nil {
-			s.g.hit(s.Context(), "binding")
+			s.g.hit(s.ctx, "binding")
 			return err
 		}
 	}

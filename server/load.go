@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,7 +42,7 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 	if err := ls.convert(first, &rep); err != nil {
 		return err
 	}
-	if err := checkAckInterval(first); err != nil {
+	if err := checkAckInterval(first.GetAckIntervalMs(), "first report"); err != nil {
 		return err
 	}
 	pool, err := s.reg.Ensure(id.Pool)
@@ -64,7 +65,10 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 	s.log.Debug("report stream opened", "pool", id.Pool, "deployment", id.Deployment, "instance", id.Instance, "address", id.Address)
 
 	l := &reportLoop{ls: ls, stream: stream, id: id, sess: sess, rep: &rep, lastSeq: first.GetSeq(),
-		counts: s.obs.reporting(id.Pool, id.Deployment), acks: newAcker(s, stream, first)}
+		counts: s.obs.reporting(id.Pool, id.Deployment)}
+	l.acks = newAcker(s, first.GetAckIntervalMs(), func(resend bool) error {
+		return stream.Send(&pb.ReportLoadResponse{Seq: l.ackSeq, ReportIntervalMs: s.reportIntervalMs(), ResendCache: resend})
+	})
 	defer l.stop() // first of the defers: no report is applied after StreamEnded
 	l.mu.Lock()
 	err = l.apply(first)
@@ -74,25 +78,35 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 	}
 	ended := make(chan error, 1)
 	go l.receive(ended)
+	return s.awaitEnd(stream.Context(), ended, l.acks, &l.mu, sess.Done(), func() error { return replacedError(id) })
+}
+
+// awaitEnd waits for the end of a report stream whose receive goroutine
+// reports on ended, sending the deferred acks of acks (under mu) when due:
+// it returns the stream's status. replaced, when not nil, is closed when a
+// newer stream replaced the stream's instance; replacedErr is then the
+// status.
+func (s *Server) awaitEnd(ctx context.Context, ended <-chan error, acks *acker, mu *sync.Mutex,
+	replaced <-chan struct{}, replacedErr func() error) error {
 	for {
 		select {
 		case err := <-ended:
 			return err
-		case <-l.acks.due():
-			l.mu.Lock()
-			err := l.acks.flush()
-			l.mu.Unlock()
+		case <-acks.due():
+			mu.Lock()
+			err := acks.flush()
+			mu.Unlock()
 			if err != nil {
 				return err
 			}
-		case <-sess.Done():
-			return replacedError(id)
+		case <-replaced:
+			return replacedErr()
 		case <-s.stopping:
 			return status.Error(codes.Unavailable, "router shutting down; reconnect and resend the cache snapshot")
-		case <-stream.Context().Done():
+		case <-ctx.Done():
 			// The client ended the stream (or its deadline passed): Canceled
 			// or DeadlineExceeded, logged as the client's doing.
-			return status.FromContextError(stream.Context().Err()).Err()
+			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
 }
@@ -111,7 +125,8 @@ type reportLoop struct {
 	mu      sync.Mutex // held while applying a report or sending an ack
 	closed  bool       // set by stop: nothing is applied or sent after it
 	rep     *state.Report
-	lastSeq uint64
+	lastSeq uint64 // of the latest report checked
+	ackSeq  uint64 // of the latest report applied
 }
 
 // receive applies the stream's reports until it ends, then sends why on
@@ -171,7 +186,8 @@ func (l *reportLoop) apply(m *pb.ReportLoadRequest) error {
 	}
 	l.counts.reported() // observability hook (metrics.go)
 	s.repl.Reported(l.id, m)
-	return l.acks.applied(m.GetSeq())
+	l.ackSeq = m.GetSeq()
+	return l.acks.applied(false)
 }
 
 // stop ends the loop: the reports applied so far are acked when the

@@ -5,8 +5,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 )
 
 // MaxAckIntervalMs is the largest ack_interval_ms a ReportLoad stream may
@@ -14,43 +12,44 @@ import (
 // InvalidArgument before its instance is connected.
 const MaxAckIntervalMs = 60000
 
-// checkAckInterval validates the first report's ack_interval_ms.
-func checkAckInterval(first *pb.ReportLoadRequest) error {
-	if ms := first.GetAckIntervalMs(); ms > MaxAckIntervalMs {
+// checkAckInterval validates ack_interval_ms of a stream's first message
+// (what names the message in the error).
+func checkAckInterval(ms uint32, what string) error {
+	if ms > MaxAckIntervalMs {
 		return status.Errorf(codes.InvalidArgument,
-			"first report of a stream: ack_interval_ms %d is above the limit %d (one ack a minute); use 0 to ack every report",
-			ms, MaxAckIntervalMs)
+			"%s of a stream: ack_interval_ms %d is above the limit %d (one ack a minute); use 0 to ack every report",
+			what, ms, MaxAckIntervalMs)
 	}
 	return nil
 }
 
-// acker sends a ReportLoad stream's acks: one per report, or, when the
-// stream asked for an ack interval, at most one per interval covering every
-// report applied up to its seq. Pacing is in real time (it is the
-// transport's, not the pool's clock). Not safe for concurrent use, except
-// due: the stream's reportLoop calls the rest under its mutex, as it sends.
+// acker paces a report stream's acks: one per report, or, when the stream
+// asked for an ack interval, at most one per interval covering every report
+// applied before it. What an ack holds is the stream's: emit sends it (one
+// ReportLoadResponse, or a ReportLoadBatchResponse for every instance with
+// reports not yet acked). Pacing is in real time (it is the transport's,
+// not the pool's clock). Not safe for concurrent use, except due: the
+// stream's loop calls the rest under its mutex, as it sends.
 type acker struct {
-	send       func(*pb.ReportLoadResponse) error
-	resend     func() uint64 // the cluster's resend epoch
-	intervalMs uint32        // report_interval_ms of every ack
-	every      time.Duration // 0: ack every report
+	emit   func(resend bool) error // sends the pending ack; resend: ask for the caches again
+	resend func() uint64           // the cluster's resend epoch
+	every  time.Duration           // 0: ack every report
 
-	resendSeen uint64    // the resend epoch already passed on
-	sent       bool      // an ack went out on this stream
-	lastSent   time.Time // when the latest ack went out
-	pending    bool      // a report applied and not yet acked
-	pendingSeq uint64
+	resendSeen uint64      // the resend epoch already passed on
+	sent       bool        // an ack went out on this stream
+	lastSent   time.Time   // when the latest ack went out
+	pending    bool        // a report applied and not yet acked
 	timer      *time.Timer // armed while an ack is deferred; nil when every is 0
 	armed      bool
 }
 
-// newAcker returns the acker of a stream whose first report is first.
-func newAcker(s *Server, stream reportStream, first *pb.ReportLoadRequest) *acker {
+// newAcker returns the acker of a stream that asked for everyMs
+// (ack_interval_ms, already checked) and whose acks emit sends.
+func newAcker(s *Server, everyMs uint32, emit func(resend bool) error) *acker {
 	a := &acker{
-		send:       stream.Send,
+		emit:       emit,
 		resend:     s.repl.ResendEpoch,
-		intervalMs: uint32(s.opts.ReportInterval.Milliseconds()),
-		every:      time.Duration(first.GetAckIntervalMs()) * time.Millisecond,
+		every:      time.Duration(everyMs) * time.Millisecond,
 		resendSeen: s.repl.ResendEpoch(),
 	}
 	if a.every > 0 {
@@ -60,11 +59,15 @@ func newAcker(s *Server, stream reportStream, first *pb.ReportLoadRequest) *acke
 	return a
 }
 
-// applied acks the report seq, which has been applied, or leaves it to a
-// later ack when the stream's interval allows.
-func (a *acker) applied(seq uint64) error {
-	a.pending, a.pendingSeq = true, seq
-	if a.every == 0 || !a.sent || a.resend() != a.resendSeen {
+// reportIntervalMs is the report_interval_ms of every ack.
+func (s *Server) reportIntervalMs() uint32 { return uint32(s.opts.ReportInterval.Milliseconds()) }
+
+// applied notes a report applied and acks it now, or leaves it to a later
+// ack when the stream's interval allows. now asks for the ack at once (an
+// instance's first report on a batch stream).
+func (a *acker) applied(now bool) error {
+	a.pending = true
+	if now || a.every == 0 || !a.sent || a.resend() != a.resendSeen {
 		return a.flush()
 	}
 	if wait := a.every - time.Since(a.lastSent); wait > 0 {
@@ -93,12 +96,12 @@ func (a *acker) flush() error {
 	if !a.pending {
 		return nil
 	}
-	ack := &pb.ReportLoadResponse{Seq: a.pendingSeq, ReportIntervalMs: a.intervalMs}
+	resend := false
 	if e := a.resend(); e != a.resendSeen {
-		ack.ResendCache, a.resendSeen = true, e
+		resend, a.resendSeen = true, e
 	}
 	a.pending, a.sent, a.lastSent = false, true, time.Now()
-	return a.send(ack)
+	return a.emit(resend)
 }
 
 // arm starts the timer for a deferred ack unless it runs already.

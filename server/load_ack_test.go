@@ -49,9 +49,11 @@ func TestAckerPacing(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var sent []*pb.ReportLoadResponse
-			var epoch uint64
-			a := &acker{send: func(m *pb.ReportLoadResponse) error { sent = append(sent, m); return nil },
-				resend: func() uint64 { return epoch }, intervalMs: 100, every: tc.every}
+			var epoch, seq uint64
+			a := &acker{emit: func(resend bool) error {
+				sent = append(sent, &pb.ReportLoadResponse{Seq: seq, ResendCache: resend, ReportIntervalMs: 100})
+				return nil
+			}, resend: func() uint64 { return epoch }, every: tc.every}
 			if tc.every > 0 {
 				a.timer = time.NewTimer(tc.every)
 				a.timer.Stop()
@@ -60,7 +62,8 @@ func TestAckerPacing(t *testing.T) {
 				before := len(sent)
 				switch st.op {
 				case "apply":
-					if err := a.applied(st.seq); err != nil {
+					seq = st.seq
+					if err := a.applied(false); err != nil {
 						t.Fatal(err)
 					}
 				case "flush":

@@ -10,7 +10,8 @@
 // A principal (one identity of the tokens file) holds a set of roles:
 //
 //	gateway        PickService.Pick
-//	instance       LoadService.ReportLoad, inside the identity's binding
+//	instance       LoadService.ReportLoad and ReportLoadBatch, every report
+//	               inside the identity's binding
 //	operator-read  the AdminService methods that only read (Get*, List*)
 //	operator       every AdminService method; implies operator-read
 //

@@ -43,6 +43,8 @@ var methodRules = map[string]Rule{
 	// The Envoy ext_proc endpoint picker (--extproc-listen) picks as Pick does.
 	extprocv3.ExternalProcessor_Process_FullMethodName: {Role: RoleGateway},
 	pb.LoadService_ReportLoad_FullMethodName:           {Role: RoleInstance},
+	// A node agent's batch: each report inside the binding (server checks).
+	pb.LoadService_ReportLoadBatch_FullMethodName: {Role: RoleInstance},
 
 	pb.AdminService_GetWeights_FullMethodName:         {Role: RoleOperatorRead},
 	pb.AdminService_GetPolicy_FullMethodName:          {Role: RoleOperatorRead},

@@ -298,6 +298,306 @@ func (x *ReportLoadResponse) GetResendCache() bool {
 	return false
 }
 
+// ReportLoadBatchRequest is one message of a ReportLoadBatch stream.
+type ReportLoadBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reports are applied in order, at most 256 a message. Each names its
+	// instance by pool and instance_id; an instance's first report on the
+	// stream also needs deployment and address, as the first report of a
+	// ReportLoad stream does. ack_interval_ms of a report is ignored (the
+	// stream's own field below counts).
+	Reports []*ReportLoadRequest `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	// closed ends these instances' sessions cleanly after this message's
+	// reports, as CloseSend ends a ReportLoad stream: each is answered by
+	// its last ack and an InstanceEnded with code 0.
+	Closed []*InstanceRef `protobuf:"bytes,2,rep,name=closed,proto3" json:"closed,omitempty"`
+	// ack_interval_ms, read from the stream's first message only: as on
+	// ReportLoadRequest, for every instance of the stream.
+	AckIntervalMs uint32 `protobuf:"varint,3,opt,name=ack_interval_ms,json=ackIntervalMs,proto3" json:"ack_interval_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportLoadBatchRequest) Reset() {
+	*x = ReportLoadBatchRequest{}
+	mi := &file_prefixroute_v1_load_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportLoadBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportLoadBatchRequest) ProtoMessage() {}
+
+func (x *ReportLoadBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_load_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportLoadBatchRequest.ProtoReflect.Descriptor instead.
+func (*ReportLoadBatchRequest) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_load_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReportLoadBatchRequest) GetReports() []*ReportLoadRequest {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+func (x *ReportLoadBatchRequest) GetClosed() []*InstanceRef {
+	if x != nil {
+		return x.Closed
+	}
+	return nil
+}
+
+func (x *ReportLoadBatchRequest) GetAckIntervalMs() uint32 {
+	if x != nil {
+		return x.AckIntervalMs
+	}
+	return 0
+}
+
+// InstanceRef names an instance of a pool.
+type InstanceRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pool          string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	InstanceId    string                 `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceRef) Reset() {
+	*x = InstanceRef{}
+	mi := &file_prefixroute_v1_load_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceRef) ProtoMessage() {}
+
+func (x *InstanceRef) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_load_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceRef.ProtoReflect.Descriptor instead.
+func (*InstanceRef) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_load_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *InstanceRef) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *InstanceRef) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+// ReportLoadBatchResponse carries acks and ends of a ReportLoadBatch
+// stream's instances.
+type ReportLoadBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// acks holds one ack for each instance with reports applied since its
+	// last ack, as a ReportLoad stream of the instance would get it.
+	Acks []*InstanceAck `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	// ended lists instances whose session ended while the stream goes on.
+	Ended         []*InstanceEnded `protobuf:"bytes,2,rep,name=ended,proto3" json:"ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportLoadBatchResponse) Reset() {
+	*x = ReportLoadBatchResponse{}
+	mi := &file_prefixroute_v1_load_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportLoadBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportLoadBatchResponse) ProtoMessage() {}
+
+func (x *ReportLoadBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_load_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportLoadBatchResponse.ProtoReflect.Descriptor instead.
+func (*ReportLoadBatchResponse) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_load_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReportLoadBatchResponse) GetAcks() []*InstanceAck {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
+func (x *ReportLoadBatchResponse) GetEnded() []*InstanceEnded {
+	if x != nil {
+		return x.Ended
+	}
+	return nil
+}
+
+// InstanceAck is the ack of one instance of a ReportLoadBatch stream.
+type InstanceAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Instance      *InstanceRef           `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"`
+	Ack           *ReportLoadResponse    `protobuf:"bytes,2,opt,name=ack,proto3" json:"ack,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceAck) Reset() {
+	*x = InstanceAck{}
+	mi := &file_prefixroute_v1_load_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceAck) ProtoMessage() {}
+
+func (x *InstanceAck) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_load_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceAck.ProtoReflect.Descriptor instead.
+func (*InstanceAck) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_load_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *InstanceAck) GetInstance() *InstanceRef {
+	if x != nil {
+		return x.Instance
+	}
+	return nil
+}
+
+func (x *InstanceAck) GetAck() *ReportLoadResponse {
+	if x != nil {
+		return x.Ack
+	}
+	return nil
+}
+
+// InstanceEnded says that an instance of a ReportLoadBatch stream ended.
+type InstanceEnded struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Instance *InstanceRef           `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"`
+	// code is the gRPC status code a ReportLoad stream of the instance would
+	// have ended with: 0 (OK) after closed, 10 (ABORTED) when a newer stream
+	// replaced it, 3 (INVALID_ARGUMENT) for a bad report, 8
+	// (RESOURCE_EXHAUSTED) over a limit, 7 (PERMISSION_DENIED) outside the
+	// caller's binding.
+	Code          int32  `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceEnded) Reset() {
+	*x = InstanceEnded{}
+	mi := &file_prefixroute_v1_load_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceEnded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceEnded) ProtoMessage() {}
+
+func (x *InstanceEnded) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_load_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceEnded.ProtoReflect.Descriptor instead.
+func (*InstanceEnded) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_load_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *InstanceEnded) GetInstance() *InstanceRef {
+	if x != nil {
+		return x.Instance
+	}
+	return nil
+}
+
+func (x *InstanceEnded) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *InstanceEnded) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_prefixroute_v1_load_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_load_proto_rawDesc = "" +
@@ -331,10 +631,29 @@ const file_prefixroute_v1_load_proto_rawDesc = "" +
 	"\x12ReportLoadResponse\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
 	"\x12report_interval_ms\x18\x02 \x01(\rR\x10reportIntervalMs\x12!\n" +
-	"\fresend_cache\x18\x03 \x01(\bR\vresendCache2f\n" +
+	"\fresend_cache\x18\x03 \x01(\bR\vresendCache\"\xb2\x01\n" +
+	"\x16ReportLoadBatchRequest\x12;\n" +
+	"\areports\x18\x01 \x03(\v2!.prefixroute.v1.ReportLoadRequestR\areports\x123\n" +
+	"\x06closed\x18\x02 \x03(\v2\x1b.prefixroute.v1.InstanceRefR\x06closed\x12&\n" +
+	"\x0fack_interval_ms\x18\x03 \x01(\rR\rackIntervalMs\"B\n" +
+	"\vInstanceRef\x12\x12\n" +
+	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1f\n" +
+	"\vinstance_id\x18\x02 \x01(\tR\n" +
+	"instanceId\"\x7f\n" +
+	"\x17ReportLoadBatchResponse\x12/\n" +
+	"\x04acks\x18\x01 \x03(\v2\x1b.prefixroute.v1.InstanceAckR\x04acks\x123\n" +
+	"\x05ended\x18\x02 \x03(\v2\x1d.prefixroute.v1.InstanceEndedR\x05ended\"|\n" +
+	"\vInstanceAck\x127\n" +
+	"\binstance\x18\x01 \x01(\v2\x1b.prefixroute.v1.InstanceRefR\binstance\x124\n" +
+	"\x03ack\x18\x02 \x01(\v2\".prefixroute.v1.ReportLoadResponseR\x03ack\"v\n" +
+	"\rInstanceEnded\x127\n" +
+	"\binstance\x18\x01 \x01(\v2\x1b.prefixroute.v1.InstanceRefR\binstance\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage2\xce\x01\n" +
 	"\vLoadService\x12W\n" +
 	"\n" +
-	"ReportLoad\x12!.prefixroute.v1.ReportLoadRequest\x1a\".prefixroute.v1.ReportLoadResponse(\x010\x01B\xbd\x01\n" +
+	"ReportLoad\x12!.prefixroute.v1.ReportLoadRequest\x1a\".prefixroute.v1.ReportLoadResponse(\x010\x01\x12f\n" +
+	"\x0fReportLoadBatch\x12&.prefixroute.v1.ReportLoadBatchRequest\x1a'.prefixroute.v1.ReportLoadBatchResponse(\x010\x01B\xbd\x01\n" +
 	"\x12com.prefixroute.v1B\tLoadProtoP\x01ZCgithub.com/prefixroute/prefixroute/api/prefixroute/v1;prefixroutev1\xa2\x02\x03PXX\xaa\x02\x0ePrefixroute.V1\xca\x02\x0ePrefixroute\\V1\xe2\x02\x1aPrefixroute\\V1\\GPBMetadata\xea\x02\x0fPrefixroute::V1b\x06proto3"
 
 var (
@@ -349,19 +668,33 @@ func file_prefixroute_v1_load_proto_rawDescGZIP() []byte {
 	return file_prefixroute_v1_load_proto_rawDescData
 }
 
-var file_prefixroute_v1_load_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_prefixroute_v1_load_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_prefixroute_v1_load_proto_goTypes = []any{
-	(*ReportLoadRequest)(nil),  // 0: prefixroute.v1.ReportLoadRequest
-	(*ReportLoadResponse)(nil), // 1: prefixroute.v1.ReportLoadResponse
+	(*ReportLoadRequest)(nil),       // 0: prefixroute.v1.ReportLoadRequest
+	(*ReportLoadResponse)(nil),      // 1: prefixroute.v1.ReportLoadResponse
+	(*ReportLoadBatchRequest)(nil),  // 2: prefixroute.v1.ReportLoadBatchRequest
+	(*InstanceRef)(nil),             // 3: prefixroute.v1.InstanceRef
+	(*ReportLoadBatchResponse)(nil), // 4: prefixroute.v1.ReportLoadBatchResponse
+	(*InstanceAck)(nil),             // 5: prefixroute.v1.InstanceAck
+	(*InstanceEnded)(nil),           // 6: prefixroute.v1.InstanceEnded
 }
 var file_prefixroute_v1_load_proto_depIdxs = []int32{
-	0, // 0: prefixroute.v1.LoadService.ReportLoad:input_type -> prefixroute.v1.ReportLoadRequest
-	1, // 1: prefixroute.v1.LoadService.ReportLoad:output_type -> prefixroute.v1.ReportLoadResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	0, // 0: prefixroute.v1.ReportLoadBatchRequest.reports:type_name -> prefixroute.v1.ReportLoadRequest
+	3, // 1: prefixroute.v1.ReportLoadBatchRequest.closed:type_name -> prefixroute.v1.InstanceRef
+	5, // 2: prefixroute.v1.ReportLoadBatchResponse.acks:type_name -> prefixroute.v1.InstanceAck
+	6, // 3: prefixroute.v1.ReportLoadBatchResponse.ended:type_name -> prefixroute.v1.InstanceEnded
+	3, // 4: prefixroute.v1.InstanceAck.instance:type_name -> prefixroute.v1.InstanceRef
+	1, // 5: prefixroute.v1.InstanceAck.ack:type_name -> prefixroute.v1.ReportLoadResponse
+	3, // 6: prefixroute.v1.InstanceEnded.instance:type_name -> prefixroute.v1.InstanceRef
+	0, // 7: prefixroute.v1.LoadService.ReportLoad:input_type -> prefixroute.v1.ReportLoadRequest
+	2, // 8: prefixroute.v1.LoadService.ReportLoadBatch:input_type -> prefixroute.v1.ReportLoadBatchRequest
+	1, // 9: prefixroute.v1.LoadService.ReportLoad:output_type -> prefixroute.v1.ReportLoadResponse
+	4, // 10: prefixroute.v1.LoadService.ReportLoadBatch:output_type -> prefixroute.v1.ReportLoadBatchResponse
+	9, // [9:11] is the sub-list for method output_type
+	7, // [7:9] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_load_proto_init() }
@@ -376,7 +709,7 @@ func file_prefixroute_v1_load_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_load_proto_rawDesc), len(file_prefixroute_v1_load_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LoadService_ReportLoad_FullMethodName = "/prefixroute.v1.LoadService/ReportLoad"
+	LoadService_ReportLoad_FullMethodName      = "/prefixroute.v1.LoadService/ReportLoad"
+	LoadService_ReportLoadBatch_FullMethodName = "/prefixroute.v1.LoadService/ReportLoadBatch"
 )
 
 // LoadServiceClient is the client API for LoadService service.
@@ -36,6 +37,17 @@ type LoadServiceClient interface {
 	// ack_interval_ms set on the first report, acks are cumulative and sent at
 	// most once per that interval.
 	ReportLoad(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReportLoadRequest, ReportLoadResponse], error)
+	// ReportLoadBatch carries the ReportLoad streams of several instances on
+	// one stream, for a node agent reporting for every engine of its host:
+	// one message holds a report of each, so the router receives one message
+	// where separate streams send one per instance. Each instance on it is a
+	// ReportLoad stream of its own: its first report names it and opens its
+	// session, its reports are applied in order and acked by seq, and it
+	// ends alone (closed by the agent, replaced by a newer stream, refused
+	// for a bad report or over its rate limit) without ending the others;
+	// a report for it after that opens a new session. The stream's own
+	// errors (a message over the limits, shutdown) end every instance on it.
+	ReportLoadBatch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReportLoadBatchRequest, ReportLoadBatchResponse], error)
 }
 
 type loadServiceClient struct {
@@ -59,6 +71,19 @@ func (c *loadServiceClient) ReportLoad(ctx context.Context, opts ...grpc.CallOpt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LoadService_ReportLoadClient = grpc.BidiStreamingClient[ReportLoadRequest, ReportLoadResponse]
 
+func (c *loadServiceClient) ReportLoadBatch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReportLoadBatchRequest, ReportLoadBatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LoadService_ServiceDesc.Streams[1], LoadService_ReportLoadBatch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReportLoadBatchRequest, ReportLoadBatchResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LoadService_ReportLoadBatchClient = grpc.BidiStreamingClient[ReportLoadBatchRequest, ReportLoadBatchResponse]
+
 // LoadServiceServer is the server API for LoadService service.
 // All implementations must embed UnimplementedLoadServiceServer
 // for forward compatibility.
@@ -73,6 +98,17 @@ type LoadServiceServer interface {
 	// ack_interval_ms set on the first report, acks are cumulative and sent at
 	// most once per that interval.
 	ReportLoad(grpc.BidiStreamingServer[ReportLoadRequest, ReportLoadResponse]) error
+	// ReportLoadBatch carries the ReportLoad streams of several instances on
+	// one stream, for a node agent reporting for every engine of its host:
+	// one message holds a report of each, so the router receives one message
+	// where separate streams send one per instance. Each instance on it is a
+	// ReportLoad stream of its own: its first report names it and opens its
+	// session, its reports are applied in order and acked by seq, and it
+	// ends alone (closed by the agent, replaced by a newer stream, refused
+	// for a bad report or over its rate limit) without ending the others;
+	// a report for it after that opens a new session. The stream's own
+	// errors (a message over the limits, shutdown) end every instance on it.
+	ReportLoadBatch(grpc.BidiStreamingServer[ReportLoadBatchRequest, ReportLoadBatchResponse]) error
 	mustEmbedUnimplementedLoadServiceServer()
 }
 
@@ -85,6 +121,9 @@ type UnimplementedLoadServiceServer struct{}
 
 func (UnimplementedLoadServiceServer) ReportLoad(grpc.BidiStreamingServer[ReportLoadRequest, ReportLoadResponse]) error {
 	return status.Error(codes.Unimplemented, "method ReportLoad not implemented")
+}
+func (UnimplementedLoadServiceServer) ReportLoadBatch(grpc.BidiStreamingServer[ReportLoadBatchRequest, ReportLoadBatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReportLoadBatch not implemented")
 }
 func (UnimplementedLoadServiceServer) mustEmbedUnimplementedLoadServiceServer() {}
 func (UnimplementedLoadServiceServer) testEmbeddedByValue()                     {}
@@ -114,6 +153,13 @@ func _LoadService_ReportLoad_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LoadService_ReportLoadServer = grpc.BidiStreamingServer[ReportLoadRequest, ReportLoadResponse]
 
+func _LoadService_ReportLoadBatch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(LoadServiceServer).ReportLoadBatch(&grpc.GenericServerStream[ReportLoadBatchRequest, ReportLoadBatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LoadService_ReportLoadBatchServer = grpc.BidiStreamingServer[ReportLoadBatchRequest, ReportLoadBatchResponse]
+
 // LoadService_ServiceDesc is the grpc.ServiceDesc for LoadService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -125,6 +171,12 @@ var LoadService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ReportLoad",
 			Handler:       _LoadService_ReportLoad_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "ReportLoadBatch",
+			Handler:       _LoadService_ReportLoadBatch_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

@@ -1,0 +1,332 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/auth"
+	"github.com/prefixroute/prefixroute/internal/state"
+)
+
+// Limits of a ReportLoadBatch stream (SECURITY.md lists them). Each
+// instance on the stream also holds one of --max-report-streams and has the
+// token bucket of a report stream (--max-reports-per-second).
+const (
+	// MaxBatchReports is the most reports one ReportLoadBatchRequest may
+	// carry; a message with more ends the stream with InvalidArgument.
+	MaxBatchReports = 256
+	// MaxBatchInstances is the most instances one ReportLoadBatch stream
+	// may hold at once; the first report of one more ends that instance
+	// with ResourceExhausted.
+	MaxBatchInstances = 1024
+)
+
+type batchStream = grpc.BidiStreamingServer[pb.ReportLoadBatchRequest, pb.ReportLoadBatchResponse]
+
+// ReportLoadBatch implements LoadService.ReportLoadBatch: the ReportLoad
+// streams of several instances on one stream (batchLoop). The stream ends
+// OK after the client's CloseSend, once every report is acked.
+func (ls *loadService) ReportLoadBatch(stream batchStream) error {
+	s := ls.s
+	first, err := stream.Recv()
+	if err != nil {
+		return recvError(err)
+	}
+	if err := checkAckInterval(first.GetAckIntervalMs(), "first message"); err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	b := &batchLoop{ls: ls, stream: stream, ctx: ctx, guard: guardFrom(ctx), members: make(map[memberKey]*member)}
+	if c := auth.CallerFrom(ctx); c != nil && c.Bind != nil {
+		b.bound = c.Principal
+	}
+	b.acks = newAcker(s, first.GetAckIntervalMs(), b.emit)
+	defer b.stop()
+	b.mu.Lock()
+	err = b.apply(first)
+	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	ended := make(chan error, 1)
+	go b.receive(ended)
+	return s.awaitEnd(ctx, ended, b.acks, &b.mu, nil, nil)
+}
+
+// memberKey names an instance of a batch stream.
+type memberKey struct{ pool, instance string }
+
+// member is one instance of a ReportLoadBatch stream: what a reportLoop
+// holds for its single instance.
+type member struct {
+	key     memberKey
+	id      state.Identity
+	sess    *state.Session
+	rep     state.Report
+	counts  *depObs
+	lim     *rate.Limiter // nil without a guard
+	lastSeq uint64        // of the latest report checked
+	ackSeq  uint64        // of the latest report applied
+	pending bool          // applied and not yet acked
+	queued  bool          // in batchLoop.due
+	fresh   bool          // opened, its first ack not sent: acked at once
+}
+
+// batchLoop is one ReportLoadBatch stream. Like reportLoop, its receive
+// goroutine reads, applies and acks; the handler's goroutine waits for the
+// end and sends deferred acks; mu serialises the two and stop ends both.
+type batchLoop struct {
+	ls      *loadService
+	stream  batchStream
+	ctx     context.Context
+	guard   *streamGuard    // nil: no limits counted (a server without a daemon)
+	bound   *auth.Principal // nil: no binding to check
+	acks    *acker
+	mu      sync.Mutex
+	closed  bool
+	members map[memberKey]*member
+	due     []*member           // members with reports not yet acked (ended ones too)
+	ended   []*pb.InstanceEnded // sent with the next acks, after them
+	out     pb.ReportLoadBatchResponse
+}
+
+// receive applies the stream's messages until it ends, then sends why on
+// ended (nil after a clean end, every report acked).
+func (b *batchLoop) receive(ended chan<- error) {
+	for {
+		m, err := b.stream.Recv()
+		if err != nil {
+			if err = recvError(err); err == nil {
+				b.mu.Lock()
+				err = b.acks.flush()
+				b.mu.Unlock()
+			}
+			ended <- err
+			return
+		}
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return
+		}
+		err = b.apply(m)
+		b.mu.Unlock()
+		if err != nil {
+			ended <- err
+			return
+		}
+	}
+}
+
+// apply applies one message: each report to its instance (opening it on
+// its first report), then closed; an instance's error ends that instance
+// alone. The error returned ends the stream. The caller holds mu.
+func (b *batchLoop) apply(m *pb.ReportLoadBatchRequest) error {
+	if n := len(m.GetReports()); n > MaxBatchReports {
+		return status.Errorf(codes.InvalidArgument,
+			"ReportLoadBatch message with %d reports: the limit is %d; send the rest in the next message", n, MaxBatchReports)
+	}
+	now := false // ack at once: a first report, or an instance ended
+	for i, r := range m.GetReports() {
+		k := memberKey{r.GetPool(), r.GetInstanceId()}
+		if k.pool == "" || k.instance == "" {
+			return status.Errorf(codes.InvalidArgument,
+				"ReportLoadBatch report %d (seq %d) has no pool or instance_id: every report of a batch names its instance", i, r.GetSeq())
+		}
+		mb, err := b.report(k, r)
+		if err != nil {
+			b.end(k, mb, err)
+			now = true
+			continue
+		}
+		if !mb.queued {
+			mb.queued = true
+			b.due = append(b.due, mb)
+		}
+		now = now || mb.fresh
+		mb.pending, mb.ackSeq = true, r.GetSeq()
+	}
+	for _, c := range m.GetClosed() {
+		k := memberKey{c.GetPool(), c.GetInstanceId()}
+		if mb := b.members[k]; mb != nil {
+			b.end(k, mb, nil)
+			now = true
+		}
+	}
+	if len(b.due) == 0 && len(b.ended) == 0 {
+		return nil
+	}
+	return b.acks.applied(now)
+}
+
+// report applies r to instance k, opening it when the stream does not hold
+// it. On error the instance is ended by the caller (mb may be nil).
+func (b *batchLoop) report(k memberKey, r *pb.ReportLoadRequest) (mb *member, err error) {
+	if b.bound != nil {
+		if err := b.bound.CheckReport(r); err != nil {
+			b.guard.hit(b.ctx, "binding")
+			return b.members[k], err
+		}
+	}
+	mb = b.members[k]
+	if mb == nil {
+		return b.open(k, r)
+	}
+	if b.guard != nil {
+		if err := b.guard.allow(b.ctx, mb.lim); err != nil {
+			return mb, err
+		}
+	}
+	if err := sameIdentity(mb.id, r); err != nil {
+		return mb, err
+	}
+	if r.GetSeq() < mb.lastSeq {
+		return mb, status.Errorf(codes.InvalidArgument,
+			"report seq %d is below the instance's last seq %d: seq must not decrease; close the instance (closed) to start over",
+			r.GetSeq(), mb.lastSeq)
+	}
+	mb.lastSeq = r.GetSeq()
+	if err := b.ls.convert(r, &mb.rep); err != nil {
+		return mb, err
+	}
+	return mb, b.applyTo(mb, r)
+}
+
+// open starts the session of instance k from its first report r on the
+// stream, as ReportLoad does with a stream's first report.
+func (b *batchLoop) open(k memberKey, r *pb.ReportLoadRequest) (*member, error) {
+	s := b.ls.s
+	if len(b.members) >= MaxBatchInstances {
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"this ReportLoadBatch stream holds %d instances, the limit is %d; open another stream", len(b.members), MaxBatchInstances)
+	}
+	id := state.Identity{Pool: k.pool, Deployment: r.GetDeployment(), Instance: k.instance, Address: r.GetAddress()}
+	if err := s.reg.ValidateIdentity(id); err != nil {
+		return nil, status.Error(codeOf(err), "first report of an instance on the stream: "+err.Error())
+	}
+	mb := &member{key: k, id: id, lastSeq: r.GetSeq(), counts: s.obs.reporting(id.Pool, id.Deployment), fresh: true}
+	if err := b.ls.convert(r, &mb.rep); err != nil {
+		return nil, err
+	}
+	if b.guard != nil {
+		if err := b.guard.take(b.ctx, "report streams"); err != nil {
+			return nil, err
+		}
+		mb.lim = b.guard.limiter()
+		if err := b.guard.allow(b.ctx, mb.lim); err != nil {
+			b.guard.give()
+			return nil, err
+		}
+	}
+	pool, err := s.reg.Ensure(id.Pool)
+	if err != nil {
+		b.giveSlot()
+		return nil, statusOf(err)
+	}
+	s.repl.StreamOpened(id.Pool, id.Instance)
+	if mb.sess, err = pool.Connect(s.opts.Now(), id); err != nil {
+		s.repl.StreamEnded(id.Pool, id.Instance, false)
+		b.giveSlot()
+		return nil, statusOf(err)
+	}
+	if prev, ok := mb.sess.TookOver(); ok {
+		s.tookOver(b.ctx, id, prev)
+	}
+	b.members[k] = mb
+	s.log.Debug("batched instance opened", "pool", id.Pool, "deployment", id.Deployment, "instance", id.Instance, "address", id.Address)
+	return mb, b.applyTo(mb, r)
+}
+
+// applyTo applies mb's converted report r to its session and passes it to
+// the replicas.
+func (b *batchLoop) applyTo(mb *member, r *pb.ReportLoadRequest) error {
+	s := b.ls.s
+	if err := mb.sess.Report(s.opts.Now(), &mb.rep); err != nil {
+		return replacedError(mb.id)
+	}
+	mb.counts.reported()
+	s.repl.Reported(mb.id, r)
+	return nil
+}
+
+func (b *batchLoop) giveSlot() {
+	if b.guard != nil {
+		b.guard.give()
+	}
+}
+
+// end ends instance k (mb: its member, nil when it never opened): its
+// session closes, and the next response carries its last ack (it stays in
+// due), then its end with err's code (OK when err is nil).
+func (b *batchLoop) end(k memberKey, mb *member, err error) {
+	st := status.Convert(err)
+	b.ended = append(b.ended, &pb.InstanceEnded{Instance: &pb.InstanceRef{Pool: k.pool, InstanceId: k.instance},
+		Code: int32(st.Code()), Message: st.Message()})
+	if mb != nil {
+		b.release(mb)
+	}
+}
+
+// release closes mb's session and forgets it.
+func (b *batchLoop) release(mb *member) {
+	s := b.ls.s
+	delete(b.members, mb.key)
+	s.repl.StreamEnded(mb.id.Pool, mb.id.Instance, true)
+	mb.sess.Close(s.opts.Now())
+	b.giveSlot()
+}
+
+// emit sends the acks of every instance with reports not yet acked (of
+// every instance, when the cluster asked for the caches again), then the
+// ends. The caller holds mu (it is the acker's emit).
+func (b *batchLoop) emit(resend bool) error {
+	out := &b.out
+	out.Acks, out.Ended = out.Acks[:0], b.ended
+	iv := b.ls.s.reportIntervalMs()
+	ack := func(mb *member) {
+		out.Acks = append(out.Acks, &pb.InstanceAck{Instance: &pb.InstanceRef{Pool: mb.key.pool, InstanceId: mb.key.instance},
+			Ack: &pb.ReportLoadResponse{Seq: mb.ackSeq, ReportIntervalMs: iv, ResendCache: resend}})
+		mb.pending, mb.queued, mb.fresh = false, false, false
+	}
+	for _, mb := range b.due {
+		if mb.pending || resend {
+			ack(mb)
+		}
+	}
+	if resend {
+		for _, mb := range b.members {
+			if !slices.Contains(b.due, mb) {
+				ack(mb)
+			}
+		}
+	}
+	clear(b.due)
+	b.due, b.ended = b.due[:0], nil
+	if len(out.Acks) == 0 && len(out.Ended) == 0 {
+		return nil
+	}
+	err := b.stream.Send(out)
+	clear(out.Acks)
+	out.Ended = nil
+	return err
+}
+
+// stop ends the loop: pending acks go out when the stream can still carry
+// them, every instance's session closes, and the receive goroutine applies
+// and sends nothing more.
+func (b *batchLoop) stop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	b.acks.close()
+	for _, mb := range b.members {
+		b.release(mb)
+	}
+}
