@@ -202,14 +202,18 @@ loadtest:
 ## pool of FLEET_SIZES instances in 64 deployments, each reporting every
 ## 100 ms with 8 cache events, and 2,000 Picks/s offered; prints the daemon's
 ## CPU and Pick p50/p99 with the load generator's CPU apart. Each size runs
-## FLEET_DURATION after a 5 s warm-up (not part of make test).
+## FLEET_DURATION after a 5 s warm-up (not part of make test). FLEET_BATCH
+## instances share a ReportLoadBatch stream and message, as the engines of
+## one host do behind a node agent; 1: a ReportLoad stream per instance.
 FLEET_SIZES ?= 1000 5000 10000
 FLEET_DURATION ?= 30s
+FLEET_BATCH ?= 8
 loadtest-fleet:
 	$(GO) build -o $(BIN)/ ./cmd/prefixrouted ./cmd/prefixload
 	@set -e; for n in $(FLEET_SIZES); do \
 		$(BIN)/prefixload --daemon $(BIN)/prefixrouted --pools 1 --deployments 64 --streams $$n \
-			--conns $$(( (n + 39) / 40 )) --rate 10 --events 8 --capacity 512 \
+			--conns $$(( (n + 40 * $(FLEET_BATCH) - 1) / (40 * $(FLEET_BATCH)) )) --batch $(FLEET_BATCH) \
+			--rate 10 --events 8 --capacity 512 \
 			--pick-rate 2000 --pickers 32 --duration $(FLEET_DURATION) $(LOADTEST_FLAGS); \
 	done
 

@@ -41,7 +41,7 @@ func startDaemon(c config) (*daemon, error) {
 	}
 	args := []string{"--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
 		"--log-format", "json", "--log-level", "info",
-		"--max-report-streams", strconv.Itoa(c.streams + 100), "--max-connections", strconv.Itoa(c.streams + 100),
+		"--max-report-streams", strconv.Itoa(c.streams + c.streams/max(c.batch, 1) + 100), "--max-connections", strconv.Itoa(c.streams + 100),
 		"--max-instances-per-pool", strconv.Itoa(max(4096, c.streams+100))}
 	if c.auth {
 		tokens := filepath.Join(dir, "tokens.yaml")

@@ -109,6 +109,9 @@ func (l *load) authed(ctx context.Context, token string) context.Context {
 // connect opens every stream and waits for the ack of its first report,
 // then starts its sender and receiver.
 func (l *load) connect(ctx context.Context) error {
+	if l.c.batch > 1 {
+		return l.connectBatch()
+	}
 	l.streams = make([]pb.LoadService_ReportLoadClient, l.c.streams)
 	var (
 		wg    sync.WaitGroup
@@ -121,12 +124,7 @@ func (l *load) connect(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		pool := i % l.c.pools
-		first := &pb.ReportLoadRequest{Pool: fmt.Sprint("pool-", pool), Deployment: fmt.Sprintf("d%02d", i/l.c.pools%l.c.deps),
-			InstanceId: fmt.Sprint("i-", i), Address: fmt.Sprintf("127.0.0.1:%d", 10000+i%50000), Seq: 1,
-			PrefillTokensPerSecond: 8000, KvCapacityBlocks: l.c.capacity, BlockSizeTokens: 16, ReportsCacheEvents: true,
-			AckIntervalMs: uint32(l.c.ackInterval.Milliseconds())}
-		if err := st.Send(first); err != nil {
+		if err := st.Send(l.identity(i)); err != nil {
 			return fmt.Errorf("stream %d: first report: %w", i, err)
 		}
 		if _, err := st.Recv(); err != nil {

@@ -54,6 +54,33 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
+// TestSmokeBatch runs the smoke test's 20 instances on ReportLoadBatch
+// streams of 8 (the last one 4), with a tokens file: every report acked by
+// its instance's seq, nothing ended.
+func TestSmokeBatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := buildDaemon(t)
+	c := config{daemon: bin, streams: 20, conns: 2, rate: 20, pickers: 2, pools: 2, duration: time.Second,
+		auth: true, events: 4, warmUp: 100 * time.Millisecond, deps: 2, capacity: 4096, batch: 8, ackInterval: 50 * time.Millisecond}
+	o, err := run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := o.(*result)
+	var out bytes.Buffer
+	res.print(&out, c)
+	// 20 instances x 20 reports/s for a second; the window's edges and the
+	// 50 ms acks leave some unacked.
+	if res.errors() != 0 || res.acks < 300 || res.acks > 440 || res.picks == 0 {
+		t.Errorf("batch run (acks %d):\n%s", res.acks, out.String())
+	}
+	if !strings.Contains(out.String(), "20 instances (8 per ReportLoadBatch stream and message)") {
+		t.Errorf("report:\n%s", out.String())
+	}
+}
+
 // TestSmokeOpenLoop runs one second at 200 Picks/s offered over 8
 // deployments: the Picks due are counted and sent, and both CPU times are
 // read.

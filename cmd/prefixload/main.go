@@ -36,6 +36,7 @@ type config struct {
 	pickRate    float64       // Picks per second offered (open loop); 0: closed loop
 	ackInterval time.Duration // ack_interval_ms of every stream; 0: every report acked
 	cpuPerCall  int           // --cpu-per-call: calls of each kind; 0: the load test
+	batch       int           // instances per ReportLoadBatch stream; 1: a ReportLoad stream each
 }
 
 func main() {
@@ -55,6 +56,7 @@ func main() {
 	flag.Float64Var(&c.pickRate, "pick-rate", 0, "Picks per second offered, spread over the --pickers callers (open loop); 0: each caller sends its next Pick when the last is answered")
 	flag.DurationVar(&c.ackInterval, "ack-interval", time.Second, "ack_interval_ms every stream asks for (pkg/client's default); 0: an ack for every report")
 	flag.IntVar(&c.cpuPerCall, "cpu-per-call", 0, "instead of the load test: the daemon's CPU per call for this many empty calls and Picks at each audit level, in alternating blocks (make loadtest-cpu)")
+	flag.IntVar(&c.batch, "batch", 1, "instances per ReportLoadBatch stream, one message per tick carrying a report of each (a node agent's); 1: a ReportLoad stream per instance")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *version {
@@ -62,8 +64,8 @@ func main() {
 		return
 	}
 	if c.duration <= 0 || c.duration > 10*time.Minute || c.streams <= 0 || c.rate <= 0 || c.pools <= 0 || c.pickers < 0 ||
-		c.deps <= 0 || c.capacity == 0 || !(c.pickRate >= 0 && c.pickRate <= 1e6) {
-		fmt.Fprintln(os.Stderr, "prefixload: want 0 < --duration <= 10m, positive --streams, --rate, --pools, --deployments, --capacity, and 0 <= --pick-rate <= 1e6 /s")
+		c.batch < 1 || c.batch > 256 || c.deps <= 0 || c.capacity == 0 || !(c.pickRate >= 0 && c.pickRate <= 1e6) {
+		fmt.Fprintln(os.Stderr, "prefixload: want 0 < --duration <= 10m, positive --streams, --rate, --pools, --deployments, --capacity, 1 <= --batch <= 256, and 0 <= --pick-rate <= 1e6 /s")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -41,8 +41,8 @@ func (r *result) print(w io.Writer, c config) {
 	if c.pickRate > 0 {
 		mode = fmt.Sprintf("%g Picks/s offered", c.pickRate)
 	}
-	fmt.Fprintf(w, "prefixload: %d streams x %g reports/s (%d events each, kv_capacity_blocks %d, acks every %v), %d Pick callers (%s), %d pools x %d deployments, auth %v, %v measured after %v warm-up, GOMAXPROCS %d (load generator and daemon share the machine)\n\n",
-		c.streams, c.rate, c.events, c.capacity, ackEvery(c.ackInterval), c.pickers, mode, c.pools, c.deps, c.auth, r.elapsed.Round(time.Millisecond), c.warmUp, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "prefixload: %d instances%s x %g reports/s (%d events each, kv_capacity_blocks %d, acks every %v), %d Pick callers (%s), %d pools x %d deployments, auth %v, %v measured after %v warm-up, GOMAXPROCS %d (load generator and daemon share the machine)\n\n",
+		c.streams, batchNote(c.batch), c.rate, c.events, c.capacity, ackEvery(c.ackInterval), c.pickers, mode, c.pools, c.deps, c.auth, r.elapsed.Round(time.Millisecond), c.warmUp, runtime.GOMAXPROCS(0))
 	fmt.Fprintln(w, "| measure | value |")
 	fmt.Fprintln(w, "|---|---:|")
 	fmt.Fprintf(w, "| errors (picks + stream sends + streams ended) | %d (%d + %d + %d) |\n", r.errors(), r.pickErrs, r.sendErrs, r.streamErrs)
@@ -78,4 +78,12 @@ func ackEvery(d time.Duration) string {
 		return "report"
 	}
 	return d.String()
+}
+
+// batchNote says how the instances' reports travel.
+func batchNote(n int) string {
+	if n <= 1 {
+		return " (a ReportLoad stream each)"
+	}
+	return fmt.Sprintf(" (%d per ReportLoadBatch stream and message)", n)
 }
