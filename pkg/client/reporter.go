@@ -115,6 +115,12 @@ type ReporterOptions struct {
 	// CloseTimeout bounds how long Close waits for the sidecar to
 	// acknowledge the end of the stream. Default DefaultCloseTimeout (2s).
 	CloseTimeout time.Duration
+	// Link, when set, carries this Reporter's streams as instances on the
+	// link's ReportLoadBatch stream, shared with the link's other
+	// Reporters (a node agent's engines), instead of a ReportLoad stream
+	// each; the report times then follow the link's grid, and
+	// AckInterval is the link's. Default nil: a stream of its own.
+	Link *BatchLink
 	// Logger receives a warning when the stream fails, debug messages
 	// for the retries of the same outage, and an info message when a new
 	// stream is acknowledged again. Default slog.Default().

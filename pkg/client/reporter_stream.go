@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -99,7 +98,7 @@ func (r *Reporter) stream() (acked bool, err error) {
 		case <-ctx.Done():
 		}
 	}()
-	st, err := r.rpc.ReportLoad(ctx)
+	st, err := r.open(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -170,10 +169,10 @@ func (r *Reporter) stream() (acked bool, err error) {
 		return gotAck.Load(), err
 	}
 	snap = nil
-	timer := time.NewTimer(time.Duration(r.interval.Load()))
+	last := time.Now()  // of the latest report
+	due := r.next(last) // of the timer
+	timer := time.NewTimer(time.Until(due))
 	defer timer.Stop()
-	last := time.Now()                                // of the latest report
-	due := last.Add(time.Duration(r.interval.Load())) // of the timer
 	early := rate.NewLimiter(rate.Every(r.opts.FlushGap), flushBurst)
 	for {
 		select {
@@ -199,7 +198,7 @@ func (r *Reporter) stream() (acked bool, err error) {
 				due = at
 			}
 		case <-timer.C:
-			due = time.Now().Add(time.Duration(r.interval.Load()))
+			due = r.next(time.Now())
 			timer.Reset(time.Until(due))
 			if r.opts.Hold != nil && r.opts.Hold() {
 				continue
@@ -225,6 +224,25 @@ func (r *Reporter) stream() (acked bool, err error) {
 	}
 }
 
+// open opens the Reporter's next stream: its own, or its instance on the
+// link.
+func (r *Reporter) open(ctx context.Context) (reportStream, error) {
+	if r.opts.Link != nil {
+		return r.opts.Link.open(ctx, r.opts.Pool, r.opts.InstanceID)
+	}
+	return r.rpc.ReportLoad(ctx)
+}
+
+// next is the time of the periodic report after one at now: an interval
+// later, or the next time of the link's grid.
+func (r *Reporter) next(now time.Time) time.Time {
+	every := time.Duration(r.interval.Load())
+	if r.opts.Link != nil {
+		return r.opts.Link.next(now, every)
+	}
+	return now.Add(every)
+}
+
 // flushBurst is how many early reports Flush may ask for at once: 20,
 // which with the periodic reports stays within the sidecar's default burst
 // of 100 reports.
@@ -233,7 +251,7 @@ const flushBurst = 20
 // send sends one report: the instance's load with the batch's events, split
 // into as many messages as the event limit needs (each with the same load
 // figures). The first report of a stream carries the identity.
-func (r *Reporter) send(st grpc.BidiStreamingClient[pb.ReportLoadRequest, pb.ReportLoadResponse], first bool, b batch) error {
+func (r *Reporter) send(st reportStream, first bool, b batch) error {
 	l := r.opts.Load()
 	for i, part := range b.split(r.opts.MaxEventsPerMessage) {
 		m := &pb.ReportLoadRequest{
