@@ -54,6 +54,21 @@ func fuzzSeeds() map[string]map[string][][]byte {
 				rep(2, &pb.ReportLoadRequest{ReportsCacheEvents: true, StoredBlockHashes: []uint64{6, 7}, KvCapacityBlocks: 1}),
 				rep(3, &pb.ReportLoadRequest{ReportsCacheEvents: false})),
 		},
+		"FuzzReportLoadBatch": {
+			"two instances": enc(&pb.ReportLoadBatchRequest{Reports: []*pb.ReportLoadRequest{first,
+				{Pool: "chat", Deployment: "b", InstanceId: "b-9", Address: "b-9:8000", Seq: 1}}, AckIntervalMs: 1000},
+				&pb.ReportLoadBatchRequest{Reports: []*pb.ReportLoadRequest{rep(2, &pb.ReportLoadRequest{Pool: "chat", InstanceId: "a-9",
+					RemovedBlockHashes: []uint64{1}, StoredBlockHashes: []uint64{4, 5}})}},
+				&pb.ReportLoadBatchRequest{Closed: []*pb.InstanceRef{{Pool: "chat", InstanceId: "a-9"}},
+					Reports: []*pb.ReportLoadRequest{rep(2, &pb.ReportLoadRequest{Pool: "chat", InstanceId: "b-9"})}}),
+			"bad seq and reopen": enc(&pb.ReportLoadBatchRequest{Reports: []*pb.ReportLoadRequest{rep(5, proto.CloneOf(first))}},
+				&pb.ReportLoadBatchRequest{Reports: []*pb.ReportLoadRequest{rep(4, &pb.ReportLoadRequest{Pool: "chat", InstanceId: "a-9"})}},
+				&pb.ReportLoadBatchRequest{Reports: []*pb.ReportLoadRequest{rep(1, proto.CloneOf(first))}}),
+			"replace existing": enc(&pb.ReportLoadBatchRequest{Reports: []*pb.ReportLoadRequest{
+				{Pool: "chat", Deployment: "b", InstanceId: "a-1", Address: "x:1", Seq: 1}, {Pool: "chat", InstanceId: "a-1", Seq: 2, Draining: true}}},
+				&pb.ReportLoadBatchRequest{}, &pb.ReportLoadBatchRequest{Reports: []*pb.ReportLoadRequest{{InstanceId: "no-pool"}}}),
+			"ack interval": enc(&pb.ReportLoadBatchRequest{AckIntervalMs: 60001}, &pb.ReportLoadBatchRequest{}, &pb.ReportLoadBatchRequest{}),
+		},
 		"FuzzSetWeights": {
 			"canary":      enc(&pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 9, "b": 1}}),
 			"cas ok":      enc(&pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"b": 1}, ExpectedVersion: 1}),

@@ -117,18 +117,19 @@ func FuzzPick(f *testing.F) {
 	})
 }
 
-// fuzzStream is a ReportLoad stream fed from a list of messages, then EOF.
-type fuzzStream struct {
+// fuzzStream is a report stream (ReportLoad or ReportLoadBatch) fed from a
+// list of messages, then EOF.
+type fuzzStream[Req, Resp any] struct {
 	grpc.ServerStream // nil: the handler uses only the methods below
 	ctx               context.Context
 	mu                sync.Mutex
-	in                []*pb.ReportLoadRequest
-	acks              []*pb.ReportLoadResponse
+	in                []*Req
+	acks              []*Resp
 }
 
-func (s *fuzzStream) Context() context.Context { return s.ctx }
+func (s *fuzzStream[Req, Resp]) Context() context.Context { return s.ctx }
 
-func (s *fuzzStream) Recv() (*pb.ReportLoadRequest, error) {
+func (s *fuzzStream[Req, Resp]) Recv() (*Req, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.in) == 0 {
@@ -139,7 +140,7 @@ func (s *fuzzStream) Recv() (*pb.ReportLoadRequest, error) {
 	return m, nil
 }
 
-func (s *fuzzStream) Send(a *pb.ReportLoadResponse) error {
+func (s *fuzzStream[Req, Resp]) Send(a *Resp) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.acks = append(s.acks, a)
@@ -165,7 +166,7 @@ func FuzzReportLoad(f *testing.F) {
 		fuzzPool(t, s)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		st := &fuzzStream{ctx: ctx, in: slices.Clone(msgs)}
+		st := &fuzzStream[pb.ReportLoadRequest, pb.ReportLoadResponse]{ctx: ctx, in: slices.Clone(msgs)}
 		err := (&loadService{s: s}).ReportLoad(st)
 		wantCodeIn(t, "ReportLoad", err, codes.OK, codes.InvalidArgument, codes.ResourceExhausted, codes.Aborted)
 		if err == nil && len(st.acks) != len(msgs) {
@@ -185,6 +186,63 @@ func FuzzReportLoad(f *testing.F) {
 				if len(st.acks) > 0 && p.Name() == msgs[0].GetPool() && in.Instance == msgs[0].GetInstanceId() &&
 					in.State != state.StateDisconnected {
 					t.Fatalf("instance %q is %v after its stream ended", in.Instance, in.State)
+				}
+			}
+			if _, pairs := p.IndexStats(); pairs != sum {
+				t.Fatalf("pool %q: index holds %d (block, instance) pairs, the instances %d blocks", p.Name(), pairs, sum)
+			}
+		}
+	})
+}
+
+// FuzzReportLoadBatch: a batch stream of up to three arbitrary messages
+// ends with a documented code, acks only seqs its instances reported, in
+// order per instance, leaves every instance it opened disconnected, and
+// the prefix index agrees with every instance's block count.
+func FuzzReportLoadBatch(f *testing.F) {
+	addSeeds(f, "FuzzReportLoadBatch")
+	f.Fuzz(func(t *testing.T, m1, m2, m3 []byte) {
+		var msgs []*pb.ReportLoadBatchRequest
+		sent := map[memberKey][]uint64{}
+		for _, raw := range [][]byte{m1, m2, m3} {
+			m := new(pb.ReportLoadBatchRequest)
+			if proto.Unmarshal(raw, m) != nil {
+				return
+			}
+			for _, r := range m.GetReports() {
+				k := memberKey{r.GetPool(), r.GetInstanceId()}
+				sent[k] = append(sent[k], r.GetSeq())
+			}
+			msgs = append(msgs, m)
+		}
+		s := fuzzServer(t)
+		fuzzPool(t, s)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		st := &fuzzStream[pb.ReportLoadBatchRequest, pb.ReportLoadBatchResponse]{ctx: ctx, in: slices.Clone(msgs)}
+		err := (&loadService{s: s}).ReportLoadBatch(st)
+		wantCodeIn(t, "ReportLoadBatch", err, codes.OK, codes.InvalidArgument)
+		last := map[memberKey]uint64{}
+		for _, r := range st.acks {
+			for _, e := range r.GetEnded() {
+				wantCodeIn(t, "InstanceEnded", status.Error(codes.Code(e.GetCode()), e.GetMessage()),
+					codes.OK, codes.InvalidArgument, codes.ResourceExhausted, codes.Aborted, codes.NotFound)
+			}
+			for _, a := range r.GetAcks() {
+				k := memberKey{a.GetInstance().GetPool(), a.GetInstance().GetInstanceId()}
+				seq := a.GetAck().GetSeq()
+				if !slices.Contains(sent[k], seq) {
+					t.Fatalf("ack of %v with seq %d, which it never reported (%v)", k, seq, sent[k])
+				}
+				last[k] = seq
+			}
+		}
+		for _, p := range s.reg.Pools() {
+			sum := 0
+			for _, in := range p.Instances(fuzzNow) {
+				sum += in.CachedBlocks
+				if _, ok := last[memberKey{p.Name(), in.Instance}]; ok && in.State != state.StateDisconnected {
+					t.Fatalf("instance %q is %v after the batch stream ended", in.Instance, in.State)
 				}
 			}
 			if _, pairs := p.IndexStats(); pairs != sum {

@@ -94,7 +94,6 @@ type batchLoop struct {
 	members map[memberKey]*member
 	due     []*member           // members with reports not yet acked (ended ones too)
 	ended   []*pb.InstanceEnded // sent with the next acks, after them
-	out     pb.ReportLoadBatchResponse
 }
 
 // receive applies the stream's messages until it ends, then sends why on
@@ -285,10 +284,10 @@ func (b *batchLoop) release(mb *member) {
 
 // emit sends the acks of every instance with reports not yet acked (of
 // every instance, when the cluster asked for the caches again), then the
-// ends. The caller holds mu (it is the acker's emit).
+// ends. Each send has a message of its own: gRPC may read a sent message
+// later. The caller holds mu (it is the acker's emit).
 func (b *batchLoop) emit(resend bool) error {
-	out := &b.out
-	out.Acks, out.Ended = out.Acks[:0], b.ended
+	out := &pb.ReportLoadBatchResponse{Acks: make([]*pb.InstanceAck, 0, len(b.due)), Ended: b.ended}
 	iv := b.ls.s.reportIntervalMs()
 	ack := func(mb *member) {
 		out.Acks = append(out.Acks, &pb.InstanceAck{Instance: &pb.InstanceRef{Pool: mb.key.pool, InstanceId: mb.key.instance},
@@ -312,10 +311,7 @@ func (b *batchLoop) emit(resend bool) error {
 	if len(out.Acks) == 0 && len(out.Ended) == 0 {
 		return nil
 	}
-	err := b.stream.Send(out)
-	clear(out.Acks)
-	out.Ended = nil
-	return err
+	return b.stream.Send(out)
 }
 
 // stop ends the loop: pending acks go out when the stream can still carry

@@ -267,3 +267,29 @@ func TestReportLoadBatchLimits(t *testing.T) {
 	acks, _ = b.exchange(batch(brep("chat", "c", 1, true)))
 	same(t, "acks", acks, []string{"chat/c:1"})
 }
+
+// TestReportLoadBatchEdges: a message of MaxBatchReports reports and a
+// stream of MaxBatchInstances instances pass; one more instance ends alone.
+func TestReportLoadBatchEdges(t *testing.T) {
+	d := obsStart(t, nil)
+	_, load, _ := obsClients(t, d)
+	b := openBatch(t, load)
+	var want []string
+	for n := 0; n < MaxBatchInstances; n += MaxBatchReports {
+		m := batch()
+		for i := n; i < n+MaxBatchReports; i++ {
+			m.Reports = append(m.Reports, brep("chat", fmt.Sprint("i", i), 1, true))
+		}
+		acks, ended := b.exchange(m)
+		if len(acks) != MaxBatchReports || len(ended) != 0 {
+			t.Fatalf("message of %d first reports: %d acks, ends %q", MaxBatchReports, len(acks), ended)
+		}
+		want = append(want, acks...)
+	}
+	acks, ended := b.exchange(batch(brep("chat", "one-more", 1, true), brep("chat", "i0", 2, false)))
+	same(t, "acks", acks, []string{"chat/i0:2"})
+	same(t, "ends", ended, []string{"chat/one-more=ResourceExhausted"})
+	if len(want) != MaxBatchInstances {
+		t.Fatalf("%d instances acked, want %d", len(want), MaxBatchInstances)
+	}
+}
