@@ -1,4 +1,5 @@
-// Command prefixagent runs next to one vLLM or SGLang engine and keeps its
+// Command prefixagent runs next to one vLLM or SGLang engine (or, with
+// --instance, every engine of a host, on one report stream) and keeps its
 // load and KV-cache contents in prefixrouted: see internal/agent and the
 // README section "Running next to vLLM / SGLang".
 package main
@@ -40,6 +41,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c agent.Config
 	var engine, router, httpListen, tokenFile, ca, cert, key, serverName string
 	var useTLS, version bool
+	var instances instanceFlags
 	fs.StringVar(&engine, "engine", "", "the model server: vllm or sglang (required)")
 	fs.StringVar(&c.MetricsURL, "metrics-url", "http://127.0.0.1:8000/metrics", "the engine's Prometheus endpoint")
 	fs.DurationVar(&c.ScrapeInterval, "scrape-interval", agent.DefaultScrapeInterval, "time between scrapes of --metrics-url")
@@ -59,7 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.Pool, "pool", "", "the pool (model) name (required)")
 	fs.StringVar(&c.Deployment, "deployment", "", "the deployment (required)")
 	fs.StringVar(&c.InstanceID, "instance-id", host, "the instance id")
-	fs.StringVar(&c.Address, "address", "", "what gateways send this instance's traffic to, host:port (required)")
+	fs.StringVar(&c.Address, "address", "", "what gateways send this instance's traffic to, host:port (required without --instance)")
+	fs.Var(&instances, "instance", instanceUsage)
 	fs.StringVar(&c.Salt, "hash-salt", "", "the prefix-hash salt of the pool's gateways (PickerOptions.Salt)")
 	fs.IntVar(&c.BlockSize, "block-size", 0, "the pool's block size in tokens; 0 takes the engine's (cache_config_info); a mismatch is an error")
 	fs.IntVar(&c.MaxBlocks, "max-blocks", 0, "bound of the engine-hash map in blocks; 0: 2 x the engine's capacity")
@@ -105,9 +108,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usage("--router: %v", err)
 	}
 	defer cc.Close()
-	a, err := agent.New(cc, c)
-	if err != nil {
-		return usage("%v", strings.TrimPrefix(err.Error(), "agent: "))
+	cfgs := []agent.Config{c}
+	if len(instances) > 0 {
+		if cfgs, err = instances.configs(c); err != nil {
+			return usage("%v", err)
+		}
+		link, err := client.NewBatchLink(cc, client.BatchLinkOptions{})
+		if err != nil {
+			return usage("%v", err)
+		}
+		for i := range cfgs {
+			cfgs[i].Link, cfgs[i].Logger = link, log.With("instance", cfgs[i].InstanceID)
+		}
+	}
+	var agents []*agent.Agent
+	for _, c := range cfgs {
+		a, err := agent.New(cc, c)
+		if err != nil {
+			return usage("%v", strings.TrimPrefix(err.Error(), "agent: "))
+		}
+		agents = append(agents, a)
 	}
 	if httpListen != "off" {
 		l, err := net.Listen("tcp", httpListen)
@@ -115,7 +135,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "prefixagent: --http-listen: %v\n", err)
 			return 1
 		}
-		srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: agent.GroupHandler(agents), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("prefixagent: /metrics server stopped", "err", err)
@@ -128,9 +148,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}()
 		log.Info("prefixagent: serving /metrics and /healthz", "addr", l.Addr().String())
 	}
-	log.Info("prefixagent: started", "version", versionString(), "engine", c.Engine.String(), "router", router,
-		"pool", c.Pool, "instance", c.InstanceID, "kv_events", c.KVEvents)
-	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	for _, c := range cfgs {
+		log.Info("prefixagent: started", "version", versionString(), "engine", c.Engine.String(), "router", router,
+			"pool", c.Pool, "instance", c.InstanceID, "kv_events", c.KVEvents)
+	}
+	if err := runAll(ctx, agents); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stderr, "prefixagent: %v\n", err)
 		return 1
 	}

@@ -65,6 +65,25 @@ func TestSidecarManifest(t *testing.T) {
 	}
 }
 
+// TestInstances: two --instance flags start two agents (one stream to the
+// router between them) and stop at once with the context.
+func TestInstances(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	args := []string{"--engine", "sglang", "--pool", "m", "--deployment", "a", "--router", "127.0.0.1:1", "--http-listen", "off",
+		"--instance", "id=g0,address=10.0.0.7:8000,metrics-url=http://127.0.0.1:30000/metrics",
+		"--instance", "id=g1,address=10.0.0.7:8001,metrics-url=http://127.0.0.1:30001/metrics,deployment=b,data-parallel-rank=1"}
+	var stderr strings.Builder
+	if code := run(ctx, args, &strings.Builder{}, &stderr); code != 0 {
+		t.Fatalf("prefixagent %q: exit %d: %s", args, code, stderr.String())
+	}
+	for _, want := range []string{"instance=g0", "instance=g1"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, stderr.String())
+		}
+	}
+}
+
 // TestUsage: bad command lines exit 2 with a message naming the problem.
 func TestUsage(t *testing.T) {
 	for _, tc := range []struct {
@@ -76,6 +95,11 @@ func TestUsage(t *testing.T) {
 		{[]string{"--engine", "vllm", "--pool", "m", "--deployment", "a", "--address", "x:1", "--block-size", "-1"}, "must not be negative"},
 		{[]string{"--engine", "vllm", "--router", "10.0.0.1:50051", "--token-file", "/dev/null"}, "--token-file"},
 		{[]string{"--engine", "vllm", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"--engine", "vllm", "--pool", "m", "--deployment", "a", "--instance", "id=g0,port=1"}, `--instance "id=g0,port=1": unknown key "port"`},
+		{[]string{"--engine", "vllm", "--pool", "m", "--deployment", "a", "--instance", "id=g0"}, `--instance "id=g0": id and address are required`},
+		{[]string{"--engine", "vllm", "--pool", "m", "--deployment", "a", "--instance", "id=g0,address"}, `"address" is not key=value`},
+		{[]string{"--engine", "vllm", "--pool", "m", "--deployment", "a", "--instance", "id=g0,address=x:1,data-parallel-rank=-1"}, `data-parallel-rank "-1" is not a rank`},
+		{[]string{"--engine", "vllm", "--pool", "m", "--deployment", "a", "--instance", "id=g0,address=x:1", "--instance", "id=g0,address=x:2"}, `instance id "g0" given twice`},
 	} {
 		var stderr strings.Builder
 		code := run(context.Background(), tc.args, &strings.Builder{}, &stderr)

@@ -85,8 +85,16 @@ type Config struct {
 	// ReporterMinBackoff/MaxBackoff are passed to the Reporter (0:
 	// its defaults).
 	ReporterMinBackoff, ReporterMaxBackoff time.Duration
-	HTTPClient                             *http.Client
-	Logger                                 *slog.Logger
+	// Link, when set, carries the instance's reports on the link's
+	// ReportLoadBatch stream with the other Agents of this process
+	// (ReporterOptions.Link): one message per tick for all the engines of
+	// a host. Default nil: a ReportLoad stream of its own.
+	Link *client.BatchLink
+	// LabelMetrics adds instance_id to every prefixagent_* series, so that
+	// the series of several Agents in one process (GroupHandler) differ.
+	LabelMetrics bool
+	HTTPClient   *http.Client
+	Logger       *slog.Logger
 }
 
 // Agent is one running prefixagent.
@@ -137,11 +145,19 @@ func New(cc grpc.ClientConnInterface, cfg Config) (*Agent, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Agent{cfg: cfg, cc: cc, log: cfg.Logger, seed: prefixhash.Seed(cfg.Pool, cfg.Salt),
-		m: newMetrics(), blk: make(chan struct{})}, nil
+		m: newMetrics(cfg.labels()), blk: make(chan struct{})}, nil
+}
+
+// labels are the constant labels of the agent's series.
+func (c *Config) labels() map[string]string {
+	if !c.LabelMetrics {
+		return nil
+	}
+	return map[string]string{"instance_id": c.InstanceID}
 }
 
 // Handler serves the agent's /metrics and /healthz.
-func (a *Agent) Handler() http.Handler { return a.m.handler(a.healthy) }
+func (a *Agent) Handler() http.Handler { return GroupHandler([]*Agent{a}) }
 
 // healthy says why the agent is unhealthy, or "".
 func (a *Agent) healthy() string {
@@ -230,7 +246,7 @@ func (a *Agent) setMode(exact bool) {
 	}
 	opts := client.ReporterOptions{Pool: a.cfg.Pool, Deployment: a.cfg.Deployment, InstanceID: a.cfg.InstanceID,
 		Address: a.cfg.Address, Load: a.currentLoad, CacheEvents: exact, Hold: func() bool { return !a.engineUp() },
-		MinBackoff: a.cfg.ReporterMinBackoff, MaxBackoff: a.cfg.ReporterMaxBackoff, Logger: a.log}
+		MinBackoff: a.cfg.ReporterMinBackoff, MaxBackoff: a.cfg.ReporterMaxBackoff, Logger: a.log, Link: a.cfg.Link}
 	if exact {
 		opts.Snapshot = a.snapshot
 	}

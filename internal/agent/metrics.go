@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -22,20 +23,22 @@ type metrics struct {
 	exact, held, reportLag, waiting, queueMs       prometheus.Gauge
 }
 
-func newMetrics() *metrics {
+// newMetrics returns the series of one agent, each with the constant
+// labels given (nil: none).
+func newMetrics(labels prometheus.Labels) *metrics {
 	r := prometheus.NewRegistry()
 	c := func(name, help string) prometheus.Counter {
-		m := prometheus.NewCounter(prometheus.CounterOpts{Name: "prefixagent_" + name, Help: help})
+		m := prometheus.NewCounter(prometheus.CounterOpts{Name: "prefixagent_" + name, Help: help, ConstLabels: labels})
 		r.MustRegister(m)
 		return m
 	}
 	g := func(name, help string) prometheus.Gauge {
-		m := prometheus.NewGauge(prometheus.GaugeOpts{Name: "prefixagent_" + name, Help: help})
+		m := prometheus.NewGauge(prometheus.GaugeOpts{Name: "prefixagent_" + name, Help: help, ConstLabels: labels})
 		r.MustRegister(m)
 		return m
 	}
 	v := func(name, help, label string) *prometheus.CounterVec {
-		m := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "prefixagent_" + name, Help: help}, []string{label})
+		m := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "prefixagent_" + name, Help: help, ConstLabels: labels}, []string{label})
 		r.MustRegister(m)
 		return m
 	}
@@ -77,17 +80,32 @@ func (m *metrics) aligned(before, after kvalign.Stats, held int) {
 	m.held.Set(float64(held))
 }
 
-// handler serves /metrics and /healthz (200 "ok", or 503 with a JSON error
-// saying what is wrong).
-func (m *metrics) handler(healthy func() string) http.Handler {
+// GroupHandler serves /metrics and /healthz of the agents of one process:
+// the series of all (each agent's own, told apart by instance_id when
+// several run: Config.LabelMetrics), and 200 "ok" when every agent is
+// healthy, else 503 with a JSON error naming each one that is not and why.
+func GroupHandler(agents []*Agent) http.Handler {
+	var gs prometheus.Gatherers
+	for _, a := range agents {
+		gs = append(gs, a.m.reg)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gs, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if why := healthy(); why != "" {
+		var why []string
+		for _, a := range agents {
+			if w := a.healthy(); w != "" {
+				if len(agents) > 1 {
+					w = a.cfg.InstanceID + ": " + w
+				}
+				why = append(why, w)
+			}
+		}
+		if len(why) > 0 {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			// A failed write means the prober is gone: no one to tell.
-			_ = json.NewEncoder(w).Encode(map[string]string{"error": why})
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": strings.Join(why, "; ")})
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

@@ -50,11 +50,21 @@ func (ls *linkStream) join(ctx context.Context, key linkKey) (reportStream, erro
 	if ls.err != nil || ls.draining {
 		return nil, errLinkDraining
 	}
-	if ls.subs[key] != nil {
+	old := ls.subs[key]
+	if old != nil && !old.closed {
 		return nil, errLinkInstance
 	}
 	sub := &linkSub{ls: ls, key: key, ctx: ctx, wake: make(chan struct{}, 1)}
 	ls.subs[key] = sub
+	if old != nil {
+		// The instance's previous Reporter closed and waits for its end (a
+		// mode switch): it ends now, and message keeps the new session's
+		// reports after the close in the sidecar's order.
+		if old.inOpen {
+			ls.fresh--
+		}
+		ls.drop(old, io.EOF)
+	}
 	sub.stop = context.AfterFunc(ctx, sub.cancelled)
 	return sub, nil
 }

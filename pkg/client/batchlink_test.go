@@ -125,3 +125,26 @@ func TestBatchLinkReplaced(t *testing.T) {
 		return ""
 	})
 }
+
+// TestBatchLinkReopen: a linked Reporter closed and another opened for the
+// same instance (an agent switching to cache events) leave the instance
+// connected, with the new Reporter's cache.
+func TestBatchLinkReopen(t *testing.T) {
+	s := startSidecar(t, "127.0.0.1:0", "")
+	cc := dial(t, s.addr)
+	link, err := client.NewBatchLink(cc, client.BatchLinkOptions{AckInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := func(id string, events bool) client.ReporterOptions {
+		return client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: id, Interval: 20 * time.Millisecond, Link: link, CacheEvents: events}
+	}
+	reporter(t, cc, opts("b", false))
+	a := reporter(t, cc, opts("a", false))
+	cachedBlocks(t, s, cc, "m", "a", 0)
+	closeReporter(t, a)
+	a = reporter(t, cc, opts("a", true))
+	a.Stored(prefixhash.Tokens(nil, prefixhash.Seed("m", ""), 16, iota32(0, 48))...)
+	cachedBlocks(t, s, cc, "m", "a", 3)
+	cachedBlocks(t, s, cc, "m", "b", 0)
+}
