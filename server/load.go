@@ -129,32 +129,42 @@ type reportLoop struct {
 	ackSeq  uint64 // of the latest report applied
 }
 
-// receive applies the stream's reports until it ends, then sends why on
-// ended: nil after a clean end (the client's CloseSend; every report
-// acked), else the stream's error.
+// receive applies the stream's reports until it ends (receiveReports).
 func (l *reportLoop) receive(ended chan<- error) {
+	receiveReports(l.stream.Recv, l.check, l.apply, &l.mu, &l.closed, l.acks, ended)
+}
+
+// receiveReports is the receive goroutine of a report stream: it receives
+// each message, checks it (check, without mu) and applies it (apply, under
+// mu, unless the stream's loop stopped: closed) until the stream ends, then
+// sends why on ended: nil after a clean end (the client's CloseSend; every
+// report acked), else the stream's error.
+func receiveReports[M any](recv func() (M, error), check, apply func(M) error, mu *sync.Mutex, closed *bool,
+	acks *acker, ended chan<- error) {
 	for {
-		m, err := l.stream.Recv()
+		m, err := recv()
 		if err != nil {
 			if err = recvError(err); err == nil {
-				l.mu.Lock()
-				err = l.acks.flush() // the last reports are acked before the OK
-				l.mu.Unlock()
+				mu.Lock()
+				err = acks.flush() // the last reports are acked before the OK
+				mu.Unlock()
 			}
 			ended <- err
 			return
 		}
-		if err := l.check(m); err != nil {
-			ended <- err
+		if check != nil {
+			if err := check(m); err != nil {
+				ended <- err
+				return
+			}
+		}
+		mu.Lock()
+		if *closed {
+			mu.Unlock()
 			return
 		}
-		l.mu.Lock()
-		if l.closed {
-			l.mu.Unlock()
-			return
-		}
-		err = l.apply(m)
-		l.mu.Unlock()
+		err = apply(m)
+		mu.Unlock()
 		if err != nil {
 			ended <- err
 			return

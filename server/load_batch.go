@@ -96,32 +96,9 @@ type batchLoop struct {
 	ended   []*pb.InstanceEnded // sent with the next acks, after them
 }
 
-// receive applies the stream's messages until it ends, then sends why on
-// ended (nil after a clean end, every report acked).
+// receive applies the stream's messages until it ends (receiveReports).
 func (b *batchLoop) receive(ended chan<- error) {
-	for {
-		m, err := b.stream.Recv()
-		if err != nil {
-			if err = recvError(err); err == nil {
-				b.mu.Lock()
-				err = b.acks.flush()
-				b.mu.Unlock()
-			}
-			ended <- err
-			return
-		}
-		b.mu.Lock()
-		if b.closed {
-			b.mu.Unlock()
-			return
-		}
-		err = b.apply(m)
-		b.mu.Unlock()
-		if err != nil {
-			ended <- err
-			return
-		}
-	}
+	receiveReports(b.stream.Recv, nil, b.apply, &b.mu, &b.closed, b.acks, ended)
 }
 
 // apply applies one message: each report to its instance (opening it on

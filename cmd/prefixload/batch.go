@@ -1,12 +1,10 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
@@ -34,17 +32,12 @@ func (l *load) identity(i int) *pb.ReportLoadRequest {
 // each opened by one message with their first reports and acked at once,
 // then starts its sender and receiver.
 func (l *load) connectBatch() error {
-	var (
-		agents []*agent
-		wg     sync.WaitGroup
-		sem    = make(chan struct{}, 16)
-		errMu  sync.Mutex
-		first  error
-	)
+	var agents []*agent
 	for i := 0; i < l.c.streams; i += l.c.batch {
 		agents = append(agents, &agent{n: len(agents), first: i, size: min(l.c.batch, l.c.streams-i), last: map[string]uint64{}})
 	}
-	open := func(a *agent) error {
+	err := openAll(len(agents), 16, func(n int) error {
+		a := agents[n]
 		st, err := pb.NewLoadServiceClient(l.conns[a.n%len(l.conns)]).ReportLoadBatch(l.authed(l.ctx, instanceToken))
 		if err != nil {
 			return err
@@ -68,21 +61,9 @@ func (l *load) connectBatch() error {
 		}
 		a.st = st
 		return nil
-	}
-	for _, a := range agents {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := open(a); err != nil {
-				errMu.Lock()
-				first = cmp.Or(first, err)
-				errMu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if first != nil {
-		return first
+	})
+	if err != nil {
+		return err
 	}
 	for _, a := range agents {
 		l.wg.Add(2)

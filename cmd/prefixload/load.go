@@ -113,13 +113,7 @@ func (l *load) connect(ctx context.Context) error {
 		return l.connectBatch()
 	}
 	l.streams = make([]pb.LoadService_ReportLoadClient, l.c.streams)
-	var (
-		wg    sync.WaitGroup
-		sem   = make(chan struct{}, 64)
-		errMu sync.Mutex
-		first error
-	)
-	open := func(i int) error {
+	err := openAll(len(l.streams), 64, func(i int) error {
 		st, err := pb.NewLoadServiceClient(l.conns[i%len(l.conns)]).ReportLoad(l.authed(l.ctx, instanceToken))
 		if err != nil {
 			return err
@@ -132,8 +126,28 @@ func (l *load) connect(ctx context.Context) error {
 		}
 		l.streams[i] = st
 		return nil
+	})
+	if err != nil {
+		return err
 	}
-	for i := range l.streams {
+	for i, st := range l.streams {
+		l.wg.Add(2)
+		go l.send(i, st)
+		go l.receive(i, st)
+	}
+	return nil
+}
+
+// openAll runs open(0..n-1), at most par at a time, and returns the first
+// error.
+func openAll(n, par int, open func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, par)
+		errMu sync.Mutex
+		first error
+	)
+	for i := range n {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -145,15 +159,7 @@ func (l *load) connect(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	if first != nil {
-		return first
-	}
-	for i, st := range l.streams {
-		l.wg.Add(2)
-		go l.send(i, st)
-		go l.receive(i, st)
-	}
-	return nil
+	return first
 }
 
 // send reports every 1/rate (from a random phase) until the test stops.
