@@ -157,7 +157,7 @@ func (r *Reporter) stream() (acked bool, err error) {
 		select {
 		case <-r.closing:
 			t.Stop()
-			st.CloseSend()
+			_ = st.CloseSend() // its failure shows as the stream's end, which the caller waits for
 			return false, nil
 		case err := <-recvErr:
 			t.Stop()
@@ -177,7 +177,7 @@ func (r *Reporter) stream() (acked bool, err error) {
 	for {
 		select {
 		case <-r.closing:
-			st.CloseSend()
+			_ = st.CloseSend() // its failure shows as the stream's end, which the caller waits for
 			select {
 			case err := <-recvErr:
 				_ = err // the stream's end after CloseSend; Close has nothing to report
