@@ -28,9 +28,14 @@ type TransportLimits struct {
 	// one more ends at once with ResourceExhausted. Default 16384.
 	MaxReportStreams int
 	// ReportsPerSecond and ReportBurst are the token bucket of every report
-	// stream: a report past it ends the stream with ResourceExhausted
-	// naming the limit. Defaults 50 reports/s, burst 100 (the router asks
-	// for one report every 100 ms).
+	// stream (and of every instance on a ReportLoadBatch stream): a report
+	// past it ends the stream with ResourceExhausted naming the limit.
+	// Defaults 50 reports/s (the router asks for one every 100 ms), burst
+	// 1000. The bucket counts reports as the router reads them, so the
+	// burst must hold what queues up while the router is behind: after a
+	// stall (CPU starvation, a long GC) a stream's receiver reads its
+	// backlog at once, and with a burst of 100 a stall of 10 s at 10
+	// reports/s ended the streams of healthy instances; 1000 holds 100 s.
 	ReportsPerSecond float64
 	ReportBurst      int
 	// FirstReportTimeout is how long a new ReportLoad stream may wait
@@ -44,7 +49,7 @@ const (
 	DefaultMaxConnections     = 16384
 	DefaultMaxReportStreams   = 16384
 	DefaultReportsPerSecond   = 50
-	DefaultReportBurst        = 100
+	DefaultReportBurst        = 1000
 	DefaultFirstReportTimeout = 10 * time.Second
 )
 

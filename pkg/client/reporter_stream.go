@@ -244,8 +244,8 @@ func (r *Reporter) next(now time.Time) time.Time {
 }
 
 // flushBurst is how many early reports Flush may ask for at once: 20,
-// which with the periodic reports stays within the sidecar's default burst
-// of 100 reports.
+// which with the periodic reports stays well within the sidecar's default
+// burst (1000 reports; it was 100).
 const flushBurst = 20
 
 // send sends one report: the instance's load with the batch's events, split
