@@ -111,6 +111,9 @@ func keepsAll(e *indexEntry, cand []uint32) bool {
 	if len(cand) > len(hs) {
 		return false
 	}
+	if len(cand) == inlineHolders { // then so many holders: the same three?
+		return cand[0] == hs[0] && cand[1] == hs[1] && cand[2] == hs[2]
+	}
 	h := 0
 	for _, c := range cand {
 		for h < len(hs) && hs[h] < c {
@@ -212,8 +215,8 @@ type resolver struct {
 	x      *prefixIndex
 	hashes []uint64
 	hi     int // blocks [0, hi) are located, block k at ring position k % ring
-	tab    [ring]*indexTable
-	home   [ring]uint64 // home slot index in tab's slots
+	slots  [ring][]indexEntry // the slots of the block's table (not the table: one load less in find)
+	home   [ring]uint64       // home slot index in slots
 }
 
 const ring = 2 * peekAhead
@@ -229,10 +232,10 @@ func (r *resolver) fill(end int) {
 		for q := range n {
 			k := r.hi + q
 			m := mix(r.hashes[k], seed)
-			t := dir[m>>(64-depth)] // a shift by 64 (depth 0) is 0 in Go
-			i := m & uint64(len(t.slots)-1)
-			r.tab[k%ring], r.home[k%ring] = t, i
-			addrs[q] = uintptr(unsafe.Pointer(&t.slots[i]))
+			sl := dir[m>>(64-depth)].slots // a shift by 64 (depth 0) is 0 in Go
+			i := m & uint64(len(sl)-1)
+			r.slots[uint(k)%ring], r.home[uint(k)%ring] = sl, i
+			addrs[q] = uintptr(unsafe.Pointer(&sl[i]))
 		}
 		for q := n; q < peekAhead; q++ {
 			addrs[q] = addrs[0]
@@ -249,11 +252,11 @@ func (r *resolver) find(k int) *indexEntry {
 	if k+peekAhead >= r.hi && r.hi < len(r.hashes) {
 		r.fill(min(len(r.hashes), k+ring))
 	}
-	j := k % ring
-	h, t, i := r.hashes[k], r.tab[j], r.home[j]
-	mask := uint64(len(t.slots) - 1)
+	j := uint(k) % ring
+	h, sl, i := r.hashes[k], r.slots[j], r.home[j]
+	mask := uint64(len(sl) - 1)
 	for ; ; i = (i + 1) & mask {
-		e := &t.slots[i]
+		e := &sl[i]
 		if e.n == 0 {
 			return nil
 		}
