@@ -214,7 +214,7 @@ const peekAhead = 8
 type resolver struct {
 	x      *prefixIndex
 	hashes []uint64
-	hi     int // blocks [0, hi) are located, block k at ring position k % ring
+	hi     int                // blocks [0, hi) are located, block k at ring position k % ring
 	slots  [ring][]indexEntry // the slots of the block's table (not the table: one load less in find)
 	home   [ring]uint64       // home slot index in slots
 }
