@@ -29,7 +29,8 @@ import (
 //
 //   - otelgrpc as the stats handler: a server span per call (health checks
 //     excluded), with the caller's W3C trace context as parent, and the
-//     rpc.server.* metrics;
+//     rpc.server.* metrics; wrapped in pickStack, which grows a Pick's
+//     stack before the call starts;
 //   - a count of the unary calls in flight (outermost), for Shutdown;
 //   - logging, through log/slog, with the call's trace id (except Pick,
 //     which PickFor records itself: see pickrecord.go);
@@ -86,7 +87,8 @@ func middleware(log *slog.Logger, tel *telemetry, obs *observer, calls *inflight
 // a new goroutine, whose small first stack a Pick (interceptors, handler,
 // otelgrpc's attribute sets at the end) outgrew two or three times a call,
 // each growth copying a deeper stack than the last (golang/go#18138);
-// runtime.newstack was ~1/3 of a Pick's CPU beyond an empty call's
+// runtime.newstack was a quarter to a third of a Pick's daemon CPU beyond an
+// empty call's
 // (BENCHMARKS.md, "Pick, fourth pass"). Growing here, a few frames deep,
 // copies almost nothing. Other calls are left as they were.
 type pickStack struct{ stats.Handler }
