@@ -83,14 +83,15 @@ func middleware(log *slog.Logger, tel *telemetry, obs *observer, calls *inflight
 }
 
 // pickStack is the stats handler h that first grows the goroutine of a
-// Pick to pickStackBytes of stack, in one step: grpc-go runs every call on
-// a new goroutine, whose small first stack a Pick (interceptors, handler,
+// Pick to 16 KiB of stack, in one step: grpc-go runs every call on a new
+// goroutine, whose small first stack a Pick (interceptors, handler,
 // otelgrpc's attribute sets at the end) outgrew two or three times a call,
 // each growth copying a deeper stack than the last (golang/go#18138);
-// runtime.newstack was a quarter to a third of a Pick's daemon CPU beyond an
-// empty call's
-// (BENCHMARKS.md, "Pick, fourth pass"). Growing here, a few frames deep,
-// copies almost nothing. Other calls are left as they were.
+// runtime.newstack was a quarter to a third of a Pick's daemon CPU beyond
+// an empty call's (BENCHMARKS.md, "Pick, fourth pass"). Growing here, a
+// few frames deep, copies almost nothing. Other calls (report streams
+// among them, which live long and would keep the larger stack) are left
+// as they were.
 type pickStack struct{ stats.Handler }
 
 // TagRPC grows the stack of a Pick and calls h's TagRPC.
