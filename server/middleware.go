@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
@@ -28,7 +29,8 @@ import (
 //
 //   - otelgrpc as the stats handler: a server span per call (health checks
 //     excluded), with the caller's W3C trace context as parent, and the
-//     rpc.server.* metrics;
+//     rpc.server.* metrics; wrapped in pickStack, which grows a Pick's
+//     stack before the call starts;
 //   - a count of the unary calls in flight (outermost), for Shutdown;
 //   - logging, through log/slog, with the call's trace id (except Pick,
 //     which PickFor records itself: see pickrecord.go);
@@ -72,12 +74,47 @@ func middleware(log *slog.Logger, tel *telemetry, obs *observer, calls *inflight
 		unary = append(unary, test)
 	}
 	return []grpc.ServerOption{
-		grpc.StatsHandler(otelgrpc.NewServerHandler(
+		grpc.StatsHandler(pickStack{otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(tel.tracer), otelgrpc.WithMeterProvider(tel.meter),
-			otelgrpc.WithPropagators(tel.propagator), otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))),
+			otelgrpc.WithPropagators(tel.propagator), otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))}),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	}
+}
+
+// pickStack is the stats handler h that first grows the goroutine of a
+// Pick to 16 KiB of stack, in one step: grpc-go runs every call on a new
+// goroutine, whose small first stack a Pick (interceptors, handler,
+// otelgrpc's attribute sets at the end) outgrew two or three times a call,
+// each growth copying a deeper stack than the last (golang/go#18138);
+// runtime.newstack was a quarter to a third of a Pick's daemon CPU beyond
+// an empty call's (BENCHMARKS.md, "Pick, fourth pass"). Growing here, a
+// few frames deep, copies almost nothing. Other calls (report streams
+// among them, which live long and would keep the larger stack) are left
+// as they were.
+type pickStack struct{ stats.Handler }
+
+// TagRPC grows the stack of a Pick and calls h's TagRPC.
+func (h pickStack) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	if info.FullMethodName == pb.PickService_Pick_FullMethodName {
+		growStack(0)
+	}
+	return h.Handler.TagRPC(ctx, info)
+}
+
+// pickStackBytes is the frame of growStack: the runtime then doubles the
+// goroutine's stack to the 16 KiB a Pick needs (the last size its per-P
+// stack caches serve).
+const pickStackBytes = 12 << 10
+
+// growStack has a frame of pickStackBytes, so that calling it grows the
+// stack to fit; i (0) only keeps the compiler from dropping the array.
+//
+//go:noinline
+func growStack(i int) byte {
+	var b [pickStackBytes]byte
+	b[i] = 1
+	return b[i+1]
 }
 
 // interceptorLogger adapts a slog logger to the logging interceptor, as in

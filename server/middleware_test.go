@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
@@ -197,5 +198,44 @@ func TestCanceledReportStreamIsTheClients(t *testing.T) {
 		if l["grpc.code"] != "Canceled" || l["level"] != "DEBUG" {
 			t.Errorf("a stream the client canceled is logged with code %v at %v: %v", l["grpc.code"], l["level"], l)
 		}
+	}
+}
+
+// tagRecorder is a stats.Handler that records the methods TagRPC saw and
+// marks the context it returns.
+type tagRecorder struct {
+	stats.Handler
+	methods []string
+}
+
+type tagKey struct{}
+
+func (r *tagRecorder) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	r.methods = append(r.methods, info.FullMethodName)
+	return context.WithValue(ctx, tagKey{}, info.FullMethodName)
+}
+
+// TestPickStackDelegates checks that pickStack hands every call, Pick
+// (whose stack it grows first) or not, to the wrapped handler's TagRPC
+// and returns that handler's context.
+func TestPickStackDelegates(t *testing.T) {
+	for _, method := range []string{pb.PickService_Pick_FullMethodName, "/grpc.health.v1.Health/Check", pb.LoadService_ReportLoad_FullMethodName} {
+		rec := &tagRecorder{}
+		var ctx context.Context
+		done := make(chan struct{})
+		go func() { // a fresh goroutine, as grpc-go gives each call
+			defer close(done)
+			ctx = pickStack{rec}.TagRPC(context.Background(), &stats.RPCTagInfo{FullMethodName: method})
+		}()
+		<-done
+		if len(rec.methods) != 1 || rec.methods[0] != method {
+			t.Errorf("%s: wrapped TagRPC saw %q, want it once", method, rec.methods)
+		}
+		if got, _ := ctx.Value(tagKey{}).(string); got != method {
+			t.Errorf("%s: TagRPC returned a context without the wrapped handler's value (%q)", method, got)
+		}
+	}
+	if growStack(0) != 0 {
+		t.Error("growStack(0) != 0")
 	}
 }

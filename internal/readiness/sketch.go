@@ -86,9 +86,30 @@ func insertPairs(blk []uint8, stride int, p uint8, hs []uint64, sinks []sketchSi
 			insertRow(blk, stride, p, hs[lo:end], mask[0])
 			continue
 		}
-		for w, m := range mask[:stride/8] {
-			if m != 0 {
-				insertRow(blk[8*w:], stride, p, hs[lo:end], m)
+		insertRows(blk, stride, p, hs[lo:end], mask[:stride/8])
+	}
+}
+
+// insertRows is insertRow on word w of every row (rows of stride ≥ 8
+// bytes, a power of two) with the mask masks[w], for every w, in one pass
+// over hs: each hash's register and value are computed once for all the
+// words of its row (a 16-deployment tracker has two).
+func insertRows(blk []uint8, stride int, p uint8, hs []uint64, masks []uint64) {
+	const lsb, hi = 0x0101010101010101, 0x8080808080808080
+	shift := (64 - p) & 63
+	guard := uint64(1) << ((p - 1) & 63)
+	for _, x := range hs {
+		at := int(x>>shift) * stride // the row's first byte, word aligned
+		r := uint64(uint8(bits.LeadingZeros64(x<<(p&63)|guard))+1) * lsb
+		row := blk[at : at+8*len(masks)]
+		for w, m := range masks {
+			if m == 0 {
+				continue
+			}
+			v := binary.LittleEndian.Uint64(row[8*w:])
+			ge := (((v | hi) - r) & hi) >> 7 * 0xff // 0xff in each byte where v ≥ r
+			if nv := v&(ge|^m) | r&^ge&m; nv != v {
+				binary.LittleEndian.PutUint64(row[8*w:], nv)
 			}
 		}
 	}
