@@ -77,6 +77,7 @@ type member struct {
 	pending bool          // applied and not yet acked
 	queued  bool          // in batchLoop.due
 	fresh   bool          // opened, its first ack not sent: acked at once
+	inRun   bool          // has a report in batchLoop.run
 }
 
 // batchLoop is one ReportLoadBatch stream. Like reportLoop, its receive
@@ -94,6 +95,8 @@ type batchLoop struct {
 	members map[memberKey]*member
 	due     []*member           // members with reports not yet acked (ended ones too)
 	ended   []*pb.InstanceEnded // sent with the next acks, after them
+	run     batchRun            // reports to apply together
+	ackNow  bool                // the message's acks go out at once: a first report, or an end
 }
 
 // receive applies the stream's messages until it ends (receiveReports).
@@ -103,76 +106,139 @@ func (b *batchLoop) receive(ended chan<- error) {
 
 // apply applies one message: each report to its instance (opening it on
 // its first report), then closed; an instance's error ends that instance
-// alone. The error returned ends the stream. The caller holds mu.
+// alone. Consecutive reports of distinct open instances of one pool are
+// applied together (run, one hold of the pool's lock); a report that
+// opens an instance, repeats one or changes the pool applies the run
+// before it, so the order is the message's. The error returned ends the
+// stream. The caller holds mu.
 func (b *batchLoop) apply(m *pb.ReportLoadBatchRequest) error {
 	if n := len(m.GetReports()); n > MaxBatchReports {
 		return status.Errorf(codes.InvalidArgument,
 			"ReportLoadBatch message with %d reports: the limit is %d; send the rest in the next message", n, MaxBatchReports)
 	}
-	now := false // ack at once: a first report, or an instance ended
+	b.ackNow = false
 	for i, r := range m.GetReports() {
 		k := memberKey{r.GetPool(), r.GetInstanceId()}
 		if k.pool == "" || k.instance == "" {
+			b.flush()
 			return status.Errorf(codes.InvalidArgument,
 				"ReportLoadBatch report %d (seq %d) has no pool or instance_id: every report of a batch names its instance", i, r.GetSeq())
 		}
-		mb, err := b.report(k, r)
-		if err != nil {
-			b.end(k, mb, err)
-			now = true
-			continue
+		if mb := b.members[k]; mb == nil || mb.inRun || mb.sess.Pool() != b.run.pool {
+			b.flush()
 		}
-		if !mb.queued {
-			mb.queued = true
-			b.due = append(b.due, mb)
+		if err := b.report(k, r); err != nil {
+			b.end(k, b.members[k], err)
 		}
-		now = now || mb.fresh
-		mb.pending, mb.ackSeq = true, r.GetSeq()
 	}
+	b.flush()
 	for _, c := range m.GetClosed() {
 		k := memberKey{c.GetPool(), c.GetInstanceId()}
 		if mb := b.members[k]; mb != nil {
 			b.end(k, mb, nil)
-			now = true
 		}
 	}
 	if len(b.due) == 0 && len(b.ended) == 0 {
 		return nil
 	}
-	return b.acks.applied(now)
+	return b.acks.applied(b.ackNow)
 }
 
-// report applies r to instance k, opening it when the stream does not hold
-// it. On error the instance is ended by the caller (mb may be nil).
-func (b *batchLoop) report(k memberKey, r *pb.ReportLoadRequest) (mb *member, err error) {
+// report checks r, a report of instance k, and adds it to the run, or
+// opens the instance with it. An error ends the instance (the caller's).
+func (b *batchLoop) report(k memberKey, r *pb.ReportLoadRequest) error {
 	if b.bound != nil {
 		if err := b.bound.CheckReport(r); err != nil {
 			b.guard.hit(b.ctx, "binding")
-			return b.members[k], err
+			return err
 		}
 	}
-	mb = b.members[k]
+	mb := b.members[k]
 	if mb == nil {
-		return b.open(k, r)
+		mb, err := b.open(k, r)
+		if err == nil {
+			b.applied(mb, r)
+		}
+		return err
 	}
 	if b.guard != nil {
 		if err := b.guard.allow(b.ctx, mb.lim); err != nil {
-			return mb, err
+			return err
 		}
 	}
 	if err := sameIdentity(mb.id, r); err != nil {
-		return mb, err
+		return err
 	}
 	if r.GetSeq() < mb.lastSeq {
-		return mb, status.Errorf(codes.InvalidArgument,
+		return status.Errorf(codes.InvalidArgument,
 			"report seq %d is below the instance's last seq %d: seq must not decrease; close the instance (closed) to start over",
 			r.GetSeq(), mb.lastSeq)
 	}
 	mb.lastSeq = r.GetSeq()
 	if err := b.ls.convert(r, &mb.rep); err != nil {
-		return mb, err
+		return err
 	}
-	return mb, b.applyTo(mb, r)
+	b.run.add(mb, r)
+	return nil
+}
+
+// flush applies the run to its pool and acks or ends each instance of it.
+func (b *batchLoop) flush() {
+	rn := &b.run
+	if len(rn.mbs) == 0 {
+		return
+	}
+	rn.pool.ReportAll(b.ls.s.opts.Now(), rn.sess, rn.reps, rn.errs)
+	for i, mb := range rn.mbs {
+		mb.inRun = false
+		if rn.errs[i] != nil {
+			b.end(mb.key, mb, replacedError(mb.id))
+			continue
+		}
+		b.applied(mb, rn.msgs[i])
+	}
+	rn.reset()
+}
+
+// applied passes mb's applied report r on (metrics, replicas) and queues
+// its ack.
+func (b *batchLoop) applied(mb *member, r *pb.ReportLoadRequest) {
+	mb.counts.reported()
+	b.ls.s.repl.Reported(mb.id, r)
+	if !mb.queued {
+		mb.queued = true
+		b.due = append(b.due, mb)
+	}
+	b.ackNow = b.ackNow || mb.fresh
+	mb.pending, mb.ackSeq = true, r.GetSeq()
+}
+
+// batchRun is the reports of one message that go to one pool together:
+// one each of distinct open instances, checked and converted (mb.rep).
+type batchRun struct {
+	pool *state.Pool // nil while empty
+	mbs  []*member
+	msgs []*pb.ReportLoadRequest
+	sess []*state.Session
+	reps []*state.Report
+	errs []error
+}
+
+func (rn *batchRun) add(mb *member, r *pb.ReportLoadRequest) {
+	rn.pool = mb.sess.Pool()
+	mb.inRun = true
+	rn.mbs, rn.msgs = append(rn.mbs, mb), append(rn.msgs, r)
+	rn.sess, rn.reps, rn.errs = append(rn.sess, mb.sess), append(rn.reps, &mb.rep), append(rn.errs, nil)
+}
+
+// reset empties the run, keeping its arrays.
+func (rn *batchRun) reset() {
+	clear(rn.mbs)
+	clear(rn.msgs)
+	clear(rn.sess)
+	clear(rn.reps)
+	clear(rn.errs)
+	rn.pool, rn.mbs, rn.msgs, rn.sess, rn.reps, rn.errs = nil, rn.mbs[:0], rn.msgs[:0], rn.sess[:0], rn.reps[:0], rn.errs[:0]
 }
 
 // open starts the session of instance k from its first report r on the
@@ -217,20 +283,13 @@ func (b *batchLoop) open(k memberKey, r *pb.ReportLoadRequest) (*member, error) 
 	}
 	b.members[k] = mb
 	s.log.Debug("batched instance opened", "pool", id.Pool, "deployment", id.Deployment, "instance", id.Instance, "address", id.Address)
-	return mb, b.applyTo(mb, r)
+	if err := mb.sess.Report(s.opts.Now(), &mb.rep); err != nil {
+		return mb, replacedError(mb.id)
+	}
+	return mb, nil
 }
 
-// applyTo applies mb's converted report r to its session and passes it to
-// the replicas.
-func (b *batchLoop) applyTo(mb *member, r *pb.ReportLoadRequest) error {
-	s := b.ls.s
-	if err := mb.sess.Report(s.opts.Now(), &mb.rep); err != nil {
-		return replacedError(mb.id)
-	}
-	mb.counts.reported()
-	s.repl.Reported(mb.id, r)
-	return nil
-}
+
 
 func (b *batchLoop) giveSlot() {
 	if b.guard != nil {
@@ -242,6 +301,7 @@ func (b *batchLoop) giveSlot() {
 // session closes, and the next response carries its last ack (it stays in
 // due), then its end with err's code (OK when err is nil).
 func (b *batchLoop) end(k memberKey, mb *member, err error) {
+	b.ackNow = true
 	st := status.Convert(err)
 	b.ended = append(b.ended, &pb.InstanceEnded{Instance: &pb.InstanceRef{Pool: k.pool, InstanceId: k.instance},
 		Code: int32(st.Code()), Message: st.Message()})

@@ -122,6 +122,35 @@ func (s *Session) Report(now time.Time, rep *Report) error {
 	p := s.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	err := p.report(s, now, rep)
+	p.settle()
+	return err
+}
+
+// ReportAll applies reps[i] to ss[i], as Session.Report does, for sessions
+// of p, in order, under one acquisition of the pool's lock: a node agent's
+// message of several instances' reports costs one hand-off of the lock,
+// not one each (under 100,000 reports/s from a thousand streams, the
+// hand-offs of one lock each made a convoy that Picks queued behind).
+// errs[i] is ErrSessionEnded when ss[i] was replaced; errs has len(ss).
+func (p *Pool) ReportAll(now time.Time, ss []*Session, reps []*Report, errs []error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, s := range ss {
+		if s.pool != p {
+			panic("state: ReportAll with a session of another pool")
+		}
+		errs[i] = p.report(s, now, reps[i])
+	}
+	p.settle()
+}
+
+// Pool returns the pool of the session.
+func (s *Session) Pool() *Pool { return s.pool }
+
+// report applies rep to s's instance. Called with p.mu held; the caller
+// settles the budget after.
+func (p *Pool) report(s *Session, now time.Time, rep *Report) error {
 	in := s.in
 	if in.session != s {
 		return ErrSessionEnded
@@ -157,7 +186,6 @@ func (s *Session) Report(now time.Time, rep *Report) error {
 		}
 	}
 	p.storeAll(in, rep.Stored)
-	p.settle()
 	return nil
 }
 
