@@ -289,8 +289,6 @@ func (b *batchLoop) open(k memberKey, r *pb.ReportLoadRequest) (*member, error) 
 	return mb, nil
 }
 
-
-
 func (b *batchLoop) giveSlot() {
 	if b.guard != nil {
 		b.guard.give()
