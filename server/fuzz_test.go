@@ -177,22 +177,31 @@ func FuzzReportLoad(f *testing.F) {
 				t.Fatalf("ack %d has seq %d, report had %d", i, a.GetSeq(), msgs[i].GetSeq())
 			}
 		}
-		for _, p := range s.reg.Pools() {
-			sum := 0
-			for _, in := range p.Instances(fuzzNow) {
-				sum += in.CachedBlocks
-				// A stream that got an ack connected; its instance must be
-				// disconnected now (a rejected first report touches nothing).
-				if len(st.acks) > 0 && p.Name() == msgs[0].GetPool() && in.Instance == msgs[0].GetInstanceId() &&
-					in.State != state.StateDisconnected {
-					t.Fatalf("instance %q is %v after its stream ended", in.Instance, in.State)
-				}
-			}
-			if _, pairs := p.IndexStats(); pairs != sum {
-				t.Fatalf("pool %q: index holds %d (block, instance) pairs, the instances %d blocks", p.Name(), pairs, sum)
+		// A stream that got an ack connected; its instance must be
+		// disconnected now (a rejected first report touches nothing).
+		fuzzEnded(t, s, func(pool, inst string) bool {
+			return len(st.acks) > 0 && pool == msgs[0].GetPool() && inst == msgs[0].GetInstanceId()
+		})
+	})
+}
+
+// fuzzEnded fails t when an instance that opened is not disconnected after
+// its stream ended, or a pool's index disagrees with its instances' block
+// counts.
+func fuzzEnded(t *testing.T, s *Server, opened func(pool, inst string) bool) {
+	t.Helper()
+	for _, p := range s.reg.Pools() {
+		sum := 0
+		for _, in := range p.Instances(fuzzNow) {
+			sum += in.CachedBlocks
+			if opened(p.Name(), in.Instance) && in.State != state.StateDisconnected {
+				t.Fatalf("instance %q is %v after its stream ended", in.Instance, in.State)
 			}
 		}
-	})
+		if _, pairs := p.IndexStats(); pairs != sum {
+			t.Fatalf("pool %q: index holds %d (block, instance) pairs, the instances %d blocks", p.Name(), pairs, sum)
+		}
+	}
 }
 
 // FuzzReportLoadBatch: a batch stream of up to three arbitrary messages
@@ -237,17 +246,9 @@ func FuzzReportLoadBatch(f *testing.F) {
 				last[k] = seq
 			}
 		}
-		for _, p := range s.reg.Pools() {
-			sum := 0
-			for _, in := range p.Instances(fuzzNow) {
-				sum += in.CachedBlocks
-				if _, ok := last[memberKey{p.Name(), in.Instance}]; ok && in.State != state.StateDisconnected {
-					t.Fatalf("instance %q is %v after the batch stream ended", in.Instance, in.State)
-				}
-			}
-			if _, pairs := p.IndexStats(); pairs != sum {
-				t.Fatalf("pool %q: index holds %d (block, instance) pairs, the instances %d blocks", p.Name(), pairs, sum)
-			}
-		}
+		fuzzEnded(t, s, func(pool, inst string) bool {
+			_, ok := last[memberKey{pool, inst}]
+			return ok
+		})
 	})
 }
