@@ -162,7 +162,7 @@ func TestLimitEdges(t *testing.T) {
 		setup:  func(t *testing.T, c limitClients) { must(t, sendReport(t, c, ident("chat", "a", "a-1"))) },
 		at:     func(t *testing.T, c limitClients) error { return sendReport(t, c, ident("chat", "a", "a-2")) },
 		over:   func(t *testing.T, c limitClients) error { return sendReport(t, c, ident("chat", "a", "a-3")) },
-		code:   codes.ResourceExhausted, msg: "2 open, the limit is 2 (--max-report-streams)",
+		code:   codes.ResourceExhausted, msg: "2 report streams and batched instances open, the limit is 2 (--max-report-streams)",
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
