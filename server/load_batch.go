@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"slices"
 	"sync"
 
 	"golang.org/x/time/rate"
@@ -124,10 +123,12 @@ func (b *batchLoop) apply(m *pb.ReportLoadBatchRequest) error {
 			return status.Errorf(codes.InvalidArgument,
 				"ReportLoadBatch report %d (seq %d) has no pool or instance_id: every report of a batch names its instance", i, r.GetSeq())
 		}
-		if mb := b.members[k]; mb == nil || mb.inRun || mb.sess.Pool() != b.run.pool {
+		mb := b.members[k]
+		if mb == nil || mb.inRun || mb.sess.Pool() != b.run.pool {
 			b.flush()
+			mb = b.members[k] // the flush may have ended it
 		}
-		if err := b.report(k, r); err != nil {
+		if err := b.report(k, mb, r); err != nil {
 			b.end(k, b.members[k], err)
 		}
 	}
@@ -144,16 +145,16 @@ func (b *batchLoop) apply(m *pb.ReportLoadBatchRequest) error {
 	return b.acks.applied(b.ackNow)
 }
 
-// report checks r, a report of instance k, and adds it to the run, or
-// opens the instance with it. An error ends the instance (the caller's).
-func (b *batchLoop) report(k memberKey, r *pb.ReportLoadRequest) error {
+// report checks r, a report of instance k (mb, nil when the stream does
+// not hold it), and adds it to the run, or opens the instance with it. An
+// error ends the instance (the caller's).
+func (b *batchLoop) report(k memberKey, mb *member, r *pb.ReportLoadRequest) error {
 	if b.bound != nil {
 		if err := b.bound.CheckReport(r); err != nil {
 			b.guard.hit(b.ctx, "binding")
 			return err
 		}
 	}
-	mb := b.members[k]
 	if mb == nil {
 		mb, err := b.open(k, r)
 		if err == nil {
@@ -329,14 +330,19 @@ func (b *batchLoop) emit(resend bool) error {
 			Ack: &pb.ReportLoadResponse{Seq: mb.ackSeq, ReportIntervalMs: iv, ResendCache: resend}})
 		mb.pending, mb.queued, mb.fresh = false, false, false
 	}
-	for _, mb := range b.due {
-		if mb.pending || resend {
+	if resend {
+		// Every instance is told, those ended since the last ack too.
+		for _, mb := range b.members {
 			ack(mb)
 		}
-	}
-	if resend {
-		for _, mb := range b.members {
-			if !slices.Contains(b.due, mb) {
+		for _, mb := range b.due {
+			if b.members[mb.key] != mb {
+				ack(mb)
+			}
+		}
+	} else {
+		for _, mb := range b.due {
+			if mb.pending {
 				ack(mb)
 			}
 		}

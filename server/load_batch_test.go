@@ -293,3 +293,80 @@ func TestReportLoadBatchEdges(t *testing.T) {
 		t.Fatalf("%d instances acked, want %d", len(want), MaxBatchInstances)
 	}
 }
+
+// TestBatchEmitResend: when the cluster asks for the caches again, the
+// next answer acks every instance of the stream with resend_cache, those
+// with nothing pending and one ended since its last ack included; without
+// it, only the instances with reports pending.
+func TestBatchEmitResend(t *testing.T) {
+	st := &fuzzStream[pb.ReportLoadBatchRequest, pb.ReportLoadBatchResponse]{ctx: context.Background()}
+	b := &batchLoop{ls: &loadService{s: fuzzServer(t)}, stream: st, members: map[memberKey]*member{}}
+	mk := func(inst string, seq uint64, pending, open bool) *member {
+		mb := &member{key: memberKey{"chat", inst}, ackSeq: seq, pending: pending, queued: pending}
+		if open {
+			b.members[mb.key] = mb
+		}
+		if pending {
+			b.due = append(b.due, mb)
+		}
+		return mb
+	}
+	mk("a", 3, true, true)
+	mk("b", 5, false, true)
+	mk("gone", 7, true, false) // ended after its report was applied
+	if err := b.emit(false); err != nil {
+		t.Fatal(err)
+	}
+	acks, _ := describe(st.acks[0])
+	same(t, "acks without a resend", acks, []string{"chat/a:3", "chat/gone:7"})
+	mk("a", 4, true, true)
+	if err := b.emit(true); err != nil {
+		t.Fatal(err)
+	}
+	acks, _ = describe(st.acks[1])
+	same(t, "acks of a resend", acks, []string{"chat/a:4", "chat/b:5"})
+	for _, a := range st.acks[1].GetAcks() {
+		if !a.GetAck().GetResendCache() {
+			t.Errorf("ack %v without resend_cache", a)
+		}
+	}
+	if err := b.emit(false); err != nil || len(st.acks) != 2 {
+		t.Fatalf("nothing pending: %v, %d answers sent, want 2", err, len(st.acks))
+	}
+}
+
+// TestReportBurstDefault: with the default limits a stream may send a
+// backlog of 500 reports at once (what a router that fell behind reads
+// after a stall) without being ended; DefaultReportBurst is 1000.
+func TestReportBurstDefault(t *testing.T) {
+	d := obsStart(t, nil)
+	_, load, _ := obsClients(t, d)
+	st := obsConnect(t, load).stream
+	const n = 500
+	for seq := uint64(1); seq <= n; seq++ {
+		m := &pb.ReportLoadRequest{Seq: seq, PrefillTokensPerSecond: 1000}
+		if seq == 1 {
+			m = ident("chat", "a", "a-1")
+		}
+		if err := st.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for {
+		a, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after ack %d: %v", last, err)
+		}
+		last = a.GetSeq()
+	}
+	if last != n {
+		t.Fatalf("last ack %d, want %d", last, n)
+	}
+}

@@ -127,11 +127,12 @@ func (ls *linkStream) enqueue(sub *linkSub, r *pb.ReportLoadRequest) error {
 	return nil
 }
 
-// closeInstance queues the end of sub's session and takes it off the
-// stream's instances (its end arrives as an InstanceEnded, or with the
-// stream's end).
+// closeInstance queues the end of sub's session, after any report of it
+// in the same message (the sidecar applies a message's reports before its
+// closed). sub stays on the stream until its InstanceEnded, or the
+// stream's end, arrives; join may replace it before. The caller holds mu.
 func (ls *linkStream) closeInstance(sub *linkSub) {
-	m := ls.message(linkKey{})
+	m := ls.message(linkKey{}) // no key: a close never needs a new message
 	m.Closed = append(m.Closed, &pb.InstanceRef{Pool: sub.key.pool, InstanceId: sub.key.instance})
 	ls.poke()
 }
