@@ -17,8 +17,9 @@ import (
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
-// walkthroughDocs are where the walk-through lives, first found first.
-var walkthroughDocs = []string{"../../README.md"}
+// walkthroughDocs are where the walk-throughs live, first found first: the
+// README's quick one and docs/cutovers.md's rollout.
+var walkthroughDocs = []string{"../../README.md", "../../docs/cutovers.md"}
 
 // walkthrough returns a documented script and the file it came from: the
 // one ```sh block between <!-- NAME:begin --> and <!-- NAME:end -->.
@@ -81,7 +82,7 @@ func TestWalkthrough(t *testing.T) {
 	}
 }
 
-// TestRolloutWalkthrough runs the README's "Rolling out a new deployment"
+// TestRolloutWalkthrough runs docs/cutovers.md's "Rolling out a new deployment"
 // with bash against a real sidecar on the real clock.
 func TestRolloutWalkthrough(t *testing.T) {
 	out, stderr, _, from := runScript(t, "rollout")
