@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -136,14 +134,4 @@ func TestSmokeCPUPerCall(t *testing.T) {
 	if !strings.Contains(out.String(), "| Pick CHOSEN | 500 |") {
 		t.Errorf("report:\n%s", out.String())
 	}
-}
-
-// buildDaemon builds prefixrouted into the test's temp dir.
-func buildDaemon(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "prefixrouted")
-	if out, err := exec.Command("go", "build", "-o", bin, "../prefixrouted").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
