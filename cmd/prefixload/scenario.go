@@ -15,6 +15,7 @@ import (
 
 	"github.com/prefixroute/prefixroute/internal/sim"
 	"github.com/prefixroute/prefixroute/internal/simlive"
+	"github.com/prefixroute/prefixroute/internal/simout"
 )
 
 const scenarioUsage = `usage: prefixload scenario [flags] SCENARIO...
@@ -123,7 +124,7 @@ func playScenario(ctx context.Context, name string, f *scenarioFlags, stdout, st
 	}
 	report := *sc
 	report.Name = sc.Name + "-live"
-	files, err := sim.WriteReport(f.out, &report, runs, !f.noPlots)
+	files, err := simout.WriteReport(f.out, &report, runs, !f.noPlots)
 	if err != nil {
 		return err
 	}
@@ -184,12 +185,12 @@ func newBar(quiet bool, stderr io.Writer, desc string) *progressbar.ProgressBar 
 
 // printLive prints a scenario's table and the gRPC figures of its runs.
 func printLive(w io.Writer, sc *sim.Scenario, runs []*sim.Result, wall time.Duration) error {
-	sums := make([]sim.Summary, len(runs))
+	sums := make([]simout.Summary, len(runs))
 	for i, r := range runs {
-		sums[i] = r.Summarise()
+		sums[i] = simout.Summarise(r)
 	}
 	fmt.Fprintf(w, "\n## %s (%d variants, %v simulated each, %v wall)\n\n", sc.Name, len(runs), runs[0].Duration, wall.Round(time.Millisecond))
-	if err := sim.WriteMarkdown(w, sc, sums); err != nil {
+	if err := simout.WriteMarkdown(w, sc, sums); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\n| variant | picks | pick errors | pick p50 ms | pick p99 ms | pick max ms | arrival to queued p50 / p99 ms (virtual) | reports acked | report streams | unfinished |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prefixroute/prefixroute/internal/buildinfo"
 	"github.com/prefixroute/prefixroute/internal/sim"
+	"github.com/prefixroute/prefixroute/internal/simout"
 )
 
 const usage = `usage:
@@ -95,7 +96,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		files, err := sim.WriteReport(f.out, sc, runs, !f.noPlots)
+		files, err := simout.WriteReport(f.out, sc, runs, !f.noPlots)
 		if err != nil {
 			return err
 		}
@@ -119,7 +120,7 @@ func runSim(sc *sim.Scenario, f *runFlags, stderr io.Writer) ([]*sim.Result, err
 			return nil, err
 		}
 		opts.LiveDraws = true
-		opts.RouteDelays, err = sim.ReadRoutesCSV(rf)
+		opts.RouteDelays, err = simout.ReadRoutesCSV(rf)
 		_ = rf.Close() // read-only, fully read
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f.routeDelays, err)
@@ -181,12 +182,12 @@ func traceCmd(args []string, stdout, stderr io.Writer) error {
 
 // printSummary prints a scenario's table.
 func printSummary(w io.Writer, sc *sim.Scenario, runs []*sim.Result, wall time.Duration) error {
-	sums := make([]sim.Summary, len(runs))
+	sums := make([]simout.Summary, len(runs))
 	for i, r := range runs {
-		sums[i] = r.Summarise()
+		sums[i] = simout.Summarise(r)
 	}
 	fmt.Fprintf(w, "\n## %s (%d variants, %v simulated each, %v wall)\n\n", sc.Name, len(runs), runs[0].Duration, wall.Round(time.Millisecond))
-	if err := sim.WriteMarkdown(w, sc, sums); err != nil {
+	if err := simout.WriteMarkdown(w, sc, sums); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintln(w)

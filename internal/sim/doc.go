@@ -17,9 +17,9 @@
 //
 // Run simulates one variant of a Scenario in virtual time with a discrete
 // event queue; it is deterministic for a seed and every variant of a
-// scenario sees the same requests. RunScenario runs all variants, and
-// WriteReport writes the per-second CSV series, the summary tables
-// (WriteMarkdown) and the PNG plots (WritePlots). A Driven run hands the
+// scenario sees the same requests. RunScenario runs all variants; a Result
+// holds the records and samples, and internal/simout turns it into
+// summaries, tables, CSV files and plots. A Driven run hands the
 // clock and the routing to a loop outside the package: internal/simlive
 // plays a scenario against real routers that way (prefixload scenario).
 // The package never links the daemon. Scenarios are YAML (or JSON) files; the

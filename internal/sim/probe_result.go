@@ -288,3 +288,25 @@ func ratioOr0(a, b float64) float64 {
 	}
 	return a / b
 }
+
+// ActualMovedPerSec is the part of To's actual extra prefill rate that is
+// not the recompute of blocks only From held: ActualExtraPerSec −
+// RecomputedTokens / After. It compares with the estimate's
+// MovedPrefillTokensPerSec.
+func (rr *ReadinessResult) ActualMovedPerSec() float64 {
+	if rr.After <= 0 {
+		return 0
+	}
+	return rr.ActualExtraPerSec - float64(rr.RecomputedTokens)/rr.After.Seconds()
+}
+
+// FromPrefillPerSec is From's prefill tokens per second in the estimate's
+// window, as router 0 recorded it (the chosen instances' uncached tokens).
+func (rr *ReadinessResult) FromPrefillPerSec() float64 {
+	for _, d := range rr.Status.Deployments {
+		if d.Name == rr.From {
+			return d.PrefillTokensPerSec
+		}
+	}
+	return 0
+}

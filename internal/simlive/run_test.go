@@ -10,6 +10,7 @@ import (
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/internal/sim"
+	"github.com/prefixroute/prefixroute/internal/simout"
 	"github.com/prefixroute/prefixroute/server"
 )
 
@@ -54,7 +55,7 @@ func TestLiveSmoke(t *testing.T) {
 	if l.Acks == 0 {
 		t.Fatal("no report acknowledged")
 	}
-	s := res.Summarise()
+	s := simout.Summarise(res)
 	if s.DepShare[1] == 0 {
 		t.Fatalf("deployment b got no traffic after the weight change: %v", s.DepShare)
 	}
@@ -85,7 +86,7 @@ func TestLiveSmokeReplicas(t *testing.T) {
 		t.Fatalf("%d pick errors (first: %s), %d rejected, %d unfinished, served %d of %d", l.PickErrors, l.FirstError,
 			len(res.Rejected), l.Unfinished, len(res.Records), res.Generated)
 	}
-	if s := res.Summarise(); s.DepShare[1] == 0 {
+	if s := simout.Summarise(res); s.DepShare[1] == 0 {
 		t.Fatalf("deployment b got no traffic after the weight change: %v", s.DepShare)
 	}
 }
