@@ -41,6 +41,7 @@ type config struct {
 	ackInterval time.Duration // ack_interval_ms of every stream; 0: every report acked
 	cpuPerCall  int           // --cpu-per-call: calls of each kind; 0: the load test
 	batch       int           // instances per ReportLoadBatch stream; 1: a ReportLoad stream each
+	clock       clock         // paces the senders and the window; nil: wallClock
 }
 
 func main() {
