@@ -168,12 +168,12 @@ sim:
 		cp $(SIM_OUT)/$$s/summary.md $(SIM_DOCS)/$$s-summary.md || exit 1; \
 	done
 	$(GO) build -o $(BIN)/ ./cmd/prefixrouted ./cmd/prefixload
-	$(BIN)/prefixload scenario --daemon $(BIN)/prefixrouted --out $(SIM_OUT) --duration 10s --no-plots smoke
+	$(BIN)/prefixload scenario --daemon $(BIN)/prefixrouted --out $(SIM_OUT) --duration 10s --no-plots --compare smoke
 
 sim-smoke:
 	$(GO) run ./cmd/prefixsim run --out $(SIM_OUT) --quiet --duration 20s smoke
 	$(GO) build -o $(BIN)/ ./cmd/prefixrouted ./cmd/prefixload
-	$(BIN)/prefixload scenario --daemon $(BIN)/prefixrouted --out $(SIM_OUT) --quiet --no-plots --duration 3s smoke
+	$(BIN)/prefixload scenario --daemon $(BIN)/prefixrouted --out $(SIM_OUT) --quiet --no-plots --duration 3s --compare smoke
 
 FUZZTIME       ?= 60s
 FUZZ_PKGS      ?= ./server/

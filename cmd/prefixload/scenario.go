@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -28,7 +29,8 @@ fresh set of --replicas routers started here (or the one at --addr); the
 simulator's baselines are skipped. It writes DIR/<scenario>-live/ with the
 files prefixsim run writes (per-variant CSV series, summary.md,
 summary.json, tail.csv, the plots) plus <variant>-routes.csv, the
-arrival-to-queued times prefixsim run --route-delays replays.
+arrival-to-queued times prefixsim run --route-delays replays. --compare
+also simulates the same variants and tables live against simulated.
 
 Flags:`
 
@@ -39,7 +41,7 @@ type scenarioFlags struct {
 	duration                                         time.Duration
 	maxRequests, workers, replicas                   int
 	speed                                            float64
-	quiet, noPlots, print                            bool
+	quiet, noPlots, print, compare                   bool
 }
 
 // scenarioCmd is "prefixload scenario"; it returns the exit code.
@@ -66,6 +68,7 @@ func scenarioCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fs.BoolVar(&f.noPlots, "no-plots", false, "skip the PNG plots")
 	fs.BoolVar(&f.print, "print", true, "print each scenario's summary table to stdout")
+	fs.BoolVar(&f.compare, "compare", false, "also simulate the variants played (same seed and virtual duration; plain, and with the live delays and draws replayed) and write live against simulated to DIR/<scenario>-live/compare.md (and stdout with --print)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -131,6 +134,20 @@ func playScenario(ctx context.Context, name string, f *scenarioFlags, stdout, st
 	if f.print {
 		if err := printLive(stdout, &report, runs, time.Since(start)); err != nil {
 			return err
+		}
+	}
+	if f.compare {
+		table, err := compareRuns(sc, runs, f.seed)
+		if err != nil {
+			return fmt.Errorf("%s: compare: %w", sc.Name, err)
+		}
+		path := filepath.Join(f.out, report.Name, "compare.md")
+		if err := os.WriteFile(path, []byte(table), 0o644); err != nil {
+			return err
+		}
+		files = append(files, path)
+		if f.print {
+			fmt.Fprintln(stdout, table)
 		}
 	}
 	if !f.quiet {

@@ -19,7 +19,8 @@ var liveRow = regexp.MustCompile(`(?m)^\| softmax \| [1-9][0-9]* \| 0 \| .* \| 0
 // TestScenarioCommand plays the smoke scenario for one second against a
 // prefixrouted started as a child process: it writes the files prefixsim
 // run writes (the CSV series, summary.md, summary.json, tail.csv) plus
-// the routes CSV, skips the round-robin baseline, and prints both tables.
+// the routes CSV, skips the round-robin baseline, prints both tables, and
+// with --compare tables the run against its simulation.
 func TestScenarioCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
@@ -27,11 +28,11 @@ func TestScenarioCommand(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := scenarioCmd(context.Background(), []string{"--daemon", buildDaemon(t), "--out", dir, "--quiet", "--no-plots",
-		"--duration", "1s", "smoke"}, &out, &errb)
+		"--duration", "1s", "--compare", "smoke"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	for _, f := range []string{"softmax.csv", "softmax-routes.csv", "summary.md", "summary.json", "tail.csv"} {
+	for _, f := range []string{"softmax.csv", "softmax-routes.csv", "summary.md", "summary.json", "tail.csv", "compare.md"} {
 		if st, err := os.Stat(filepath.Join(dir, "smoke-live", f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
@@ -39,7 +40,8 @@ func TestScenarioCommand(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "smoke-live", "round-robin.csv")); err == nil {
 		t.Error("the round-robin baseline ran live")
 	}
-	if !strings.Contains(out.String(), "## smoke-live (1 variants") || !liveRow.MatchString(out.String()) {
+	if !strings.Contains(out.String(), "## smoke-live (1 variants") || !liveRow.MatchString(out.String()) ||
+		!strings.Contains(out.String(), "| softmax | simulated | ") || !strings.Contains(out.String(), "| softmax | simulated, live delays and draws replayed | ") {
 		t.Errorf("summary:\n%s", out.String())
 	}
 }
@@ -96,5 +98,23 @@ variants: [{name: rr, picker: round_robin}]
 				t.Errorf("exit %d, want %d and %q: %s", code, tc.code, tc.want, errb.String())
 			}
 		})
+	}
+}
+
+// TestVersus: a simulated figure with its difference from the live one,
+// marked past 10 %.
+func TestVersus(t *testing.T) {
+	for _, tc := range []struct {
+		sim, live float64
+		want      string
+	}{
+		{11, 10, "11.0 (+10 %)"},
+		{8.9, 10, "8.9 (-11 % !)"},
+		{13, 10, "13.0 (+30 % !)"},
+		{5, 0, "5.0"},
+	} {
+		if got := versus(tc.sim, tc.live, "%.1f"); got != tc.want {
+			t.Errorf("versus(%v, %v) = %q, want %q", tc.sim, tc.live, got, tc.want)
+		}
 	}
 }
