@@ -152,7 +152,9 @@ bench:
 clean:
 	rm -rf $(BIN)
 
-## sim / sim-smoke: the simulator (issue 6; SIMULATION.md).
+## sim / sim-smoke: the simulator (issue 6; SIMULATION.md), then the smoke
+## scenario live against prefixrouted child processes, tabled against its
+## simulation (prefixload scenario --compare).
 SIM_OUT       ?= out/sim
 SIM_DOCS      ?= docs/sim
 SIM_SCENARIOS ?= hotspot cutover canary rampcutover
