@@ -5,8 +5,8 @@ import (
 	"io"
 	"time"
 
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/state"
-	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 // DrivenOptions configures NewDriven. Zero fields keep the scenario's.
@@ -89,8 +89,10 @@ func (d *Driven) Pool() string { return d.rc.sc.Pool }
 // BlockTokens is the scenario's block size in tokens.
 func (d *Driven) BlockTokens() int { return d.rc.sc.BlockTokens }
 
-// Policy is the variant's resolved policy.
-func (d *Driven) Policy() scheduler.Policy { return d.rc.policy }
+// PolicyProto is the variant's policy as a SetPolicy message for a router
+// whose clock runs speed times slower than the simulation's: every
+// parameter in ms divided by speed, every throughput multiplied.
+func (d *Driven) PolicyProto(speed float64) *pb.Policy { return policyProto(d.rc.policy, speed) }
 
 // CacheEvents reports whether the variant's instances send cache events.
 func (d *Driven) CacheEvents() bool { return d.rc.cacheEvents }

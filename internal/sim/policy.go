@@ -128,10 +128,10 @@ func (sc *Scenario) resolve(v *Variant) (*runConfig, error) {
 	return rc, nil
 }
 
-// PolicyProto is p as a SetPolicy message for a server whose clock runs
+// policyProto is p as a SetPolicy message for a server whose clock runs
 // speed times slower than the simulation's (live mode): every parameter in
 // ms is divided by speed, the default throughput multiplied.
-func PolicyProto(p scheduler.Policy, speed float64) *pb.Policy {
+func policyProto(p scheduler.Policy, speed float64) *pb.Policy {
 	ms := func(v float64) *float64 { v /= speed; return &v }
 	strategy := map[scheduler.Strategy]pb.Strategy{scheduler.Softmax: pb.Strategy_STRATEGY_SOFTMAX,
 		scheduler.Threshold: pb.Strategy_STRATEGY_THRESHOLD, scheduler.Argmin: pb.Strategy_STRATEGY_ARGMIN}[p.Strategy]

@@ -198,7 +198,7 @@ func (lr *liveRun) setup(conns []*grpc.ClientConn) error {
 	d, speed := lr.d, lr.opts.Speed
 	ctx, cancel := context.WithTimeout(lr.ctx, 10*time.Second)
 	defer cancel()
-	if _, err := lr.admin.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: d.Pool(), Policy: sim.PolicyProto(d.Policy(), speed)}); err != nil {
+	if _, err := lr.admin.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: d.Pool(), Policy: d.PolicyProto(speed)}); err != nil {
 		return fmt.Errorf("SetPolicy: %w", err)
 	}
 	if err := lr.setWeights(d.FirstWeights(), 0); err != nil {
