@@ -152,7 +152,9 @@ bench:
 clean:
 	rm -rf $(BIN)
 
-## sim / sim-smoke: the simulator (issue 6; SIMULATION.md).
+## sim / sim-smoke: the simulator (issue 6; SIMULATION.md), then the smoke
+## scenario live against prefixrouted child processes, tabled against its
+## simulation (prefixload scenario --compare).
 SIM_OUT       ?= out/sim
 SIM_DOCS      ?= docs/sim
 SIM_SCENARIOS ?= hotspot cutover canary rampcutover
@@ -167,11 +169,13 @@ sim:
 		cp $(SIM_OUT)/$$s/*.png $(SIM_DOCS)/ && \
 		cp $(SIM_OUT)/$$s/summary.md $(SIM_DOCS)/$$s-summary.md || exit 1; \
 	done
-	$(GO) run ./cmd/prefixsim run --live --out $(SIM_OUT) --duration 10s --no-plots smoke
+	$(GO) build -o $(BIN)/ ./cmd/prefixrouted ./cmd/prefixload
+	$(BIN)/prefixload scenario --daemon $(BIN)/prefixrouted --out $(SIM_OUT) --duration 10s --no-plots --compare smoke
 
 sim-smoke:
 	$(GO) run ./cmd/prefixsim run --out $(SIM_OUT) --quiet --duration 20s smoke
-	$(GO) run ./cmd/prefixsim run --live --out $(SIM_OUT) --quiet --no-plots --duration 3s smoke
+	$(GO) build -o $(BIN)/ ./cmd/prefixrouted ./cmd/prefixload
+	$(BIN)/prefixload scenario --daemon $(BIN)/prefixrouted --out $(SIM_OUT) --quiet --no-plots --duration 3s --compare smoke
 
 FUZZTIME       ?= 60s
 FUZZ_PKGS      ?= ./server/

@@ -79,9 +79,8 @@ func (l *load) sendBatch(a *agent) {
 	defer l.wg.Done()
 	rng := rand.New(rand.NewPCG(uint64(a.n), 2))
 	every := time.Duration(float64(time.Second) / l.c.rate)
-	time.Sleep(time.Duration(rng.Int64N(int64(every))))
-	t := time.NewTicker(every)
-	defer t.Stop()
+	t := l.c.clock.ticker(every, time.Duration(rng.Int64N(int64(every))))
+	defer t.stop()
 	m := &pb.ReportLoadBatchRequest{}
 	reports := make([]pb.ReportLoadRequest, a.size)
 	stored := make([]uint64, a.size*l.c.events)
@@ -91,10 +90,8 @@ func (l *load) sendBatch(a *agent) {
 		m.Reports = append(m.Reports, &reports[k])
 	}
 	for seq := uint64(2); ; seq++ {
-		select {
-		case <-l.ctx.Done():
+		if !t.wait(l.ctx, l.stop) {
 			return
-		case <-t.C:
 		}
 		if l.stopping.Load() {
 			a.st.CloseSend()
@@ -111,7 +108,12 @@ func (l *load) sendBatch(a *agent) {
 			r.QueuedPrefillTokens, r.KvCacheUsage = uint64(rng.IntN(4000)), rng.Float64()*0.8
 			r.PrefillTokensPerSecond, r.StoredBlockHashes = 8000, ev
 		}
-		if err := a.st.Send(m); err != nil {
+		err := a.st.Send(m)
+		if err == nil {
+			l.sent.Add(int64(a.size))
+		}
+		t.handled()
+		if err != nil {
 			if !l.stopping.Load() {
 				l.fail(&l.sendErrs, fmt.Sprintf("batch stream %d send", a.n), err)
 			}

@@ -52,13 +52,21 @@ func startDaemon(c config) (*daemon, error) {
 		}
 		args = append(args, "--tokens-file", tokens)
 	}
-	cmd := exec.Command(c.daemon, args...)
+	return launch(c.daemon, args, dir, true)
+}
+
+// launch runs bin with args (which must include --log-format json and
+// --log-level info or lower) and waits for its "serving" line; stop
+// removes dir. Its log lines go to stderr when echo is set, else only
+// its warnings and errors.
+func launch(bin string, args []string, dir string, echo bool) (*daemon, error) {
+	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", c.daemon, err)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	d := &daemon{cmd: cmd, dir: dir, done: make(chan struct{})}
 	addr := make(chan [2]string, 1)
@@ -73,7 +81,9 @@ func startDaemon(c config) (*daemon, error) {
 				addr <- [2]string{g, h}
 				continue
 			}
-			fmt.Fprintln(os.Stderr, "prefixrouted:", sc.Text())
+			if echo || m["level"] == "WARN" || m["level"] == "ERROR" {
+				fmt.Fprintln(os.Stderr, "prefixrouted:", sc.Text())
+			}
 		}
 		// Wait's error is the exit status, which d.cmd.ProcessState keeps
 		// (stop and the start-up select report it from there).
@@ -84,6 +94,7 @@ func startDaemon(c config) (*daemon, error) {
 	case a := <-addr:
 		d.addr, d.http = a[0], a[1]
 	case <-d.done:
+		_ = os.RemoveAll(dir) // best effort: it never served
 		return nil, fmt.Errorf("prefixrouted exited at start: %v", cmd.ProcessState)
 	case <-time.After(30 * time.Second):
 		d.stop()

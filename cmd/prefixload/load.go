@@ -41,7 +41,9 @@ type load struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	stopping  atomic.Bool
-	acks      atomic.Int64
+	stop      chan struct{} // closed with stopping set: wakes the senders
+	acks      atomic.Int64  // reports acked (the first of each instance aside)
+	sent      atomic.Int64  // reports sent (the first of each instance aside)
 	sendErrs  atomic.Int64
 	streamErr atomic.Int64
 	errMu     sync.Mutex
@@ -59,7 +61,10 @@ func (l *load) fail(counter *atomic.Int64, what string, err error) {
 
 // newLoad dials the connections.
 func newLoad(ctx context.Context, c config, d *daemon) (*load, error) {
-	l := &load{c: c, daemon: d, httpAddr: d.http}
+	if c.clock == nil {
+		c.clock = wallClock{}
+	}
+	l := &load{c: c, daemon: d, httpAddr: d.http, stop: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(ctx)
 	n := c.conns
 	if n <= 0 || n > c.streams {
@@ -167,16 +172,13 @@ func (l *load) send(i int, st pb.LoadService_ReportLoadClient) {
 	defer l.wg.Done()
 	rng := rand.New(rand.NewPCG(uint64(i), 1))
 	every := time.Duration(float64(time.Second) / l.c.rate)
-	time.Sleep(time.Duration(rng.Int64N(int64(every))))
-	t := time.NewTicker(every)
-	defer t.Stop()
+	t := l.c.clock.ticker(every, time.Duration(rng.Int64N(int64(every))))
+	defer t.stop()
 	pool := i % l.c.pools
 	stored := make([]uint64, l.c.events)
 	for seq := uint64(2); ; seq++ {
-		select {
-		case <-l.ctx.Done():
+		if !t.wait(l.ctx, l.stop) {
 			return
-		case <-t.C:
 		}
 		if l.stopping.Load() {
 			st.CloseSend()
@@ -189,7 +191,12 @@ func (l *load) send(i int, st pb.LoadService_ReportLoadClient) {
 		m := &pb.ReportLoadRequest{Seq: seq, RunningRequests: uint32(rng.IntN(8)), WaitingRequests: uint32(rng.IntN(4)),
 			QueuedPrefillTokens: uint64(rng.IntN(4000)), KvCacheUsage: rng.Float64() * 0.8,
 			PrefillTokensPerSecond: 8000, StoredBlockHashes: stored}
-		if err := st.Send(m); err != nil {
+		err := st.Send(m)
+		if err == nil {
+			l.sent.Add(1)
+		}
+		t.handled()
+		if err != nil {
 			if !l.stopping.Load() {
 				l.fail(&l.sendErrs, fmt.Sprintf("stream %d send", i), err)
 			}
@@ -222,6 +229,7 @@ func (l *load) receive(i int, st pb.LoadService_ReportLoadClient) {
 // close ends the streams and connections.
 func (l *load) close() {
 	l.stopping.Store(true)
+	close(l.stop)
 	done := make(chan struct{})
 	go func() { l.wg.Wait(); close(done) }()
 	select {

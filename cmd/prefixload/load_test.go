@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -31,14 +29,16 @@ func TestQuantiles(t *testing.T) {
 }
 
 // TestSmoke runs a one-second load test of 20 streams against a freshly
-// built prefixrouted: no errors, reports and picks counted, memory read.
+// built prefixrouted, 20 reports each in the window: no errors, every
+// report acked, picks counted, memory read.
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
 	bin := buildDaemon(t)
 	c := config{daemon: bin, streams: 20, conns: 4, rate: 20, pickers: 2, pools: 2, duration: time.Second,
-		auth: true, events: 2, warmUp: 100 * time.Millisecond, deps: 2, capacity: 4096}
+		auth: true, events: 2, warmUp: 100 * time.Millisecond, deps: 2, capacity: 4096, ackInterval: time.Second,
+		clock: newStepClock(20, 20)}
 	o, err := run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ func TestSmoke(t *testing.T) {
 	res := o.(*result)
 	var out bytes.Buffer
 	res.print(&out, c)
-	if res.errors() != 0 || res.acks < 100 || res.picks == 0 || res.hwmKB <= 0 || res.server == nil {
+	if res.errors() != 0 || res.acks != 20*20 || res.picks == 0 || res.hwmKB <= 0 || res.server == nil {
 		t.Errorf("smoke run:\n%s", out.String())
 	}
 	if !strings.Contains(out.String(), "| errors (picks + stream sends + streams ended) | 0 (0 + 0 + 0) |") {
@@ -55,15 +55,17 @@ func TestSmoke(t *testing.T) {
 }
 
 // TestSmokeBatch runs the smoke test's 20 instances on ReportLoadBatch
-// streams of 8 (the last one 4), with a tokens file: every report acked by
-// its instance's seq, nothing ended.
+// streams of 8 (the last one 4), with a tokens file: each of the 3 streams
+// sends 20 messages in the window, and every report is acked by its
+// instance's seq, nothing ended.
 func TestSmokeBatch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
 	bin := buildDaemon(t)
 	c := config{daemon: bin, streams: 20, conns: 2, rate: 20, pickers: 2, pools: 2, duration: time.Second,
-		auth: true, events: 4, warmUp: 100 * time.Millisecond, deps: 2, capacity: 4096, batch: 8, ackInterval: 50 * time.Millisecond}
+		auth: true, events: 4, warmUp: 100 * time.Millisecond, deps: 2, capacity: 4096, batch: 8, ackInterval: 50 * time.Millisecond,
+		clock: newStepClock(3, 20)}
 	o, err := run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -71,9 +73,7 @@ func TestSmokeBatch(t *testing.T) {
 	res := o.(*result)
 	var out bytes.Buffer
 	res.print(&out, c)
-	// 20 instances x 20 reports/s for a second; the window's edges and the
-	// 50 ms acks leave some unacked.
-	if res.errors() != 0 || res.acks < 300 || res.acks > 440 || res.picks == 0 {
+	if res.errors() != 0 || res.acks != 20*20 || res.picks == 0 {
 		t.Errorf("batch run (acks %d):\n%s", res.acks, out.String())
 	}
 	if !strings.Contains(out.String(), "20 instances (8 per ReportLoadBatch stream and message)") {
@@ -82,15 +82,17 @@ func TestSmokeBatch(t *testing.T) {
 }
 
 // TestSmokeOpenLoop runs one second at 200 Picks/s offered over 8
-// deployments: the Picks due are counted and sent, and both CPU times are
-// read.
+// deployments: exactly the 200 Picks due are offered, each sent or
+// counted as not sent, 16 streams x 10 reports acked, and both CPU times
+// are read.
 func TestSmokeOpenLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
 	bin := buildDaemon(t)
 	c := config{daemon: bin, streams: 16, conns: 2, rate: 10, pickers: 4, pools: 1, duration: time.Second,
-		auth: false, events: 8, warmUp: 100 * time.Millisecond, deps: 8, capacity: 64, pickRate: 200}
+		auth: false, events: 8, warmUp: 100 * time.Millisecond, deps: 8, capacity: 64, pickRate: 200, ackInterval: time.Second,
+		clock: newStepClock(16, 10)}
 	o, err := run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -98,10 +100,10 @@ func TestSmokeOpenLoop(t *testing.T) {
 	res := o.(*result)
 	var out bytes.Buffer
 	res.print(&out, c)
-	if res.errors() != 0 || res.offered < 150 || res.offered > 210 || res.picks < res.offered-res.notSent-int64(c.pickers) ||
+	if res.errors() != 0 || res.offered != 200 || res.picks != res.offered-res.notSent || res.acks != 16*10 ||
 		res.windowCPU <= 0 || res.selfCPU <= 0 {
-		t.Errorf("open-loop run (offered %d, not sent %d, picks %d, CPU %v / %v):\n%s",
-			res.offered, res.notSent, res.picks, res.windowCPU, res.selfCPU, out.String())
+		t.Errorf("open-loop run (offered %d, not sent %d, picks %d, acks %d, CPU %v / %v):\n%s",
+			res.offered, res.notSent, res.picks, res.acks, res.windowCPU, res.selfCPU, out.String())
 	}
 	if !strings.Contains(out.String(), "200 Picks/s offered") || !strings.Contains(out.String(), "1 pools x 8 deployments") {
 		t.Errorf("report:\n%s", out.String())
@@ -136,14 +138,4 @@ func TestSmokeCPUPerCall(t *testing.T) {
 	if !strings.Contains(out.String(), "| Pick CHOSEN | 500 |") {
 		t.Errorf("report:\n%s", out.String())
 	}
-}
-
-// buildDaemon builds prefixrouted into the test's temp dir.
-func buildDaemon(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "prefixrouted")
-	if out, err := exec.Command("go", "build", "-o", bin, "../prefixrouted").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }

@@ -4,6 +4,10 @@
 // machine allows, and prints errors, Pick latency, reports ingested and the
 // daemon's peak RSS (VmHWM) as a Markdown table. It only ever connects to
 // loopback and stops by itself after --duration.
+//
+// prefixload scenario plays a simulator scenario against real routers
+// instead (internal/simlive): the same files prefixsim run writes, from a
+// live run, for the live-vs-simulated comparison (make sim-smoke).
 package main
 
 import (
@@ -37,9 +41,16 @@ type config struct {
 	ackInterval time.Duration // ack_interval_ms of every stream; 0: every report acked
 	cpuPerCall  int           // --cpu-per-call: calls of each kind; 0: the load test
 	batch       int           // instances per ReportLoadBatch stream; 1: a ReportLoad stream each
+	clock       clock         // paces the senders and the window; nil: wallClock
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "scenario" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := scenarioCmd(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	var c config
 	flag.StringVar(&c.daemon, "daemon", "bin/prefixrouted", "prefixrouted binary to start")
 	flag.IntVar(&c.streams, "streams", 2000, "concurrent ReportLoad streams (one instance each)")

@@ -12,8 +12,9 @@ import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 )
 
-// measure warms up, then runs the Pick loops for d and counts what the
-// streams ingest meanwhile.
+// measure warms up, then runs the Pick loops for the window d and counts
+// the reports sent meanwhile that the daemon acked (waiting for their acks
+// after the window, at most the ack interval and 5 s).
 func (l *load) measure(ctx context.Context, d time.Duration) *result {
 	time.Sleep(l.c.warmUp)
 	res := &result{}
@@ -23,16 +24,28 @@ func (l *load) measure(ctx context.Context, d time.Duration) *result {
 	const family = "prefixroute_pick_duration_seconds"
 	h0, herr := scrapeHistogram(l.httpAddr, family)
 	cpu0, self0 := l.daemonCPU(), selfCPU()
-	acks0, start := l.acks.Load(), time.Now()
-	deadline := start.Add(d)
+	sent0, start := l.sent.Load(), time.Now()
+	done := make(chan struct{}) // closed at the window's end
+	wg.Go(func() {
+		l.c.clock.window(ctx, d)
+		close(done)
+	})
+	over := func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return ctx.Err() != nil
+		}
+	}
 	var tokens chan struct{} // open loop: one token per Pick due
 	if l.c.pickRate > 0 {
 		tokens = make(chan struct{}, max(1, l.c.pickers))
 		wg.Go(func() {
 			defer close(tokens)
 			issued := int64(0)
-			for now := time.Now(); now.Before(deadline) && ctx.Err() == nil; now = time.Now() {
-				for due := int64(now.Sub(start).Seconds() * l.c.pickRate); issued < due; issued++ {
+			issue := func(due int64) {
+				for ; issued < due; issued++ {
 					select {
 					case tokens <- struct{}{}:
 						res.offered++
@@ -41,7 +54,13 @@ func (l *load) measure(ctx context.Context, d time.Duration) *result {
 						res.notSent++ // every caller busy: the generator cannot keep up
 					}
 				}
+			}
+			for !over() {
+				issue(int64(time.Since(start).Seconds() * l.c.pickRate))
 				time.Sleep(time.Millisecond)
+			}
+			if ctx.Err() == nil {
+				issue(int64(d.Seconds() * l.c.pickRate)) // the window's last ones
 			}
 		})
 	}
@@ -50,11 +69,13 @@ func (l *load) measure(ctx context.Context, d time.Duration) *result {
 			rng := rand.New(rand.NewPCG(uint64(w), 2))
 			client := pb.NewPickServiceClient(l.pickConns[w%len(l.pickConns)])
 			hashes := make([]uint64, 0, docBlocks+4)
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				if tokens != nil {
+			for {
+				if tokens != nil { // open loop: every token is a Pick
 					if _, ok := <-tokens; !ok {
 						return
 					}
+				} else if over() {
+					return
 				}
 				pool, doc, n := rng.IntN(l.c.pools), rng.IntN(docs), 1+rng.IntN(docBlocks)
 				hashes = hashes[:0]
@@ -81,7 +102,11 @@ func (l *load) measure(ctx context.Context, d time.Duration) *result {
 	wg.Wait()
 	res.elapsed = time.Since(start)
 	res.windowCPU, res.selfCPU = l.daemonCPU()-cpu0, selfCPU()-self0
-	res.acks = l.acks.Load() - acks0
+	sent1 := l.sent.Load()
+	for until := time.Now().Add(l.c.ackInterval + 5*time.Second); l.acks.Load() < sent1 && time.Now().Before(until) && ctx.Err() == nil; {
+		time.Sleep(5 * time.Millisecond)
+	}
+	res.acks = max(0, min(l.acks.Load(), sent1)-sent0)
 	if h1, err := scrapeHistogram(l.httpAddr, family); err == nil && herr == nil {
 		res.server = h1.minus(h0)
 	}

@@ -11,7 +11,7 @@ import (
 // result is what one load test measured.
 type result struct {
 	elapsed              time.Duration
-	acks                 int64 // reports acknowledged in the window
+	acks                 int64 // reports sent in the window and acknowledged
 	picks, pickErrs      int64
 	sendErrs, streamErrs int64
 	latency              []time.Duration // of the successful picks

@@ -59,6 +59,7 @@ func run() int {
 	shutdown := flag.Duration("shutdown-timeout", 10*time.Second, "how long SIGTERM waits for in-flight calls and the telemetry flush")
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	logFormat := flag.String("log-format", "text", "text or json")
+	flag.DurationVar(&cfg.Server.ReportInterval, "report-interval", 100*time.Millisecond, "report interval the router's acks ask instances for")
 	if code, done := parseFlags(flag.CommandLine, os.Args[1:], os.Stdout, os.Stderr); done {
 		return code
 	}

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
 	"time"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/prefixroute/prefixroute/internal/buildinfo"
 	"github.com/prefixroute/prefixroute/internal/sim"
+	"github.com/prefixroute/prefixroute/internal/simout"
 )
 
 const usage = `usage:
@@ -61,12 +60,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // runFlags are the flags of "prefixsim run".
 type runFlags struct {
-	out, variants, addr, routeDelays         string
-	seed                                     uint64
-	duration                                 time.Duration
-	parallel, maxRequests, workers, replicas int
-	speed                                    float64
-	quiet, noPlots, live, print              bool
+	out, variants, routeDelays string
+	seed                       uint64
+	duration                   time.Duration
+	parallel                   int
+	quiet, noPlots, print      bool
 }
 
 func runCmd(args []string, stdout, stderr io.Writer) error {
@@ -76,56 +74,39 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.out, "out", "out/sim", "output directory (one subdirectory per scenario)")
 	fs.StringVar(&f.variants, "variants", "", "comma-separated variants to run (default all)")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed (default the scenario's)")
-	fs.DurationVar(&f.duration, "duration", 0, "override the duration (simulated; wall-clock with --live, default 10s there)")
+	fs.DurationVar(&f.duration, "duration", 0, "override the duration (simulated)")
 	fs.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "variants simulated at once")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fs.BoolVar(&f.noPlots, "no-plots", false, "skip the PNG plots")
 	fs.BoolVar(&f.print, "print", true, "print each scenario's summary table to stdout")
-	fs.BoolVar(&f.live, "live", false, "run against a real prefixrouted over gRPC (wall-clock time)")
-	fs.StringVar(&f.addr, "addr", "", "with --live: the prefixrouted gRPC address (loopback only); empty starts one in-process")
-	fs.Float64Var(&f.speed, "speed", 1, "with --live: virtual seconds per wall-clock second")
-	fs.IntVar(&f.maxRequests, "max-requests", 20000, "with --live: bound on the requests sent")
-	fs.IntVar(&f.workers, "workers", 8, "with --live: concurrent gateway workers")
-	fs.StringVar(&f.routeDelays, "route-delays", "", "simulated runs: delay each request's queueing by the arrival-to-queued time a live run measured (its DIR/<scenario>-live/<variant>-routes.csv), and draw as its router did (each pick seeded with the request id + 1)")
-	fs.IntVar(&f.replicas, "replicas", 1, "with --live and no --addr: router replicas to start, joined through an in-process NATS server when more than 1; workers and instances are spread over them")
+	fs.StringVar(&f.routeDelays, "route-delays", "", "simulated runs: delay each request's queueing by the arrival-to-queued time a live run measured (prefixload scenario's DIR/<scenario>-live/<variant>-routes.csv), and draw as its router did (each pick seeded with the request id + 1)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
 		return fmt.Errorf("run: name at least one scenario (built in: %s)", strings.Join(sim.ScenarioNames(), ", "))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	for _, name := range fs.Args() {
 		sc, err := sim.LoadScenario(name)
 		if err != nil {
 			return err
 		}
-		var runs []*sim.Result
-		outName := sc.Name
 		start := time.Now()
-		if f.live {
-			runs, err = runLive(ctx, sc, &f, stderr)
-			outName = sc.Name + "-live"
-		} else {
-			runs, err = runSim(sc, &f, stderr)
-		}
+		runs, err := runSim(sc, &f, stderr)
 		if err != nil {
 			return err
 		}
-		report := *sc
-		report.Name = outName
-		files, err := sim.WriteReport(f.out, &report, runs, !f.noPlots)
+		files, err := simout.WriteReport(f.out, sc, runs, !f.noPlots)
 		if err != nil {
 			return err
 		}
 		if f.print {
-			if err := printSummary(stdout, &report, runs, time.Since(start)); err != nil {
+			if err := printSummary(stdout, sc, runs, time.Since(start)); err != nil {
 				return err
 			}
 		}
 		if !f.quiet {
-			fmt.Fprintf(stderr, "%s: wrote %d files under %s\n", outName, len(files), f.out)
+			fmt.Fprintf(stderr, "%s: wrote %d files under %s\n", sc.Name, len(files), f.out)
 		}
 	}
 	return nil
@@ -139,7 +120,7 @@ func runSim(sc *sim.Scenario, f *runFlags, stderr io.Writer) ([]*sim.Result, err
 			return nil, err
 		}
 		opts.LiveDraws = true
-		opts.RouteDelays, err = sim.ReadRoutesCSV(rf)
+		opts.RouteDelays, err = simout.ReadRoutesCSV(rf)
 		_ = rf.Close() // read-only, fully read
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f.routeDelays, err)
@@ -196,5 +177,19 @@ func traceCmd(args []string, stdout, stderr io.Writer) error {
 	if err == nil {
 		fmt.Fprintf(stderr, "wrote %d requests\n", n)
 	}
+	return err
+}
+
+// printSummary prints a scenario's table.
+func printSummary(w io.Writer, sc *sim.Scenario, runs []*sim.Result, wall time.Duration) error {
+	sums := make([]simout.Summary, len(runs))
+	for i, r := range runs {
+		sums[i] = simout.Summarise(r)
+	}
+	fmt.Fprintf(w, "\n## %s (%d variants, %v simulated each, %v wall)\n\n", sc.Name, len(runs), runs[0].Duration, wall.Round(time.Millisecond))
+	if err := simout.WriteMarkdown(w, sc, sums); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w)
 	return err
 }

@@ -1,7 +1,8 @@
 // Command prefixsim simulates a prefixroute fleet: emulated model-server
 // instances with prefix caches, a workload, and the real scheduler and
-// router state deciding in virtual time; or, with --live, the same scenario
-// against a running prefixrouted over gRPC. See SIMULATION.md.
+// router state deciding in virtual time. It links neither the daemon nor
+// NATS: prefixload scenario plays the same scenario against real routers.
+// See SIMULATION.md.
 //
 //	prefixsim run [flags] SCENARIO...   simulate and write CSV, summary.md, PNGs
 //	prefixsim trace [flags] SCENARIO    write the scenario's workload as a JSONL trace

@@ -33,18 +33,6 @@ func TestRunWritesReport(t *testing.T) {
 	}
 }
 
-func TestRunLiveInProcess(t *testing.T) {
-	dir := t.TempDir()
-	var out, errb bytes.Buffer
-	code := run([]string{"run", "--live", "--out", dir, "--quiet", "--no-plots", "--duration", "1s", "smoke"}, &out, &errb)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
-	}
-	if !strings.Contains(out.String(), "| softmax |") || !strings.Contains(out.String(), "pick errors") {
-		t.Fatalf("live summary:\n%s", out.String())
-	}
-}
-
 func TestTraceAndList(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"trace", "smoke"}, &out, &errb); code != 0 {
@@ -61,7 +49,7 @@ func TestTraceAndList(t *testing.T) {
 	if code := run([]string{"--version"}, &out, &errb); code != 0 || out.String() != "prefixsim "+buildinfo.Read().String()+"\n" {
 		t.Fatalf("--version: %d %q", code, out.String())
 	}
-	for _, args := range [][]string{{}, {"bogus"}, {"run"}, {"run", "nosuch"}, {"run", "--live", "--addr", "10.1.2.3:50051", "smoke"}} {
+	for _, args := range [][]string{{}, {"bogus"}, {"run"}, {"run", "nosuch"}, {"run", "--live", "smoke"}} {
 		if code := run(args, &out, &errb); code == 0 {
 			t.Errorf("%v: exit 0", args)
 		}

@@ -17,14 +17,15 @@
 //
 // Run simulates one variant of a Scenario in virtual time with a discrete
 // event queue; it is deterministic for a seed and every variant of a
-// scenario sees the same requests. RunScenario runs all variants, and
-// WriteReport writes the per-second CSV series, the summary tables
-// (WriteMarkdown) and the PNG plots (WritePlots). RunLive plays a scenario
-// against a running prefixrouted over gRPC in scaled wall-clock time, with
-// pkg/client Reporters and Pickers. Scenarios are YAML (or JSON) files; the
+// scenario sees the same requests. RunScenario runs all variants; a Result
+// holds the records and samples, and internal/simout turns it into
+// summaries, tables, CSV files and plots. A Driven run hands the
+// clock and the routing to a loop outside the package: internal/simlive
+// plays a scenario against real routers that way (prefixload scenario).
+// The package never links the daemon. Scenarios are YAML (or JSON) files; the
 // built-in ones live in scenarios/ (see ScenarioNames and LoadScenario).
 //
-// Concurrency: Run, RunScenario and RunLive may be called concurrently (a
+// Concurrency: Run and RunScenario may be called concurrently (a
 // Scenario is only read); a Result is a plain value once returned. The
 // other types (Cache, Workload implementations) belong to one run and are
 // not safe for concurrent use. SIMULATION.md at the repository root shows

@@ -1,6 +1,8 @@
-package sim
+package simout
 
 import (
+	"github.com/prefixroute/prefixroute/internal/sim"
+
 	"encoding/csv"
 	"fmt"
 	"image/color"
@@ -18,32 +20,10 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// ActualMovedPerSec is the part of To's actual extra prefill rate that is
-// not the recompute of blocks only From held: ActualExtraPerSec −
-// RecomputedTokens / After. It compares with the estimate's
-// MovedPrefillTokensPerSec.
-func (rr *ReadinessResult) ActualMovedPerSec() float64 {
-	if rr.After <= 0 {
-		return 0
-	}
-	return rr.ActualExtraPerSec - float64(rr.RecomputedTokens)/rr.After.Seconds()
-}
-
-// FromPrefillPerSec is From's prefill tokens per second in the estimate's
-// window, as router 0 recorded it (the chosen instances' uncached tokens).
-func (rr *ReadinessResult) FromPrefillPerSec() float64 {
-	for _, d := range rr.Status.Deployments {
-		if d.Name == rr.From {
-			return d.PrefillTokensPerSec
-		}
-	}
-	return 0
-}
-
 // writeReadinessMarkdown appends the readiness tables when a summary has a
 // probe.
 func writeReadinessMarkdown(b *strings.Builder, sums []Summary) {
-	var rs []*ReadinessResult
+	var rs []*sim.ReadinessResult
 	var names []string
 	for i := range sums {
 		if r := sums[i].Readiness; r != nil {
@@ -66,7 +46,7 @@ func writeReadinessMarkdown(b *strings.Builder, sums []Summary) {
 	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---|---|\n")
 	for i, r := range rs {
 		m := &r.Status.Migration
-		before := fmt.Sprintf("%.0f%% → %.0f%%", 100*ratioOr0(m.ToPrefillMsPerSec, m.ToCapacityMsPerSec), 100*r.ToBusyBefore)
+		before := fmt.Sprintf("%.0f%% → %.0f%%", 100*ratio(m.ToPrefillMsPerSec, m.ToCapacityMsPerSec), 100*r.ToBusyBefore)
 		after := "unknown"
 		if m.HeadroomKnown {
 			after = fmt.Sprintf("%.0f%% → %.0f%%", 100-m.HeadroomPct, 100*r.ToBusyAfter)
@@ -161,7 +141,7 @@ var readinessCSVHead = []string{"variant", "from", "to", "at_s", "cutover_s", "w
 // WriteReadinessCSV writes one row per run with a readiness probe: the
 // estimate, the measurement and the gap decomposition (ReadinessResult,
 // ReadinessGap). It writes only the header when no run has a probe.
-func WriteReadinessCSV(w io.Writer, runs []*Result) error {
+func WriteReadinessCSV(w io.Writer, runs []*sim.Result) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(readinessCSVHead); err != nil {
 		return err
@@ -203,8 +183,8 @@ func WriteReadinessCSV(w io.Writer, runs []*Result) error {
 // span) and after (the window from the cutover), dashed the level the
 // estimate predicts after the cutover (the before mean plus the estimated
 // extra); grey lines mark the probe and the cutover.
-func readinessPlot(path string, sc *Scenario, runs []*Result) error {
-	var rs []*Result
+func readinessPlot(path string, sc *sim.Scenario, runs []*sim.Result) error {
+	var rs []*sim.Result
 	for _, res := range runs {
 		if res.Readiness != nil {
 			rs = append(rs, res)
@@ -215,7 +195,7 @@ func readinessPlot(path string, sc *Scenario, runs []*Result) error {
 	}
 	w := max(1, int(sc.Smooth.D()/time.Second))
 	var panels []*plot.Plot
-	var kept []*ReadinessResult
+	var kept []*sim.ReadinessResult
 	hi := 0.0
 	for i, res := range rs {
 		r := res.Readiness
@@ -229,7 +209,7 @@ func readinessPlot(path string, sc *Scenario, runs []*Result) error {
 		p.Legend.TextStyle.Font.Size = vg.Points(7)
 		from := max(0, int((r.At-r.Before)/time.Second)-120)
 		to := int((r.Cutover+r.After)/time.Second) + 120
-		series := res.Series()
+		series := Series(res)
 		var xys plotter.XYs
 		for s := from; s+w <= min(to, len(series)); s += w {
 			var sum uint64
@@ -322,4 +302,12 @@ func readinessPlot(path string, sc *Scenario, runs []*Result) error {
 		err = cerr
 	}
 	return err
+}
+
+// ratio is a / b, 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }

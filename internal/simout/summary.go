@@ -1,6 +1,8 @@
-package sim
+package simout
 
 import (
+	"github.com/prefixroute/prefixroute/internal/sim"
+
 	"math"
 	"slices"
 	"time"
@@ -51,7 +53,7 @@ type Summary struct {
 	Dips []Dip
 	// Readiness is the run's readiness probe (Result.Readiness), nil
 	// without one.
-	Readiness *ReadinessResult
+	Readiness *sim.ReadinessResult
 }
 
 // Dip is the hit-ratio dip after one weight change: the smoothed hit ratio
@@ -75,13 +77,13 @@ type Dip struct {
 }
 
 // Summarise computes the run's Summary.
-func (res *Result) Summarise() Summary {
+func Summarise(res *sim.Result) Summary {
 	s := Summary{Variant: res.Variant.Name, Baseline: res.Variant.Baseline(), Picker: res.Variant.Picker, DepShare: make([]float64, len(res.Deployments)),
 		Readiness: res.Readiness}
 	var ttft []float64
 	perInst := make([]int, len(res.Instances))
 	var prompt, hit, pred uint64
-	f := res.focusIndex()
+	f := focusIndex(res)
 	classN := make([]int, len(res.Classes))
 	s.FocusClassShare = make([]float64, len(res.Classes))
 	for i := range res.Records {
@@ -111,7 +113,7 @@ func (res *Result) Summarise() Summary {
 		}
 	}
 	slices.Sort(ttft)
-	s.TTFTP50, s.TTFTP99 = percentile(ttft, 0.5), percentile(ttft, 0.99)
+	s.TTFTP50, s.TTFTP99 = sim.Percentile(ttft, 0.5), sim.Percentile(ttft, 0.99)
 	if len(ttft) > 0 {
 		s.TTFTMax = ttft[len(ttft)-1]
 	}
@@ -147,12 +149,12 @@ func (res *Result) Summarise() Summary {
 		s.QueueMeanMs /= float64(n)
 	}
 	s.busy(res)
-	s.Tail = res.Tail()
-	series := res.Series()
-	s.ShareErrorMax, s.ShareSigma = res.shareError(series)
+	s.Tail = TailOf(res)
+	series := Series(res)
+	s.ShareErrorMax, s.ShareSigma = shareError(res, series)
 	for i, c := range res.Changes {
 		if i > 0 && c.At < res.Duration {
-			s.Dips = append(s.Dips, res.dip(series, c))
+			s.Dips = append(s.Dips, dip(res, series, c))
 		}
 	}
 	return s
@@ -163,7 +165,7 @@ func (res *Result) Summarise() Summary {
 const StarvedQueueMs = 1000
 
 // busy fills the busy and starvation figures from the per-second samples.
-func (s *Summary) busy(res *Result) {
+func (s *Summary) busy(res *sim.Result) {
 	var per []float64
 	n, starved := 0, 0
 	for sec, b := range res.Busy {
@@ -202,7 +204,7 @@ func (s *Summary) busy(res *Result) {
 }
 
 // focusIndex is the index of the focus deployment.
-func (res *Result) focusIndex() int {
+func focusIndex(res *sim.Result) int {
 	if i := slices.Index(res.Deployments, res.Focus); i >= 0 {
 		return i
 	}
@@ -212,8 +214,8 @@ func (res *Result) focusIndex() int {
 // shareError compares the focus deployment's realised share with its
 // weight share over 60-s windows after the warmup in which the weights did
 // not change.
-func (res *Result) shareError(series []Second) (worst, sigma float64) {
-	f := res.focusIndex()
+func shareError(res *sim.Result, series []Second) (worst, sigma float64) {
+	f := focusIndex(res)
 	start := int(res.Warmup / time.Second)
 	var sigmas []float64
 	for w := start; w+60 <= len(series); w += 60 {
@@ -242,7 +244,7 @@ func (res *Result) shareError(series []Second) (worst, sigma float64) {
 }
 
 // dip measures the hit-ratio dip after change c.
-func (res *Result) dip(series []Second, c WeightChange) Dip {
+func dip(res *sim.Result, series []Second, c sim.WeightChange) Dip {
 	d := Dip{At: c.At, Weights: c.Weights, Recovery: -1}
 	t0 := int(c.At / time.Second)
 	t1 := len(series)

@@ -1,10 +1,11 @@
-package sim
+package simlive
 
 import (
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/prefixroute/prefixroute/internal/sim"
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
@@ -14,15 +15,15 @@ import (
 // arrive. It returns when every request has been served (or rejected), or
 // at the deadline (Duration plus 30 s to drain), counting the unfinished.
 func (lr *liveRun) loop(start time.Time) error {
-	e, speed := lr.e, lr.opts.Speed
+	d, speed := lr.d, lr.opts.Speed
 	virt := func() time.Duration { return time.Duration(float64(time.Since(start)) * speed) }
-	work := make(chan *Request, lr.opts.MaxRequests+1)
+	work := make(chan *sim.Request, lr.opts.MaxRequests+1)
 	inbox := make(chan routed, lr.opts.MaxRequests+1)
 	dispatched, returned := 0, 0
-	e.route = func(r *Request) {
+	d.OnArrival(func(r *sim.Request) {
 		dispatched++
 		work <- r
-	}
+	})
 	var wg sync.WaitGroup
 	for i := range lr.opts.Workers {
 		picker := lr.pickers[i%len(lr.pickers)] // workers spread over the replicas
@@ -32,7 +33,7 @@ func (lr *liveRun) loop(start time.Time) error {
 		close(work)
 		wg.Wait()
 	}()
-	if err := e.start(); err != nil {
+	if err := d.Start(); err != nil {
 		return err
 	}
 	deadline := start.Add(lr.opts.Duration + 30*time.Second)
@@ -40,34 +41,27 @@ func (lr *liveRun) loop(start time.Time) error {
 	defer timer.Stop()
 	var pending []routed
 	for {
-		now := virt()
-		for {
-			at, ok := e.q.peek()
-			if !ok || at > now {
-				break
-			}
-			if err := e.handle(e.q.pop()); err != nil {
-				return err
-			}
+		if err := d.AdvanceTo(virt()); err != nil {
+			return err
 		}
-		e.now = max(e.now, now)
 		for _, m := range pending {
 			lr.accept(m)
 		}
 		pending = pending[:0]
-		for k := range e.insts {
+		for k := range lr.insts {
 			lr.publish(k)
 		}
-		if e.q.Len() == 0 && dispatched == returned {
+		next, more := d.Next()
+		if !more && dispatched == returned {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			lr.unfinished = e.m.generated - len(e.m.res.Records) - len(e.m.res.Rejected)
+			lr.unfinished = d.Unfinished()
 			return nil
 		}
 		wait := time.Second
-		if at, ok := e.q.peek(); ok {
-			wait = min(wait, time.Duration(float64(at-virt())/speed))
+		if more {
+			wait = min(wait, time.Duration(float64(next-virt())/speed))
 		}
 		timer.Reset(max(wait, 0))
 		select {
@@ -82,7 +76,7 @@ func (lr *liveRun) loop(start time.Time) error {
 }
 
 // worker is one gateway worker: it asks the router where each request goes.
-func (lr *liveRun) worker(picker *client.Picker, work <-chan *Request, inbox chan<- routed) {
+func (lr *liveRun) worker(picker *client.Picker, work <-chan *sim.Request, inbox chan<- routed) {
 	for r := range work {
 		seed := r.ID + 1
 		t := time.Now()
@@ -118,11 +112,11 @@ func (lr *liveRun) accept(m routed) {
 	}
 	lr.mu.Unlock()
 	if m.err != nil {
-		lr.e.m.reject(m.r)
+		lr.d.Reject(m.r)
 		return
 	}
 	lr.mu.Lock()
-	lr.routeDelays = append(lr.routeDelays, float64(lr.e.now-m.r.Arrival)/1e6)
+	lr.routeDelays = append(lr.routeDelays, float64(lr.d.Now()-m.r.Arrival)/1e6)
 	lr.mu.Unlock()
-	lr.e.enqueue(m.inst, m.r)
+	lr.d.Queue(m.inst, m.r)
 }

@@ -1,6 +1,8 @@
-package sim
+package simout
 
 import (
+	"github.com/prefixroute/prefixroute/internal/sim"
+
 	"bytes"
 	"math"
 	"strings"
@@ -11,11 +13,11 @@ import (
 func TestPercentile(t *testing.T) {
 	v := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 	for _, tc := range []struct{ p, want float64 }{{0.5, 5}, {0.99, 10}, {0.1, 1}, {0.11, 2}, {1, 10}} {
-		if got := percentile(v, tc.p); got != tc.want {
+		if got := sim.Percentile(v, tc.p); got != tc.want {
 			t.Errorf("p%v = %v, want %v", tc.p, got, tc.want)
 		}
 	}
-	if percentile(nil, 0.5) != 0 {
+	if sim.Percentile(nil, 0.5) != 0 {
 		t.Error("percentile of nothing")
 	}
 }
@@ -23,9 +25,9 @@ func TestPercentile(t *testing.T) {
 // TestDip: a hand-made run whose hit ratio is 0.8, falls to 0.2 for 5 s
 // after a weight change at 50 s, climbs to 0.6 for 5 s, then is back.
 func TestDip(t *testing.T) {
-	res := &Result{Variant: Variant{Name: "v"}, Deployments: []string{"a", "b"}, Focus: "b",
-		Instances: []InstanceStats{{ID: "a-00"}, {ID: "b-00"}}, Duration: 100 * time.Second, Smooth: time.Second,
-		Changes: []WeightChange{{0, map[string]float64{"a": 1}}, {50 * time.Second, map[string]float64{"a": 1, "b": 1}}}}
+	res := &sim.Result{Variant: sim.Variant{Name: "v"}, Deployments: []string{"a", "b"}, Focus: "b",
+		Instances: []sim.InstanceStats{{ID: "a-00"}, {ID: "b-00"}}, Duration: 100 * time.Second, Smooth: time.Second,
+		Changes: []sim.WeightChange{{At: 0, Weights: map[string]float64{"a": 1}}, {At: 50 * time.Second, Weights: map[string]float64{"a": 1, "b": 1}}}}
 	for s := range 100 {
 		hit, ttft, inst := uint32(80), 10*time.Millisecond, int32(0)
 		switch {
@@ -37,10 +39,10 @@ func TestDip(t *testing.T) {
 		if s >= 50 && s%2 == 1 {
 			inst = 1
 		}
-		res.Records = append(res.Records, Record{ID: uint64(s), Arrival: time.Duration(s)*time.Second + 1, TTFT: ttft,
+		res.Records = append(res.Records, sim.Record{ID: uint64(s), Arrival: time.Duration(s)*time.Second + 1, TTFT: ttft,
 			Prompt: 100, Hit: hit, Instance: inst, Deployment: int16(inst)})
 	}
-	s := res.Summarise()
+	s := Summarise(res)
 	if len(s.Dips) != 1 {
 		t.Fatalf("%d dips", len(s.Dips))
 	}
@@ -54,7 +56,7 @@ func TestDip(t *testing.T) {
 		t.Fatalf("summary %+v", s)
 	}
 	var buf bytes.Buffer
-	sc := &Scenario{Name: "x", Deployments: []DeploymentSpec{{Name: "a"}, {Name: "b"}}, Focus: "b", Smooth: Duration(time.Second)}
+	sc := &sim.Scenario{Name: "x", Deployments: []sim.DeploymentSpec{{Name: "a"}, {Name: "b"}}, Focus: "b", Smooth: sim.Duration(time.Second)}
 	if err := WriteMarkdown(&buf, sc, []Summary{s}); err != nil {
 		t.Fatal(err)
 	}

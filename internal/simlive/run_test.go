@@ -1,4 +1,4 @@
-package sim
+package simlive
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/servertest"
+	"github.com/prefixroute/prefixroute/internal/sim"
+	"github.com/prefixroute/prefixroute/internal/simout"
 	"github.com/prefixroute/prefixroute/server"
 )
 
@@ -31,13 +33,13 @@ func startReplica(t *testing.T, reportInterval time.Duration, c *cluster.Config)
 // over gRPC: instances stream ReportLoad with cache events, gateway workers
 // call Pick, and a weight change goes through SetWeights.
 func TestLiveSmoke(t *testing.T) {
-	sc := parse(t, tinyYAML)
-	sc.Weights[1].At = Duration(time.Second) // 1:9 after one second
+	sc := parse(t)
+	sc.Weights[1].At = sim.Duration(time.Second) // 1:9 after one second
 	addr := startDaemon(t, 50*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	start := time.Now()
-	res, err := RunLive(ctx, sc, "softmax", LiveOptions{Addr: addr, Duration: 2 * time.Second, Workers: 4})
+	res, err := RunLive(ctx, sc, "softmax", Options{Addr: addr, Duration: 2 * time.Second, Workers: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +55,7 @@ func TestLiveSmoke(t *testing.T) {
 	if l.Acks == 0 {
 		t.Fatal("no report acknowledged")
 	}
-	s := res.Summarise()
+	s := simout.Summarise(res)
 	if s.DepShare[1] == 0 {
 		t.Fatalf("deployment b got no traffic after the weight change: %v", s.DepShare)
 	}
@@ -63,8 +65,8 @@ func TestLiveSmoke(t *testing.T) {
 // through a real NATS server: workers and instances spread over them, the
 // weight change made on the first reaches the others.
 func TestLiveSmokeReplicas(t *testing.T) {
-	sc := parse(t, tinyYAML)
-	sc.Weights[1].At = Duration(time.Second)
+	sc := parse(t)
+	sc.Weights[1].At = sim.Duration(time.Second)
 	ns := natstest.Start(t)
 	var addrs []string
 	for i := range 3 {
@@ -73,7 +75,7 @@ func TestLiveSmokeReplicas(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := RunLive(ctx, sc, "softmax", LiveOptions{Addr: addrs[0], Replicas: addrs[1:], Duration: 2 * time.Second, Workers: 6})
+	res, err := RunLive(ctx, sc, "softmax", Options{Addr: addrs[0], Replicas: addrs[1:], Duration: 2 * time.Second, Workers: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,19 +86,21 @@ func TestLiveSmokeReplicas(t *testing.T) {
 		t.Fatalf("%d pick errors (first: %s), %d rejected, %d unfinished, served %d of %d", l.PickErrors, l.FirstError,
 			len(res.Rejected), l.Unfinished, len(res.Records), res.Generated)
 	}
-	if s := res.Summarise(); s.DepShare[1] == 0 {
+	if s := simout.Summarise(res); s.DepShare[1] == 0 {
 		t.Fatalf("deployment b got no traffic after the weight change: %v", s.DepShare)
 	}
 }
 
 func TestLiveRejects(t *testing.T) {
-	sc := parse(t, tinyYAML)
+	sc := parse(t)
 	for _, tc := range []struct{ addr, variant string }{
 		{"10.0.0.1:50051", "softmax"},
 		{"example.com:50051", "softmax"},
 		{"127.0.0.1:1", "rr"},
+		{"127.0.0.1:1", "noopt"},
+		{"127.0.0.1:1", "nosuch"},
 	} {
-		if _, err := RunLive(context.Background(), sc, tc.variant, LiveOptions{Addr: tc.addr}); err == nil {
+		if _, err := RunLive(context.Background(), sc, tc.variant, Options{Addr: tc.addr}); err == nil {
 			t.Errorf("RunLive(%s, %s): no error", tc.addr, tc.variant)
 		}
 	}
@@ -109,3 +113,42 @@ func TestLiveRejects(t *testing.T) {
 
 // TestMain fails the package's tests if they leave goroutines running.
 func TestMain(m *testing.M) { servertest.VerifyNoLeaks(m) }
+
+// tinyYAML is a small two-deployment scenario with every workload class
+// (internal/sim's test scenario), a weight change at 10 s and two
+// baselines.
+const tinyYAML = `
+name: tiny
+seed: 11
+duration: 30s
+block_tokens: 16
+report_interval: 50ms
+cache_events: true
+deployments:
+  - {name: a, instances: 2, prefill_tokens_per_second: 20000, batch_overhead: 5ms, kv_blocks: 600, decode_per_token: 1ms, max_batch_tokens: 2048}
+  - {name: b, instances: 2, prefill_tokens_per_second: 15000, batch_overhead: 5ms, kv_blocks: 600, decode_per_token: 1ms, max_batch_tokens: 2048}
+weights:
+  - {at: 0s, weights: {a: 1, b: 0}}
+  - {at: 10s, weights: {a: 1, b: 9}}
+  - {at: 20s, weights: {a: 0, b: 1}}
+workload:
+  rate: 60
+  classes:
+    - {name: shared, share: 0.4, groups: 30, zipf: 1.0, prefix_tokens: {dist: uniform, min: 100, max: 600}, suffix_tokens: {dist: uniform, min: 8, max: 100}, output_tokens: 20}
+    - {name: chat, share: 0.5, kind: conversation, conversations: 25, prefix_tokens: 200, suffix_tokens: 50, user_tokens: {dist: uniform, min: 10, max: 60}, output_tokens: {dist: uniform, min: 10, max: 40}, turns: {dist: uniform, min: 2, max: 6}}
+    - {name: tail, share: 0.1, groups: 1000, zipf: 0.5, prefix_tokens: {dist: lognormal, median: 300, sigma: 0.5, max: 2000}, suffix_tokens: 30}
+variants:
+  - {name: softmax}
+  - {name: noopt, optimistic: false}
+  - {name: rr, picker: round_robin}
+`
+
+// parse parses tinyYAML, failing the test on error.
+func parse(t testing.TB) *sim.Scenario {
+	t.Helper()
+	sc, err := sim.ParseScenario([]byte(tinyYAML))
+	if err != nil {
+		t.Fatalf("ParseScenario: %v", err)
+	}
+	return sc
+}

@@ -1,6 +1,8 @@
-package sim
+package simout
 
 import (
+	"github.com/prefixroute/prefixroute/internal/sim"
+
 	"errors"
 	"os"
 	"path/filepath"
@@ -15,12 +17,12 @@ import (
 // plot, not a blank PNG; the smoke scenario as 'make sim-smoke' runs it
 // writes every plot.
 func TestWritePlotsRefusesEmpty(t *testing.T) {
-	sc, err := LoadScenario("smoke")
+	sc, err := sim.LoadScenario("smoke")
 	if err != nil {
 		t.Fatal(err)
 	}
 	short := *sc
-	short.Duration, short.Smooth = Duration(10*time.Second), Duration(10*time.Second)
+	short.Duration, short.Smooth = sim.Duration(10*time.Second), sim.Duration(10*time.Second)
 	runs := runAll(t, &short)
 	if _, err := WritePlots(t.TempDir(), &short, runs); !errors.Is(err, ErrEmptyPlot) {
 		t.Fatalf("10 s in 10 s windows: %v, want ErrEmptyPlot", err)
@@ -57,11 +59,21 @@ func TestLogTicks(t *testing.T) {
 }
 
 // runAll runs every variant of sc.
-func runAll(t *testing.T, sc *Scenario) []*Result {
+func runAll(t *testing.T, sc *sim.Scenario) []*sim.Result {
 	t.Helper()
-	var out []*Result
+	var out []*sim.Result
 	for _, v := range sc.Variants {
-		out = append(out, run(t, sc, v.Name, RunOptions{}))
+		out = append(out, run(t, sc, v.Name))
 	}
 	return out
+}
+
+// run runs one variant, failing the test on error.
+func run(t *testing.T, sc *sim.Scenario, variant string) *sim.Result {
+	t.Helper()
+	res, err := sim.Run(sc, variant, sim.RunOptions{})
+	if err != nil {
+		t.Fatalf("Run %s/%s: %v", sc.Name, variant, err)
+	}
+	return res
 }

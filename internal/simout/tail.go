@@ -1,6 +1,8 @@
-package sim
+package simout
 
 import (
+	"github.com/prefixroute/prefixroute/internal/sim"
+
 	"encoding/csv"
 	"fmt"
 	"io"
@@ -34,14 +36,14 @@ type Tail struct {
 
 // tail returns the slowest TailShare of records arriving from warmup on,
 // slowest first.
-func (res *Result) tail() []Record {
-	var recs []Record
+func slowest(res *sim.Result) []sim.Record {
+	var recs []sim.Record
 	for _, r := range res.Records {
 		if r.Arrival >= res.Warmup {
 			recs = append(recs, r)
 		}
 	}
-	slices.SortStableFunc(recs, func(a, b Record) int { return int(b.TTFT - a.TTFT) })
+	slices.SortStableFunc(recs, func(a, b sim.Record) int { return int(b.TTFT - a.TTFT) })
 	n := int(float64(len(recs))*TailShare + 0.5)
 	if len(recs) > 0 {
 		n = max(n, 1)
@@ -50,7 +52,7 @@ func (res *Result) tail() []Record {
 }
 
 // recomputeMs is the part of r's own prefill that another instance held.
-func recomputeMs(r *Record) float64 {
+func recomputeMs(r *sim.Record) float64 {
 	if r.Prompt == r.Hit {
 		return 0
 	}
@@ -58,10 +60,10 @@ func recomputeMs(r *Record) float64 {
 }
 
 // Tail computes the run's tail breakdown.
-func (res *Result) Tail() Tail {
+func TailOf(res *sim.Result) Tail {
 	var t Tail
 	var ttft float64
-	for _, r := range res.tail() {
+	for _, r := range slowest(res) {
 		total := float64(r.TTFT) / 1e6
 		wait := float64(r.Wait) / 1e6
 		rc := recomputeMs(&r)
@@ -90,7 +92,7 @@ func (res *Result) Tail() Tail {
 
 // WriteRoutesCSV writes every served request's arrival-to-queued time of a
 // run (Record.Routed), "request,routed_ms", for RunOptions.RouteDelays.
-func WriteRoutesCSV(w io.Writer, res *Result) error {
+func WriteRoutesCSV(w io.Writer, res *sim.Result) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write([]string{"request", "routed_ms"}); err != nil {
 		return err
@@ -135,7 +137,7 @@ func ReadRoutesCSV(r io.Reader) (map[uint64]time.Duration, error) {
 // row each: the TTFT and its parts in ms (queue + batch + own + recompute =
 // ttft), the instance chosen and the best in hindsight with their
 // estimates.
-func WriteTailCSV(w io.Writer, runs []*Result) error {
+func WriteTailCSV(w io.Writer, runs []*sim.Result) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write([]string{"variant", "request", "arrival_s", "ttft_ms", "queue_ms", "batch_ms", "own_prefill_ms",
 		"recompute_ms", "prompt_tokens", "hit_tokens", "chosen", "best_in_hindsight", "chosen_est_ms", "best_est_ms"}); err != nil {
@@ -143,7 +145,7 @@ func WriteTailCSV(w io.Writer, runs []*Result) error {
 	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 	for _, res := range runs {
-		for _, r := range res.tail() {
+		for _, r := range slowest(res) {
 			total, wait, rc := float64(r.TTFT)/1e6, float64(r.Wait)/1e6, recomputeMs(&r)
 			best := ""
 			if r.Best >= 0 && int(r.Best) < len(res.Instances) {

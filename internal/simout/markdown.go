@@ -1,6 +1,8 @@
-package sim
+package simout
 
 import (
+	"github.com/prefixroute/prefixroute/internal/sim"
+
 	"encoding/csv"
 	"fmt"
 	"io"
@@ -13,7 +15,7 @@ import (
 // (by arrival), with the hit ratio, traffic share and weight share of each
 // deployment, the prefilled tokens in all and per deployment, and the
 // queue estimate of each instance.
-func WriteCSV(w io.Writer, res *Result) error {
+func WriteCSV(w io.Writer, res *sim.Result) error {
 	cw := csv.NewWriter(w)
 	head := []string{"t_s", "requests", "rejected", "ttft_p50_ms", "ttft_p99_ms", "hit_ratio"}
 	for _, d := range res.Deployments {
@@ -37,7 +39,7 @@ func WriteCSV(w io.Writer, res *Result) error {
 	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	for _, s := range res.Series() {
+	for _, s := range Series(res) {
 		row := []string{strconv.Itoa(s.T), strconv.Itoa(s.Requests), strconv.Itoa(s.Rejected), f(s.TTFTP50Ms), f(s.TTFTP99Ms), f(s.HitRatio)}
 		for _, v := range s.DepHit {
 			row = append(row, f(v))
@@ -81,7 +83,7 @@ func (s *Summary) Label() string {
 
 // WriteMarkdown writes the summary tables of one scenario's runs: the main
 // table, and the dips after each weight change when there are any.
-func WriteMarkdown(w io.Writer, sc *Scenario, sums []Summary) error {
+func WriteMarkdown(w io.Writer, sc *sim.Scenario, sums []Summary) error {
 	var b strings.Builder
 	multi := len(sc.Deployments) > 1
 	fmt.Fprintf(&b, "| variant | TTFT p50 ms | TTFT p99 ms | TTFT max ms | hit ratio | router-predicted hit | max instance share |")
@@ -159,7 +161,7 @@ func WriteMarkdown(w io.Writer, sc *Scenario, sums []Summary) error {
 	return err
 }
 
-func classTotal(sc *Scenario) float64 {
+func classTotal(sc *sim.Scenario) float64 {
 	t := 0.0
 	for _, c := range sc.Workload.Classes {
 		t += c.Share
@@ -167,7 +169,7 @@ func classTotal(sc *Scenario) float64 {
 	return t
 }
 
-func depNames(sc *Scenario) []string {
+func depNames(sc *sim.Scenario) []string {
 	out := make([]string, len(sc.Deployments))
 	for i, d := range sc.Deployments {
 		out[i] = d.Name
@@ -176,7 +178,7 @@ func depNames(sc *Scenario) []string {
 }
 
 // weightsString formats weights in deployment order, e.g. "1:9".
-func weightsString(sc *Scenario, w map[string]float64) string {
+func weightsString(sc *sim.Scenario, w map[string]float64) string {
 	parts := make([]string, len(sc.Deployments))
 	for i, d := range sc.Deployments {
 		parts[i] = strconv.FormatFloat(w[d.Name], 'g', -1, 64)

@@ -1,4 +1,4 @@
-package sim
+package simlive
 
 import (
 	"context"
@@ -14,12 +14,13 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/sim"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
-// LiveOptions configures RunLive. Zero fields take the defaults stated.
-type LiveOptions struct {
+// Options configures RunLive. Zero fields take the defaults stated.
+type Options struct {
 	// Addr is the gRPC address of a running prefixrouted. Required; it must
 	// be a loopback address (127.0.0.0/8, ::1 or localhost).
 	Addr string
@@ -54,22 +55,16 @@ type LiveOptions struct {
 	Seed uint64
 }
 
-// LiveStats is what a live run measured on the gRPC side.
-type LiveStats struct {
-	Addr                          string
-	Speed                         float64
-	Picks, PickErrors             int
-	FirstError                    string
-	PickP50Ms, PickP99Ms, PickMax float64
-	// RouteP50Ms and RouteP99Ms are the time from a request's arrival to
-	// its queueing on the chosen instance (Pick's round trip, the gateway
-	// worker's and the loop's scheduling), in virtual ms: what a live TTFT
-	// holds that a simulated one does not.
-	RouteP50Ms, RouteP99Ms       float64
-	Reports, Acks, ReportStreams uint64
-	// Unfinished counts requests still queued or in a Pick call when the
-	// run stopped at its deadline.
-	Unfinished int
+// MinReportInterval keeps live reports under prefixrouted's default
+// per-stream rate limit (50 reports/s).
+const MinReportInterval = 25 * time.Millisecond
+
+// ReportInterval is the wall-clock report interval of a scenario whose
+// virtual one is virtual, played speed times faster: the interval the
+// Reporters start with and the router's acks should ask for
+// (prefixrouted --report-interval); never under MinReportInterval.
+func ReportInterval(virtual time.Duration, speed float64) time.Duration {
+	return max(time.Duration(float64(virtual)/max(speed, 1e-9)), MinReportInterval)
 }
 
 // CheckLoopback returns an error unless addr's host is a loopback address.
@@ -86,7 +81,7 @@ func CheckLoopback(addr string) error {
 
 // routed is a request back from a gateway worker.
 type routed struct {
-	r    *Request
+	r    *sim.Request
 	inst int
 	err  error
 	lat  time.Duration
@@ -104,7 +99,7 @@ func (l *liveLoad) get() client.Load {
 	return l.load
 }
 
-// RunLive runs one variant of the scenario against a real prefixrouted over
+// RunLive runs one variant of the scenario against real prefixrouted over
 // gRPC, in wall-clock time scaled by Speed: each emulated instance streams
 // ReportLoad through a client.Reporter (with its cache events when the
 // variant has them), gateway workers call Pick through a client.Picker, and
@@ -112,37 +107,23 @@ func (l *liveLoad) get() client.Load {
 // is set with SetPolicy first. Baseline variants cannot run live. RunLive
 // is not deterministic (it depends on timing); it is safe for concurrent
 // use only with distinct pools.
-func RunLive(ctx context.Context, sc *Scenario, variant string, opts LiveOptions) (*Result, error) {
-	rc, err := sc.variantConfig(variant)
-	if err != nil {
-		return nil, err
-	}
-	if rc.variant.Baseline() {
-		return nil, fmt.Errorf("variant %q is a simulator baseline; live mode needs the router", variant)
-	}
-	if o := rc.variant.Optimistic; o != nil && !*o {
-		return nil, fmt.Errorf("variant %q is formula-only (optimistic: false), which only the simulator's router can be", variant)
-	}
+func RunLive(ctx context.Context, sc *sim.Scenario, variant string, opts Options) (*sim.Result, error) {
 	for _, a := range append([]string{opts.Addr}, opts.Replicas...) {
 		if err := CheckLoopback(a); err != nil {
 			return nil, err
 		}
 	}
 	opts.defaults()
-	if opts.Pool != "" {
-		scc := *sc
-		scc.Pool = opts.Pool
-		rc.sc = &scc
+	pool := opts.Pool
+	if pool == "" {
+		pool = sc.Pool
 	}
-	virtual := min(sc.Duration.D(), time.Duration(float64(opts.Duration)*opts.Speed))
-	e, err := newEngine(rc, RunOptions{Duration: virtual, Progress: opts.Progress, Seed: opts.Seed}, true)
+	d, err := sim.NewDriven(sc, variant, sim.DrivenOptions{Pool: pool, Duration: time.Duration(float64(opts.Duration) * opts.Speed),
+		MaxRequests: opts.MaxRequests, Seed: opts.Seed, Progress: opts.Progress})
 	if err != nil {
 		return nil, err
 	}
-	if c, ok := e.wl.(io.Closer); ok {
-		defer c.Close()
-	}
-	e.wl = &limited{Workload: e.wl, left: opts.MaxRequests}
+	defer d.Close()
 	var conns []*grpc.ClientConn
 	defer func() {
 		for _, c := range conns {
@@ -156,7 +137,7 @@ func RunLive(ctx context.Context, sc *Scenario, variant string, opts LiveOptions
 		}
 		conns = append(conns, conn)
 	}
-	lr := &liveRun{e: e, rc: rc, opts: opts, admin: pb.NewAdminServiceClient(conns[0]), ctx: ctx}
+	lr := &liveRun{d: d, insts: d.Instances(), opts: opts, admin: pb.NewAdminServiceClient(conns[0]), ctx: ctx}
 	if err := lr.setup(conns); err != nil {
 		return nil, errors.Join(err, lr.closeReporters())
 	}
@@ -165,12 +146,12 @@ func RunLive(ctx context.Context, sc *Scenario, variant string, opts LiveOptions
 	if err := errors.Join(err, lr.closeReporters()); err != nil {
 		return nil, err
 	}
-	res := e.result(time.Since(start))
+	res := d.Result(time.Since(start))
 	res.Live = lr.stats()
 	return res, nil
 }
 
-func (o *LiveOptions) defaults() {
+func (o *Options) defaults() {
 	if o.Duration <= 0 {
 		o.Duration = 10 * time.Second
 	}
@@ -188,25 +169,11 @@ func (o *LiveOptions) defaults() {
 	}
 }
 
-// limited ends a workload after a number of requests.
-type limited struct {
-	Workload
-	left int
-}
-
-func (l *limited) Next() (*Request, error) {
-	if l.left <= 0 {
-		return nil, nil
-	}
-	l.left--
-	return l.Workload.Next()
-}
-
 // liveRun is the state of one RunLive.
 type liveRun struct {
-	e         *engine
-	rc        *runConfig
-	opts      LiveOptions
+	d         *sim.Driven
+	insts     []sim.DrivenInstance
+	opts      Options
 	ctx       context.Context
 	admin     pb.AdminServiceClient
 	pickers   []*client.Picker // one per replica
@@ -228,25 +195,25 @@ type liveRun struct {
 // instance (instance k on replica k mod n) and waits until every replica
 // lists them all.
 func (lr *liveRun) setup(conns []*grpc.ClientConn) error {
-	sc, speed := lr.rc.sc, lr.opts.Speed
+	d, speed := lr.d, lr.opts.Speed
 	ctx, cancel := context.WithTimeout(lr.ctx, 10*time.Second)
 	defer cancel()
-	if _, err := lr.admin.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: sc.Pool, Policy: policyProto(lr.rc.policy, speed)}); err != nil {
+	if _, err := lr.admin.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: d.Pool(), Policy: d.PolicyProto(speed)}); err != nil {
 		return fmt.Errorf("SetPolicy: %w", err)
 	}
-	if err := lr.setWeights(lr.rc.weights[0].Weights, 0); err != nil {
+	if err := lr.setWeights(d.FirstWeights(), 0); err != nil {
 		return err
 	}
-	lr.e.onWeights = lr.setWeights
+	d.OnWeights(lr.setWeights)
 	lr.index = make(map[string]int)
-	for k, in := range lr.e.insts {
+	for k, in := range lr.insts {
 		lr.index[in.ID] = k
 		l := &liveLoad{}
 		lr.loads = append(lr.loads, l)
 		lr.publish(k)
-		r, err := client.NewReporter(conns[k%len(conns)], client.ReporterOptions{Pool: sc.Pool, Deployment: sc.Deployments[in.Deployment].Name,
-			InstanceID: in.ID, Address: in.ID + ".sim:8000", Load: l.get, CacheEvents: lr.rc.cacheEvents,
-			Interval: max(time.Duration(float64(lr.rc.reportInterval)/speed), 25*time.Millisecond), Logger: lr.opts.Logger})
+		r, err := client.NewReporter(conns[k%len(conns)], client.ReporterOptions{Pool: d.Pool(), Deployment: in.Deployment,
+			InstanceID: in.ID, Address: in.ID + ".sim:8000", Load: l.get, CacheEvents: d.CacheEvents(),
+			Interval: ReportInterval(d.ReportInterval(), speed), Logger: lr.opts.Logger})
 		if err != nil {
 			return err
 		}
@@ -256,7 +223,7 @@ func (lr *liveRun) setup(conns []*grpc.ClientConn) error {
 		if err := lr.waitInstances(ctx, pb.NewAdminServiceClient(conn), i); err != nil {
 			return err
 		}
-		p, err := client.NewPicker(conn, client.PickerOptions{Pool: sc.Pool, BlockSize: sc.BlockTokens, Timeout: 2 * time.Second})
+		p, err := client.NewPicker(conn, client.PickerOptions{Pool: d.Pool(), BlockSize: d.BlockTokens(), Timeout: 2 * time.Second})
 		if err != nil {
 			return err
 		}
@@ -268,20 +235,20 @@ func (lr *liveRun) setup(conns []*grpc.ClientConn) error {
 // waitInstances waits until replica i lists every instance as ok.
 func (lr *liveRun) waitInstances(ctx context.Context, admin pb.AdminServiceClient, i int) error {
 	for {
-		resp, err := admin.ListInstances(ctx, &pb.ListInstancesRequest{Pool: lr.rc.sc.Pool})
+		resp, err := admin.ListInstances(ctx, &pb.ListInstancesRequest{Pool: lr.d.Pool()})
 		ok := 0
 		for _, st := range resp.GetInstances() {
 			if st.GetState() == pb.InstanceState_INSTANCE_STATE_OK {
 				ok++
 			}
 		}
-		if err == nil && ok == len(lr.e.insts) {
+		if err == nil && ok == len(lr.insts) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %d instances to report on replica %d (ListInstances: %v, %d ok): %w",
-				len(lr.e.insts), i, err, ok, ctx.Err())
+				len(lr.insts), i, err, ok, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -290,7 +257,7 @@ func (lr *liveRun) waitInstances(ctx context.Context, admin pb.AdminServiceClien
 func (lr *liveRun) setWeights(w map[string]float64, _ uint64) error {
 	ctx, cancel := context.WithTimeout(lr.ctx, 5*time.Second)
 	defer cancel()
-	if _, err := lr.admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: lr.rc.sc.Pool, Weights: w}); err != nil {
+	if _, err := lr.admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: lr.d.Pool(), Weights: w}); err != nil {
 		return fmt.Errorf("SetWeights: %w", err)
 	}
 	return nil
@@ -299,8 +266,8 @@ func (lr *liveRun) setWeights(w map[string]float64, _ uint64) error {
 // publish makes instance k's current load what its Reporter sends next,
 // and hands it the cache events since the last publish.
 func (lr *liveRun) publish(k int) {
-	in, speed := lr.e.insts[k], lr.opts.Speed
-	in.report(lr.e.now, &lr.rep)
+	speed := lr.opts.Speed
+	lr.d.Report(k, &lr.rep)
 	rep := &lr.rep
 	l := client.Load{RunningRequests: rep.RunningRequests, WaitingRequests: rep.WaitingRequests,
 		QueuedPrefillTokens: rep.QueuedPrefillTokens, QueueMs: rep.QueueMs / speed, HasQueueMs: rep.HasQueueMs,
@@ -327,15 +294,15 @@ func (lr *liveRun) closeReporters() error {
 	return errors.Join(errs...)
 }
 
-func (lr *liveRun) stats() *LiveStats {
+func (lr *liveRun) stats() *sim.LiveStats {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
-	st := &LiveStats{Addr: lr.opts.Addr, Speed: lr.opts.Speed, Picks: lr.picks, PickErrors: lr.errs, FirstError: lr.firstErr,
+	st := &sim.LiveStats{Addr: lr.opts.Addr, Speed: lr.opts.Speed, Picks: lr.picks, PickErrors: lr.errs, FirstError: lr.firstErr,
 		Unfinished: lr.unfinished}
 	slices.Sort(lr.latencies)
-	st.PickP50Ms, st.PickP99Ms = percentile(lr.latencies, 0.5), percentile(lr.latencies, 0.99)
+	st.PickP50Ms, st.PickP99Ms = sim.Percentile(lr.latencies, 0.5), sim.Percentile(lr.latencies, 0.99)
 	slices.Sort(lr.routeDelays)
-	st.RouteP50Ms, st.RouteP99Ms = percentile(lr.routeDelays, 0.5), percentile(lr.routeDelays, 0.99)
+	st.RouteP50Ms, st.RouteP99Ms = sim.Percentile(lr.routeDelays, 0.5), sim.Percentile(lr.routeDelays, 0.99)
 	if n := len(lr.latencies); n > 0 {
 		st.PickMax = lr.latencies[n-1]
 	}

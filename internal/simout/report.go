@@ -1,4 +1,4 @@
-package sim
+package simout
 
 import (
 	"encoding/json"
@@ -7,80 +7,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sync"
-	"time"
+
+	"github.com/prefixroute/prefixroute/internal/sim"
 )
-
-// ScenarioOptions adjusts RunScenario.
-type ScenarioOptions struct {
-	// Seed and Duration as in RunOptions.
-	Seed     uint64
-	Duration time.Duration
-	// Variants restricts the run to these variant names; empty: all.
-	Variants []string
-	// Parallel is how many variants run at once. Default 1.
-	Parallel int
-	// Progress is called with the virtual time simulated so far, summed
-	// over the variants, and the total; calls are serialised.
-	Progress func(done, total time.Duration)
-	// RouteDelays as in RunOptions, for every variant.
-	RouteDelays map[uint64]time.Duration
-	LiveDraws   bool
-}
-
-// RunScenario runs the scenario's variants (on identical traffic) and
-// returns their results in the scenario's order.
-func RunScenario(sc *Scenario, opts ScenarioOptions) ([]*Result, error) {
-	var names []string
-	for _, v := range sc.Variants {
-		if len(opts.Variants) == 0 || slices.Contains(opts.Variants, v.Name) {
-			names = append(names, v.Name)
-		}
-	}
-	for _, n := range opts.Variants {
-		if !slices.ContainsFunc(sc.Variants, func(v Variant) bool { return v.Name == n }) {
-			return nil, fmt.Errorf("scenario %s has no variant %q", sc.Name, n)
-		}
-	}
-	dur := sc.Duration.D()
-	if opts.Duration > 0 {
-		dur = opts.Duration
-	}
-	var mu sync.Mutex
-	done := make([]time.Duration, len(names))
-	total := dur * time.Duration(len(names))
-	results := make([]*Result, len(names))
-	errs := make([]error, len(names))
-	sem := make(chan struct{}, max(1, opts.Parallel))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		ro := RunOptions{Seed: opts.Seed, Duration: opts.Duration, RouteDelays: opts.RouteDelays, LiveDraws: opts.LiveDraws}
-		if opts.Progress != nil {
-			ro.Progress = func(d, _ time.Duration) {
-				mu.Lock()
-				defer mu.Unlock()
-				done[i] = d
-				sum := time.Duration(0)
-				for _, v := range done {
-					sum += v
-				}
-				opts.Progress(sum, total)
-			}
-		}
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			results[i], errs[i] = Run(sc, name, ro)
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("%s/%s: %w", sc.Name, names[i], err)
-		}
-	}
-	return results, nil
-}
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
@@ -91,7 +20,7 @@ func fileName(s string) string { return unsafeName.ReplaceAllString(s, "_") }
 // series per variant, summary.md (the tables), summary.json (the
 // summaries), readiness.csv when a run has a readiness probe, and the PNG
 // plots unless plots is false. It returns the files written.
-func WriteReport(dir string, sc *Scenario, runs []*Result, plots bool) ([]string, error) {
+func WriteReport(dir string, sc *sim.Scenario, runs []*sim.Result, plots bool) ([]string, error) {
 	out := filepath.Join(dir, sc.Name)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
@@ -99,7 +28,7 @@ func WriteReport(dir string, sc *Scenario, runs []*Result, plots bool) ([]string
 	var files []string
 	sums := make([]Summary, len(runs))
 	for i, res := range runs {
-		sums[i] = res.Summarise()
+		sums[i] = Summarise(res)
 		path := filepath.Join(out, fileName(res.Variant.Name)+".csv")
 		f, err := os.Create(path)
 		if err != nil {
@@ -166,7 +95,7 @@ func WriteReport(dir string, sc *Scenario, runs []*Result, plots bool) ([]string
 		return files, err
 	}
 	files = append(files, tail)
-	if slices.ContainsFunc(runs, func(r *Result) bool { return r.Readiness != nil }) {
+	if slices.ContainsFunc(runs, func(r *sim.Result) bool { return r.Readiness != nil }) {
 		path := filepath.Join(out, "readiness.csv")
 		f, err := os.Create(path)
 		if err != nil {

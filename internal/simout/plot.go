@@ -1,6 +1,8 @@
-package sim
+package simout
 
 import (
+	"github.com/prefixroute/prefixroute/internal/sim"
+
 	"cmp"
 	"errors"
 	"fmt"
@@ -68,10 +70,10 @@ type window struct {
 }
 
 // windows aggregates the run into windows of res.Smooth.
-func (res *Result) windows() []window {
+func windows(res *sim.Result) []window {
 	w := max(1, int(res.Smooth/time.Second))
-	series := res.Series()
-	f := res.focusIndex()
+	series := Series(res)
+	f := focusIndex(res)
 	ttft := make([][]float64, (len(series)+w-1)/w)
 	for i := range res.Records {
 		r := &res.Records[i]
@@ -89,7 +91,7 @@ func (res *Result) windows() []window {
 			nf += s.DepShare[f] * float64(s.Requests)
 		}
 		slices.Sort(ttft[k])
-		win := window{t: float64(k * w), ttftP99: percentile(ttft[k], 0.99), weight: secs[0].Weights[f],
+		win := window{t: float64(k * w), ttftP99: sim.Percentile(ttft[k], 0.99), weight: secs[0].Weights[f],
 			prefilled: float64(pre) / float64(len(secs))}
 		if p > 0 {
 			win.hit = float64(h) / float64(p)
@@ -120,7 +122,7 @@ func variantStyle(l *plotter.Line, i int) {
 // linePlot draws one series per run, picked by y, with the weight changes
 // as grey vertical lines. A plot where no series has two points (a line
 // needs them) is an error wrapping ErrEmptyPlot: it would be written blank.
-func linePlot(runs []*Result, title, ylabel string, logY bool, y func(w window) float64) (*plot.Plot, error) {
+func linePlot(runs []*sim.Result, title, ylabel string, logY bool, y func(w window) float64) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "time (s)"
@@ -135,7 +137,7 @@ func linePlot(runs []*Result, title, ylabel string, logY bool, y func(w window) 
 	points := 0
 	for i, res := range runs {
 		var xys plotter.XYs
-		for _, w := range res.windows() {
+		for _, w := range windows(res) {
 			v := y(w)
 			if logY && v <= 0 {
 				continue
@@ -159,7 +161,7 @@ func linePlot(runs []*Result, title, ylabel string, logY bool, y func(w window) 
 	if points < MinPlotPoints {
 		n, smooth := 0, time.Duration(0)
 		if len(runs) > 0 {
-			n, smooth = len(runs[0].windows()), runs[0].Smooth
+			n, smooth = len(windows(runs[0])), runs[0].Smooth
 		}
 		return nil, fmt.Errorf("%w: %q has %d points per line, from %d windows of %v; run longer or set a shorter smooth",
 			ErrEmptyPlot, title, points, n, smooth)
@@ -188,7 +190,7 @@ func linePlot(runs []*Result, title, ylabel string, logY bool, y func(w window) 
 // deployments; the per-instance traffic share when there is one; the
 // readiness probe's deployment's prefill rate around the cutover when a
 // run has a probe.
-func WritePlots(dir string, sc *Scenario, runs []*Result) ([]string, error) {
+func WritePlots(dir string, sc *sim.Scenario, runs []*sim.Result) ([]string, error) {
 	win := sc.Smooth.String()
 	type spec struct {
 		name, title, ylabel string
@@ -212,7 +214,7 @@ func WritePlots(dir string, sc *Scenario, runs []*Result) ([]string, error) {
 		}
 		if s.name == "share" && len(runs) > 0 {
 			var xys plotter.XYs
-			for _, w := range runs[0].windows() {
+			for _, w := range windows(runs[0]) {
 				xys = append(xys, plotter.XY{X: w.t, Y: w.weight})
 			}
 			l, err := plotter.NewLine(xys)
@@ -228,7 +230,7 @@ func WritePlots(dir string, sc *Scenario, runs []*Result) ([]string, error) {
 		}
 		paths = append(paths, path)
 	}
-	if slices.ContainsFunc(runs, func(r *Result) bool { return r.Readiness != nil }) {
+	if slices.ContainsFunc(runs, func(r *sim.Result) bool { return r.Readiness != nil }) {
 		path := filepath.Join(dir, sc.Name+"-readiness.png")
 		if err := readinessPlot(path, sc, runs); err != nil {
 			return paths, err
@@ -247,7 +249,7 @@ func WritePlots(dir string, sc *Scenario, runs []*Result) ([]string, error) {
 
 // instancePlot draws, per variant, each instance's share of the requests,
 // sorted from the busiest, as grouped bars.
-func instancePlot(path string, sc *Scenario, runs []*Result) error {
+func instancePlot(path string, sc *sim.Scenario, runs []*sim.Result) error {
 	p := plot.New()
 	p.Title.Text = sc.Name + ": share of requests per instance, busiest first (1/n is even)"
 	p.Y.Label.Text = "share of requests"

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/prefixroute/prefixroute/internal/sim"
+	"github.com/prefixroute/prefixroute/internal/simout"
+)
+
+// compareTolerance is the relative difference a simulated figure may have
+// from the live one before the comparison marks it.
+const compareTolerance = 0.10
+
+// compareRuns simulates each variant a live run played, in virtual time on
+// the same traffic (seed, virtual duration), twice: as prefixsim run does,
+// and with the live run's arrival-to-queued delays and Pick draws
+// replayed (prefixsim run --route-delays). It returns the Markdown table
+// of live against simulated: TTFT p50 and p99, hit ratio and max instance
+// share, each simulated figure with its difference from the live one,
+// marked "!" past compareTolerance.
+func compareRuns(sc *sim.Scenario, live []*sim.Result, seed uint64) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Live against simulated (same seed and virtual duration; \"!\": more than %.0f %% apart):\n\n", 100*compareTolerance)
+	b.WriteString("| variant | run | TTFT p50 ms | TTFT p99 ms | hit ratio | max instance share |\n|---|---|---:|---:|---:|---:|\n")
+	for _, l := range live {
+		plain, err := sim.Run(sc, l.Variant.Name, sim.RunOptions{Seed: seed, Duration: l.Duration})
+		if err != nil {
+			return "", err
+		}
+		replayed, err := sim.Run(sc, l.Variant.Name, sim.RunOptions{Seed: seed, Duration: l.Duration, RouteDelays: routeDelays(l), LiveDraws: true})
+		if err != nil {
+			return "", err
+		}
+		ls := simout.Summarise(l)
+		fmt.Fprintf(&b, "| %s | live | %.1f | %.1f | %.3f | %.3f |\n", l.Variant.Name, ls.TTFTP50, ls.TTFTP99, ls.HitRatio, ls.MaxInstanceShare)
+		for _, run := range []struct {
+			name string
+			res  *sim.Result
+		}{{"simulated", plain}, {"simulated, live delays and draws replayed", replayed}} {
+			s := simout.Summarise(run.res)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", l.Variant.Name, run.name, versus(s.TTFTP50, ls.TTFTP50, "%.1f"),
+				versus(s.TTFTP99, ls.TTFTP99, "%.1f"), versus(s.HitRatio, ls.HitRatio, "%.3f"), versus(s.MaxInstanceShare, ls.MaxInstanceShare, "%.3f"))
+		}
+	}
+	return b.String(), nil
+}
+
+// routeDelays are a live run's arrival-to-queued times by request id.
+func routeDelays(l *sim.Result) map[uint64]time.Duration {
+	out := make(map[uint64]time.Duration, len(l.Records))
+	for _, r := range l.Records {
+		out[r.ID] = r.Routed
+	}
+	return out
+}
+
+// versus formats a simulated figure with its relative difference from the
+// live one, marked past compareTolerance.
+func versus(simulated, live float64, format string) string {
+	s := fmt.Sprintf(format, simulated)
+	if live == 0 {
+		return s
+	}
+	d := simulated/live - 1
+	mark := ""
+	if math.Abs(d) > compareTolerance+1e-9 { // 11 / 10 - 1 is a little above 0.1
+		mark = " !"
+	}
+	return fmt.Sprintf("%s (%+.0f %%%s)", s, 100*d, mark)
+}
