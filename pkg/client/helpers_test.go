@@ -67,13 +67,6 @@ func dial(t testing.TB, addr string) *grpc.ClientConn {
 	return cc
 }
 
-// eventually polls cond until it returns "" (servertest.EventuallyOK), or
-// fails with cond's last complaint. For asynchronous outcomes only.
-func eventually(t *testing.T, cond func() string) {
-	t.Helper()
-	servertest.EventuallyOK(t, cond)
-}
-
 // instanceStatus returns the sidecar's view of one instance, or nil.
 func instanceStatus(cc grpc.ClientConnInterface, pool, id string) *pb.InstanceStatus {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
