@@ -35,9 +35,9 @@ func benchPool(b *testing.B, n int, prompt []uint32) *client.Picker {
 		}
 	}
 	testwait.EventuallyOK(b, func() string {
-		res, err := p.Pick(context.Background(), client.Request{Tokens: prompt})
+		res, err := p.Pick(context.Background(), client.Request{Tokens: prompt, Audit: pb.AuditLevel_AUDIT_LEVEL_FULL})
 		if got := len(res.Response.GetDecision().GetInstances()); err != nil || got != n {
-			return fmt.Sprintf("a pick lists %d of the %d instances (%v)", got, n, err)
+			return fmt.Sprintf("a full-audit pick lists %d of the %d instances (%v)", got, n, err)
 		}
 		return ""
 	})
