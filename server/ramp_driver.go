@@ -56,17 +56,17 @@ func (s *Server) stepRamp(pool string, r *rollout.Ramp) bool {
 		}
 		return store.StepRampEdit(pool, r.ID, r.Applied), "", nil
 	})
-	switch {
-	case err == nil || stored:
-	case reason != "":
-		s.log.Error("ramp auto-hold: cannot pause; retrying on the next tick", "pool", pool, "ramp", r.ID,
-			"reason", reason, "error", err)
-		return false
-	case errors.Is(err, store.ErrRampNotActive) || errors.Is(err, store.ErrNoRamp):
-		return false // changed since it was read: paused, aborted, or stepped already
-	default:
-		s.log.Error("ramp step not applied; retrying on the next tick", "pool", pool, "ramp", r.ID,
-			"step", r.Applied+1, "error", err)
+	if err != nil && !stored {
+		switch {
+		case reason != "":
+			s.log.Error("ramp auto-hold: cannot pause; retrying on the next tick", "pool", pool, "ramp", r.ID,
+				"reason", reason, "error", err)
+		case errors.Is(err, store.ErrRampNotActive) || errors.Is(err, store.ErrNoRamp):
+			// changed since it was read: paused, aborted, or stepped already
+		default:
+			s.log.Error("ramp step not applied; retrying on the next tick", "pool", pool, "ramp", r.ID,
+				"step", r.Applied+1, "error", err)
+		}
 		return false
 	}
 	if reason != "" {
