@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -18,23 +17,6 @@ import (
 	"github.com/prefixroute/prefixroute/pkg/prefixhash"
 	"github.com/prefixroute/prefixroute/server"
 )
-
-// cachedBlocks waits until the sidecar lists the instance as ok with want
-// cached blocks.
-func cachedBlocks(t *testing.T, s *sidecar, cc grpc.ClientConnInterface, pool, id string, want uint64) {
-	t.Helper()
-	testwait.EventuallyOK(t, func() string {
-		in := instanceStatus(cc, pool, id)
-		switch {
-		case in == nil:
-			return fmt.Sprintf("sidecar %s does not list instance %q", s.addr, id)
-		case in.GetState() != pb.InstanceState_INSTANCE_STATE_OK || in.GetCachedBlocks() != want:
-			return fmt.Sprintf("instance %q is %v with %d cached blocks, want ok with %d",
-				id, in.GetState(), in.GetCachedBlocks(), want)
-		}
-		return ""
-	})
-}
 
 // TestReporterReconnectsAfterRestart: the sidecar restarts on the same
 // address and data dir mid-stream; the Reporter reconnects under the same
