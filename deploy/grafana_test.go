@@ -21,6 +21,7 @@ import (
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/servertest"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/server"
 )
@@ -162,7 +163,7 @@ func scrapeLiveDaemon(t *testing.T) map[string]*dto.MetricFamily {
 	}
 	admin := pb.NewAdminServiceClient(cc)
 	ctx := context.Background()
-	poll(t, "both instances reporting", func() bool {
+	testwait.Eventually(t, "both instances reporting", func() bool {
 		r, err := admin.ListInstances(ctx, &pb.ListInstancesRequest{Pool: "chat"})
 		return err == nil && len(r.GetInstances()) == 2
 	})
@@ -184,7 +185,7 @@ func scrapeLiveDaemon(t *testing.T) map[string]*dto.MetricFamily {
 		t.Fatal("Pick excluding every instance: no error")
 	}
 	var fams map[string]*dto.MetricFamily
-	poll(t, "the cluster link and the per-deployment series on /metrics", func() bool {
+	testwait.Eventually(t, "the cluster link and the per-deployment series on /metrics", func() bool {
 		fams = scrape(t, "http://"+d.HTTPAddr()+"/metrics")
 		return exported(fams, "prefixroute_cluster_link_up") && exported(fams, "prefixroute_deployment_hit_ratio")
 	})
@@ -205,12 +206,6 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 		t.Fatalf("%s: %v", url, err)
 	}
 	return fams
-}
-
-// poll waits for cond (servertest.Eventually).
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	servertest.Eventually(t, what, cond)
 }
 
 // familyList is for debugging a failure: the exported families.

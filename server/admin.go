@@ -158,12 +158,11 @@ func (as *adminService) pool(name string) (*state.Pool, error) {
 	return p, nil
 }
 
-// change is the one path of every admin write: it checks the pool's name
-// and, under adminMu, that the registry can hold the pool (the pool limit),
-// builds the edit with edit (which may read the configuration in force:
-// adminMu is held), stores it (in the data dir, or the cluster's bucket),
-// and puts the result in force. Its errors are statuses: edit's own, or the
-// core's mapped through codeOf.
+// change is an admin call's configuration write: it checks the pool's
+// name and, under adminMu, that the registry can hold the pool (the pool
+// limit), then goes the one path of every write (write) with the caller
+// in the audit log. Its errors are statuses: edit's own, or the core's
+// mapped through codeOf.
 func (s *Server) change(ctx context.Context, pool string, edit func() (store.Edit, error)) (store.PoolConfig, error) {
 	return s.changeNoted(ctx, pool, func() (store.Edit, string, error) {
 		e, err := edit()
@@ -178,23 +177,37 @@ func (s *Server) changeNoted(ctx context.Context, pool string, edit func() (stor
 	if err := checkPoolName(pool); err != nil {
 		return store.PoolConfig{}, err
 	}
-	s.adminMu.Lock()
-	defer s.adminMu.Unlock()
-	if err := s.reg.CanHold(pool); err != nil {
-		return store.PoolConfig{}, statusOf(err)
-	}
-	e, note, err := edit()
+	pc, _, err := s.write(pool, caller(ctx), func() (store.Edit, string, error) {
+		if err := s.reg.CanHold(pool); err != nil {
+			return store.Edit{}, "", err
+		}
+		return edit()
+	})
 	if err != nil {
 		return store.PoolConfig{}, statusOf(err)
-	}
-	pc, err := s.applyEdit(pool, e, withOverride(caller(ctx), note))
-	if err != nil {
-		return store.PoolConfig{}, statusOf(err)
-	}
-	if err := s.install(pool, pc); err != nil {
-		return store.PoolConfig{}, err
 	}
 	return pc, nil
+}
+
+// write is the one path of every configuration write, an admin call's
+// (changeNoted) and the ramp driver's (stepRamp): under adminMu, it builds
+// the edit with edit (which may read the configuration in force, and
+// refuse), stores it through the Replicator (in the data dir, or the
+// cluster's bucket; the audit log names by, with edit's note), and puts
+// the result in force (install). stored says whether the change was
+// stored: an error with stored set is an install failure, the change
+// stored but not in force here. Errors are unmapped.
+func (s *Server) write(pool, by string, edit func() (store.Edit, string, error)) (pc store.PoolConfig, stored bool, err error) {
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	e, note, err := edit()
+	if err != nil {
+		return store.PoolConfig{}, false, err
+	}
+	if pc, err = s.applyEdit(pool, e, withOverride(by, note)); err != nil {
+		return store.PoolConfig{}, false, err
+	}
+	return pc, true, s.install(pool, pc)
 }
 
 // install makes a durably stored configuration the pool's configuration in

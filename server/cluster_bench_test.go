@@ -31,6 +31,7 @@ import (
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/servertest"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/server"
 )
 
@@ -85,18 +86,6 @@ func cbStartMode(b *testing.B, m cbMode, mutate func(*server.DaemonConfig)) (r1,
 		r2 = servertest.Start(b, servertest.Config(cfg("r2", ns)))
 	}
 	return r1, r2
-}
-
-// cbWait polls cond until it holds, failing after bound (a stuck run, not
-// a performance limit).
-func cbWait(b *testing.B, bound time.Duration, what string, cond func() bool) {
-	b.Helper()
-	for deadline := time.Now().Add(bound); !cond(); {
-		if time.Now().After(deadline) {
-			b.Fatalf("%s: not after %v", what, bound)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // cbLastSeq is the last_seq e's ListInstances shows for instance id of
@@ -190,7 +179,7 @@ func cbPickEnv(b *testing.B, on bool, n, deps int) (r1, r2 *servertest.Sidecar, 
 		}
 	}
 	if r2 != nil {
-		cbWait(b, 30*time.Second, "r2 lists every instance", func() bool { return cbListed(r2, "m") == n })
+		testwait.EventuallyWithin(b, 30*time.Second, "r2 lists every instance", func() bool { return cbListed(r2, "m") == n })
 	}
 	hashes = make([]uint64, 256)
 	copy(hashes, shared)
@@ -344,20 +333,20 @@ func BenchmarkClusterReportIngest(b *testing.B) {
 					switch {
 					case r2 != nil:
 						acked := time.Now()
-						cbWait(b, 60*time.Second, "r2 shows the last report", func() bool { return cbLastSeq(r2, "m", "a") >= uint64(b.N) })
+						testwait.EventuallyWithin(b, 60*time.Second, "r2 shows the last report", func() bool { return cbLastSeq(r2, "m", "a") >= uint64(b.N) })
 						b.ReportMetric(float64(time.Since(acked).Microseconds())/1000, "r2-drain-ms")
 						after := cbScrape(b, r1)
 						pubEv := after.events["published"] - before.events["published"]
 						pubBy := after.bytes["published"] - before.bytes["published"]
 						b.ReportMetric(pubBy/max(pubEv, 1), "wire-B/report")
-						cbWait(b, 10*time.Second, "r2 counts its applied events", func() bool {
+						testwait.EventuallyWithin(b, 10*time.Second, "r2 counts its applied events", func() bool {
 							return cbScrape(b, r2).events["applied"]-before2.events["applied"] >= pubEv
 						})
 						applied := cbScrape(b, r2).events["applied"] - before2.events["applied"]
 						b.ReportMetric(after.events["dropped"]-before.events["dropped"]+pubEv-applied, "dropped")
 					case mode.on:
 						var after cbCounters
-						cbWait(b, 10*time.Second, "r1 published every report", func() bool {
+						testwait.EventuallyWithin(b, 10*time.Second, "r1 published every report", func() bool {
 							after = cbScrape(b, r1)
 							return after.events["published"]+after.events["dropped"]-before.events["published"]-before.events["dropped"] >= float64(b.N)
 						})
@@ -515,7 +504,7 @@ func BenchmarkClusterPropagation(b *testing.B) {
 			m := rep("m", "d", "a")
 			m.ReportsCacheEvents = true
 			in := report(r1, m)
-			cbWait(b, 10*time.Second, "r2 shows instance a", func() bool { return cbLastSeq(r2, "m", "a") >= 1 })
+			testwait.EventuallyWithin(b, 10*time.Second, "r2 shows instance a", func() bool { return cbLastSeq(r2, "m", "a") >= 1 })
 			var lat []time.Duration
 			b.ResetTimer()
 			for b.Loop() {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
@@ -98,22 +99,12 @@ func TestRestartUnder1000Reconnects(t *testing.T) {
 		wg.Wait()
 	}()
 	admin := pb.NewAdminServiceClient(ccs[0])
-	poll := func(what string, bound time.Duration) time.Duration {
-		start := time.Now()
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			n := countOK(ctx, admin, "chat")
-			cancel()
-			if n == instances {
-				return time.Since(start)
-			}
-			if time.Since(start) > bound {
-				t.Fatalf("%s: %d of %d instances OK after %v", what, n, instances, bound)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+	allOK := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return countOK(ctx, admin, "chat") == instances
 	}
-	t.Logf("all %d connected in %v", instances, poll("first start", 60*time.Second))
+	t.Logf("all %d connected in %v", instances, testwait.EventuallyWithin(t, time.Minute, "every instance OK after the first start", allOK))
 	want := map[string]float64{"d0": 1, "d1": 3}
 	if _, err := admin.SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: "chat", Weights: want}); err != nil {
 		t.Fatal(err)
@@ -125,7 +116,7 @@ func TestRestartUnder1000Reconnects(t *testing.T) {
 	if d, err = Start(cfg); err != nil {
 		t.Fatalf("restart on %s: %v", addr, err)
 	}
-	t.Logf("all %d reconnected in %v after the restart", instances, poll("after the restart", 60*time.Second))
+	t.Logf("all %d reconnected in %v after the restart", instances, testwait.EventuallyWithin(t, time.Minute, "every instance OK after the restart", allOK))
 	w, err := admin.GetWeights(context.Background(), &pb.GetWeightsRequest{Pool: "chat"})
 	if err != nil || w.GetVersion() != 1 || !maps.Equal(w.GetWeights(), want) {
 		t.Fatalf("weights after the restart: %v %v", w, err)

@@ -19,10 +19,10 @@ import (
 // instance's picks over the last 5 s; per pool, the failed picks by
 // outcome and the changes of the configuration in force (markers).
 //
-// The deployment ring shares the traffic window's mutex (window.add): a
-// pick pays one nil check and three adds more, under the lock it already
-// took, plus one map lookup by instance id. Failures take their pool's
-// ring lock; markers are written by publish, off the pick path.
+// The deployment ring is the one the traffic-share gauges read
+// (pickRing): a pick pays one lock, three adds and, within the history
+// budget, one map lookup by instance id. Failures take their pool's ring
+// lock; markers are written by publish, off the pick path.
 //
 // Memory is bounded: a ring is allocated for at most maxHistoryRings
 // deployments and pools together (a deployment ring is about 21 KiB, a
@@ -35,56 +35,6 @@ const (
 	maxTrackedInstances = 4096
 	maxMarkers          = 256
 )
-
-// history is one deployment's ring, guarded by its window's mutex.
-type history struct {
-	buckets [historySeconds]histBucket
-	inst    map[string]*instRate
-}
-
-type histBucket struct {
-	sec                    int64
-	picks, blocks, matched uint32
-}
-
-// instRate is one instance's picks in its last InstanceRateSeconds seconds.
-type instRate struct {
-	sec [console.InstanceRateSeconds]int64
-	n   [console.InstanceRateSeconds]uint32
-}
-
-func histIndex(sec int64, n int) int {
-	i := int(sec % int64(n))
-	if i < 0 {
-		i += n
-	}
-	return i
-}
-
-// add counts one pick at sec on instance. Called with the window's mutex
-// held.
-func (h *history) add(sec int64, blocks, matched uint64, instance string) {
-	b := &h.buckets[histIndex(sec, historySeconds)]
-	if b.sec != sec {
-		*b = histBucket{sec: sec}
-	}
-	b.picks++
-	b.blocks += uint32(blocks)
-	b.matched += uint32(matched)
-	r := h.inst[instance]
-	if r == nil {
-		if len(h.inst) >= maxTrackedInstances {
-			clear(h.inst)
-		}
-		r = &instRate{}
-		h.inst[instance] = r
-	}
-	i := histIndex(sec, console.InstanceRateSeconds)
-	if r.sec[i] != sec {
-		r.sec[i], r.n[i] = sec, 0
-	}
-	r.n[i]++
-}
 
 // failRing is one pool's failed picks per second by outcome.
 type failRing struct {
@@ -101,7 +51,7 @@ type failBucket struct {
 
 func (f *failRing) add(sec int64, oc outcome) {
 	f.mu.Lock()
-	b := &f.buckets[histIndex(sec, historySeconds)]
+	b := &f.buckets[ringIndex(sec, historySeconds)]
 	if b.sec != sec {
 		*b = failBucket{sec: sec}
 	}
@@ -214,27 +164,7 @@ func (o *observer) history(pool string, now time.Time) (console.History, bool) {
 	for _, d := range deps {
 		s := console.DeploymentSeries{Deployment: d.name, Picks: make([]uint32, historySeconds),
 			Blocks: make([]uint32, historySeconds), Matched: make([]uint32, historySeconds)}
-		d.window.mu.Lock()
-		if hist := d.window.hist; hist != nil {
-			for i := range historySeconds {
-				t := h.Start + int64(i)
-				if b := &hist.buckets[histIndex(t, historySeconds)]; b.sec == t {
-					s.Picks[i], s.Blocks[i], s.Matched[i] = b.picks, b.blocks, b.matched
-				}
-			}
-			for id, r := range hist.inst {
-				var n uint32
-				for j := range r.sec {
-					if r.sec[j] > sec-console.InstanceRateSeconds && r.sec[j] <= sec {
-						n += r.n[j]
-					}
-				}
-				if n > 0 {
-					h.InstancePicks[id] = float64(n) / console.InstanceRateSeconds
-				}
-			}
-		}
-		d.window.mu.Unlock()
+		d.ring.series(&s, h.Start, h.InstancePicks)
 		h.Deployments = append(h.Deployments, s)
 	}
 	if f := p.fails; f != nil {
@@ -242,7 +172,7 @@ func (o *observer) history(pool string, now time.Time) (console.History, bool) {
 		f.mu.Lock()
 		for i := range historySeconds {
 			t := h.Start + int64(i)
-			b := &f.buckets[histIndex(t, historySeconds)]
+			b := &f.buckets[ringIndex(t, historySeconds)]
 			if b.sec != t {
 				continue
 			}
@@ -264,4 +194,34 @@ func (o *observer) history(pool string, now time.Time) (console.History, bool) {
 		}
 	}
 	return h, true
+}
+
+// series fills s, the console's series of seconds start .. start+
+// historySeconds-1, and adds each instance's picks/s over the last
+// InstanceRateSeconds of them to rates. A ring without history leaves
+// both as they are.
+func (r *pickRing) series(s *console.DeploymentSeries, start int64, rates map[string]float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.history() {
+		return
+	}
+	for i := range historySeconds {
+		t := start + int64(i)
+		if b := &r.buckets[ringIndex(t, len(r.buckets))]; b.sec == t {
+			s.Picks[i], s.Blocks[i], s.Matched[i] = b.picks, b.blocks, b.matched
+		}
+	}
+	last := start + historySeconds - 1
+	for id, ir := range r.inst {
+		var n uint32
+		for j := range ir.sec {
+			if ir.sec[j] > last-console.InstanceRateSeconds && ir.sec[j] <= last {
+				n += ir.n[j]
+			}
+		}
+		if n > 0 {
+			rates[id] = float64(n) / console.InstanceRateSeconds
+		}
+	}
 }

@@ -32,7 +32,7 @@ func serverInfo() *pb.GetServerInfoResponse {
 // nothing but the binary's build information, so it answers whatever the
 // state of the store or the cluster. Authorization: the operator-read role
 // (an AdminService Get method).
-func (a *adminService) GetServerInfo(context.Context, *pb.GetServerInfoRequest) (*pb.GetServerInfoResponse, error) {
+func (as *adminService) GetServerInfo(context.Context, *pb.GetServerInfoRequest) (*pb.GetServerInfoResponse, error) {
 	return serverInfo(), nil
 }
 

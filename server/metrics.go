@@ -93,7 +93,7 @@ type poolObs struct {
 }
 
 // depObs is one deployment's precomputed attribute options, the eligible
-// instances of the pool's latest decision, and its traffic window.
+// instances of the pool's latest decision, and its recent picks.
 type depObs struct {
 	name     string
 	attrs    []metric.AddOption // {pool, deployment}
@@ -102,7 +102,7 @@ type depObs struct {
 	blocks   atomic.Int64       // their prefix blocks (prefixroute_pick_prefix_blocks)
 	matched  atomic.Int64       // of those, cached on the chosen instance (prefixroute_pick_matched_blocks)
 	reports  atomic.Int64       // load reports applied (prefixroute_reports)
-	window   window
+	ring     pickRing           // recent picks: the traffic-share gauges and the console
 }
 
 // newObserver creates the instruments on meter m. Gauges are registered
@@ -184,9 +184,7 @@ func (p *poolObs) dep(name string) *depObs {
 		pa, da := attribute.String("pool", p.name), attribute.String("deployment", name)
 		d = &depObs{name: name, attrs: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(pa, da))}}
 		d.eligible.Store(-1)
-		if p.rings != nil && p.rings.take() {
-			d.window.hist = &history{inst: make(map[string]*instRate)}
-		}
+		d.ring.init(p.rings != nil && p.rings.take())
 		p.deps[name] = d
 	}
 	return d
@@ -202,7 +200,7 @@ func (o *observer) lookup(name string) *poolObs {
 // done records one finished Pick from its record: outcome and latency;
 // for a decision worth auditing, exclusions by reason, eligible instances
 // per deployment and, when it succeeded, the blocks, matched blocks and
-// traffic window of the chosen deployment; the span's attributes; and, for
+// recent picks of the chosen deployment; the span's attributes; and, for
 // a pick the decision log samples, its line. PickFor calls it once per
 // pick.
 func (o *observer) done(ctx context.Context, rec *pickRecord) {
@@ -260,7 +258,7 @@ func (o *observer) decided(ctx context.Context, p *poolObs, rec *pickRecord) {
 		dep.blocks.Add(int64(blocks))
 		dep.matched.Add(int64(hit))
 	}
-	dep.window.add(o.now().Unix(), uint64(blocks), uint64(hit), pk.Snapshot.Instances[d.Instance].ID)
+	dep.ring.add(o.now().Unix(), uint64(blocks), uint64(hit), pk.Snapshot.Instances[d.Instance].ID)
 }
 
 // decisionExplains reports whether a failed decision carries the reasons

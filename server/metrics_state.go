@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"sync"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -126,7 +124,7 @@ func (o *observer) observe(ob metric.Observer, g *gauges) {
 			po.mu.RLock()
 			for name, d := range po.deps {
 				var s sums
-				s.picks, s.blocks, s.matched = d.window.sum(sec)
+				s.picks, s.blocks, s.matched = d.ring.sum(sec)
 				win[name] = s
 				total += s.picks
 			}
@@ -161,83 +159,6 @@ func (o *observer) observe(ob metric.Observer, g *gauges) {
 			}
 		}
 	}
-}
-
-// TrafficShareWindow is the sliding window of the realised traffic share and
-// hit ratio gauges (prefixroute_deployment_traffic_share_ratio,
-// prefixroute_deployment_hit_ratio, prefixroute_deployment_window_picks):
-// the picks of the last 60 seconds, counted in one-second buckets, so a
-// weight change shows in the share within a minute.
-const TrafficShareWindow = windowBuckets * time.Second
-
-const windowBuckets = 60
-
-// window counts one deployment's successful picks, their prefix blocks and
-// their matched blocks over the last TrafficShareWindow, in one-second
-// buckets. Its zero value is empty and ready. Safe for concurrent use: one
-// short critical section per add.
-//
-// Why a second window beside internal/readiness's (state.Pool's tracker,
-// also recorded on every pick): the two answer different questions and
-// cannot share buckets. This one feeds gauges that must move within a
-// second, over a fixed 60 s, for every deployment, in prefix blocks; the
-// tracker's window is the operator's --migration-window (default 5 min in
-// 60 buckets of 5 s, possibly shorter than 60 s), counts prompt and hit
-// tokens, and tracks at most readiness.Config.MaxDeployments deployments
-// (the rest are "untracked"). Read from the tracker, the gauges would step
-// every 5 s, lose deployments beyond the eighth and change meaning with a
-// flag. Keeping this one costs one uncontended mutex and three adds per
-// pick: 16-19 ns (BenchmarkWindowAdd, 2026-12-01, a loaded 2-core
-// machine), about 0.1% of the in-process Pick handler (BenchmarkPickHooks,
-// 11-22 µs there), so merging would save nothing measurable.
-type window struct {
-	mu      sync.Mutex
-	buckets [windowBuckets]windowBucket
-	hist    *history // the console's 15-minute ring (history.go); nil past its budget
-}
-
-type windowBucket struct {
-	sec                    int64 // the Unix second the counts are of
-	picks, blocks, matched uint64
-}
-
-// add counts one pick at Unix second sec, chosen on instance.
-func (w *window) add(sec int64, blocks, matched uint64, instance string) {
-	w.mu.Lock()
-	b := &w.buckets[bucketOf(sec)]
-	if b.sec != sec {
-		*b = windowBucket{sec: sec}
-	}
-	b.picks++
-	b.blocks += blocks
-	b.matched += matched
-	if w.hist != nil {
-		w.hist.add(sec, blocks, matched, instance)
-	}
-	w.mu.Unlock()
-}
-
-// sum returns the counts of the buckets in (sec-windowBuckets, sec].
-func (w *window) sum(sec int64) (picks, blocks, matched uint64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for i := range w.buckets {
-		b := &w.buckets[i]
-		if b.sec > sec-windowBuckets && b.sec <= sec {
-			picks += b.picks
-			blocks += b.blocks
-			matched += b.matched
-		}
-	}
-	return picks, blocks, matched
-}
-
-func bucketOf(sec int64) int {
-	i := int(sec % windowBuckets)
-	if i < 0 {
-		i += windowBuckets
-	}
-	return i
 }
 
 // observeCounts reads the counters the hot paths keep in atomics, for every

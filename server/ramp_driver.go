@@ -38,51 +38,48 @@ func (s *Server) AdvanceRamps() int {
 }
 
 // stepRamp applies the next step of pool's ramp r, or pauses r when
-// auto-hold says so. It reports whether a step was applied. Every failure
-// is logged: a change not made is retried on the next tick, one stored but
+// auto-hold (or the drain guard) says so, through the one write path
+// (write). It reports whether a step was applied. Every failure is
+// logged: a change not made is retried on the next tick, one stored but
 // not put in force here is not (the stored ramp has moved on).
 func (s *Server) stepRamp(pool string, r *rollout.Ramp) bool {
-	s.adminMu.Lock()
-	defer s.adminMu.Unlock()
 	by := fmt.Sprintf("ramp %d step %d/%d (started by %s)", r.ID, r.Applied+1, len(r.Steps), r.StartedBy)
-	reason, paused := s.drainHold(pool, r), "ramp paused by the drain guard; resume it once the target has an eligible instance"
-	if reason == "" {
-		reason, paused = s.holdReason(pool, r), "ramp paused by auto-hold; resume it once the target has headroom"
-	}
-	if reason != "" {
-		e, err := store.UpdateRampEdit(pool, r.ID, store.RampPause, reason)
-		var pc store.PoolConfig
-		if err == nil {
-			pc, err = s.applyEdit(pool, e, by)
+	var reason, paused string
+	pc, stored, err := s.write(pool, by, func() (store.Edit, string, error) {
+		reason, paused = s.drainHold(pool, r), "ramp paused by the drain guard; resume it once the target has an eligible instance"
+		if reason == "" {
+			reason, paused = s.holdReason(pool, r), "ramp paused by auto-hold; resume it once the target has headroom"
 		}
-		if err != nil {
+		if reason != "" {
+			e, err := store.UpdateRampEdit(pool, r.ID, store.RampPause, reason)
+			return e, "", err
+		}
+		return store.StepRampEdit(pool, r.ID, r.Applied), "", nil
+	})
+	if err != nil && !stored {
+		switch {
+		case reason != "":
 			s.log.Error("ramp auto-hold: cannot pause; retrying on the next tick", "pool", pool, "ramp", r.ID,
 				"reason", reason, "error", err)
-			return false
+		case errors.Is(err, store.ErrRampNotActive) || errors.Is(err, store.ErrNoRamp):
+			// changed since it was read: paused, aborted, or stepped already
+		default:
+			s.log.Error("ramp step not applied; retrying on the next tick", "pool", pool, "ramp", r.ID,
+				"step", r.Applied+1, "error", err)
+		}
+		return false
+	}
+	if reason != "" {
+		if err != nil {
+			s.log.Error("ramp pause stored but not in force", "pool", pool, "ramp", r.ID, "error", err)
 		}
 		s.log.Warn(paused, "pool", pool, "ramp", r.ID, "reason", reason)
-		s.installRamp(pool, r, "ramp pause", pc)
 		return false
 	}
-	pc, err := s.applyEdit(pool, store.StepRampEdit(pool, r.ID, r.Applied), by)
-	switch {
-	case errors.Is(err, store.ErrRampNotActive) || errors.Is(err, store.ErrNoRamp):
-		return false // changed since it was read: paused, aborted, or stepped already
-	case err != nil:
-		s.log.Error("ramp step not applied; retrying on the next tick", "pool", pool, "ramp", r.ID,
-			"step", r.Applied+1, "error", err)
-		return false
+	if err != nil {
+		s.log.Error("ramp step stored but not in force", "pool", pool, "ramp", r.ID, "error", err)
 	}
-	s.installRamp(pool, r, "ramp step", pc)
 	s.log.Info("ramp step applied", "pool", pool, "ramp", r.ID, "step", pc.Ramp.Applied, "steps", len(pc.Ramp.Steps),
 		"weights", pc.Weights, "weights_version", pc.WeightsVersion, "state", pc.Ramp.State.String())
 	return true
-}
-
-// installRamp puts pc, the configuration stored by what (a step or a pause
-// of ramp r), in force, and logs when it cannot. Called with adminMu held.
-func (s *Server) installRamp(pool string, r *rollout.Ramp, what string, pc store.PoolConfig) {
-	if err := s.install(pool, pc); err != nil {
-		s.log.Error(what+" stored but not in force", "pool", pool, "ramp", r.ID, "error", err)
-	}
 }

@@ -3,11 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/pkg/prefixhash"
 )
@@ -166,14 +167,12 @@ func TestInstanceRun(t *testing.T) {
 			"--queue-ms", "42", "--tps", "5000", "--stored", "0x1,0x2,3"}, &out, &errb)
 	}()
 	var last result
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(last.stdout, "a-1") || !strings.Contains(last.stdout, "3 blk") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the instance never showed up with 3 blocks: %v", last)
+	testwait.EventuallyOK(t, func() string {
+		if last = ctl(d.Addr(), "instances", "m"); strings.Contains(last.stdout, "a-1") && strings.Contains(last.stdout, "3 blk") {
+			return ""
 		}
-		time.Sleep(20 * time.Millisecond)
-		last = ctl(d.Addr(), "instances", "m")
-	}
+		return fmt.Sprintf("the instance is not listed with 3 blocks: %v", last)
+	})
 	expect(t, last, 0, "10.0.0.9:8000", "42 ms", "5000 tok/s")
 	cancel()
 	if code := <-done; code != 0 {

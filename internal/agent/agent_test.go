@@ -16,6 +16,7 @@ import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/enginemetrics"
 	"github.com/prefixroute/prefixroute/internal/kvevents"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
@@ -85,7 +86,7 @@ func endToEnd(t *testing.T, dialect, metrics string, kind enginemetrics.Engine, 
 	}
 	want := func(what string, toks []uint32, n uint32) {
 		t.Helper()
-		eventually(t, func() string {
+		testwait.EventuallyOK(t, func() string {
 			if got := matched(t, picker, "gpu-0", toks); got != n {
 				return fmt.Sprintf("%s: %d blocks matched on gpu-0, want %d", what, got, n)
 			}
@@ -93,7 +94,7 @@ func endToEnd(t *testing.T, dialect, metrics string, kind enginemetrics.Engine, 
 		})
 	}
 	// The instance reports its load from the fixture.
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		in := instance(picker, admin, "gpu-0")
 		if in.GetBlockSizeTokens() != blockSize || in.GetKvCapacityBlocks() == 0 || in.GetWaitingRequests() == 0 {
 			return fmt.Sprintf("instance %v", in)
@@ -104,7 +105,7 @@ func endToEnd(t *testing.T, dialect, metrics string, kind enginemetrics.Engine, 
 	// The PUB/SUB connection may still be forming: resend until the agent
 	// saw seq 0 (a real engine's first message comes minutes after start).
 	p := prompt(1000, 4)
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if ag.Exact() {
 			return ""
 		}
@@ -128,7 +129,7 @@ func endToEnd(t *testing.T, dialect, metrics string, kind enginemetrics.Engine, 
 			t.Fatal("agent not precise after a replay")
 		}
 	} else {
-		eventually(t, func() string {
+		testwait.EventuallyOK(t, func() string {
 			if in := instance(picker, admin, "gpu-0"); ag.Exact() || in.GetReportsCacheEvents() {
 				return fmt.Sprintf("after a gap without replay the agent is precise=%v, router sees reports_cache_events=%v",
 					ag.Exact(), in.GetReportsCacheEvents())
@@ -139,7 +140,7 @@ func endToEnd(t *testing.T, dialect, metrics string, kind enginemetrics.Engine, 
 	}
 	// Cleared: precise again, nothing matches.
 	e.send(map[string]any{"op": "clear"})
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if !ag.Exact() || !instance(picker, admin, "gpu-0").GetReportsCacheEvents() {
 			return "not precise after AllBlocksCleared"
 		}
@@ -149,7 +150,7 @@ func endToEnd(t *testing.T, dialect, metrics string, kind enginemetrics.Engine, 
 	want("after AllBlocksCleared", tokens32(q), 0)
 	// Killed engine: the agent holds its reports and the instance goes stale.
 	e.kill()
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if s := instance(picker, admin, "gpu-0").GetState(); s != pb.InstanceState_INSTANCE_STATE_STALE {
 			return fmt.Sprintf("instance state %v after the engine died", s)
 		}

@@ -112,13 +112,6 @@ func startRouter(t testing.TB) string {
 		servertest.Config(func(c *server.DaemonConfig) { c.HTTPListen = "off" })).Addr()
 }
 
-// eventually polls cond until it returns "" (servertest.EventuallyOK), or
-// fails with cond's last complaint.
-func eventually(t *testing.T, cond func() string) {
-	t.Helper()
-	servertest.EventuallyOK(t, cond)
-}
-
 const pool, blockSize = "llama", 16
 
 // prompt returns n blocks of distinct tokens starting at from.

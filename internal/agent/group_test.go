@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/enginemetrics"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
@@ -49,7 +50,7 @@ func TestEnginesOnOneLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, e := range engines {
-		eventually(t, func() string {
+		testwait.EventuallyOK(t, func() string {
 			if agents[i].Exact() {
 				return ""
 			}
@@ -58,7 +59,7 @@ func TestEnginesOnOneLink(t *testing.T) {
 		})
 		p := prompt(1000*(i+1), 2+i)
 		e.send(map[string]any{"op": "store", "hashes": []int{1, 2, 3}[:2+i], "parent": nil, "tokens": p})
-		eventually(t, func() string {
+		testwait.EventuallyOK(t, func() string {
 			id := fmt.Sprint("gpu-", i)
 			res, err := picker.Pick(t.Context(), client.Request{Tokens: tokens32(p)})
 			if err != nil {
@@ -72,14 +73,14 @@ func TestEnginesOnOneLink(t *testing.T) {
 			return fmt.Sprintf("%s does not match %d blocks: %v", id, 2+i, res.Response.GetDecision().GetInstances())
 		})
 	}
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if st := link.Stats(); st.Streams != 1 || st.Messages*3 > st.Reports*2 {
 			return fmt.Sprintf("link %+v: want one stream and more than 1.5 reports a message", st)
 		}
 		return ""
 	})
 	h := GroupHandler(agents)
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
 		if rec.Code != http.StatusOK {
@@ -95,7 +96,7 @@ func TestEnginesOnOneLink(t *testing.T) {
 		}
 	}
 	engines[1].kill()
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
 		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `"error":"gpu-1: no successful scrape`) {

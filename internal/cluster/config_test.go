@@ -3,9 +3,12 @@ package cluster
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/prefixroute/prefixroute/internal/natstest"
 )
@@ -64,12 +67,42 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// TestConfigDefaults: every zero field takes its named default, a set
+// field is kept, and the defaults are consistent: valid together, within
+// the bounds Validate enforces, and a default batch fits a NATS server's
+// default max_payload with the 8 KiB margin MaxBatchBytes asks for.
 func TestConfigDefaults(t *testing.T) {
 	c := Config{}.withDefaults()
-	if c.Bucket != "prefixroute" || c.SubjectPrefix != "prefixroute" || c.History != 64 || c.Replicas != 1 ||
-		c.FlushInterval != 2*time.Millisecond || c.MaxBatchBytes != 256<<10 || c.MaxPendingBytes != 8<<20 ||
-		c.ApplyTimeout != 2*time.Second || len(c.URLs) != 1 || c.URLs[0] != DefaultURL {
-		t.Fatalf("defaults: %+v", c)
+	want := Config{URLs: []string{DefaultURL}, Name: c.Name, Bucket: DefaultBucket, SubjectPrefix: DefaultSubjectPrefix,
+		History: DefaultHistory, Replicas: DefaultReplicas, FlushInterval: DefaultFlushInterval,
+		MaxBatchBytes: DefaultMaxBatchBytes, MaxPendingBytes: DefaultMaxPendingBytes,
+		ReconnectWait: DefaultReconnectWait, ReconnectJitter: DefaultReconnectJitter, PingInterval: DefaultPingInterval,
+		ApplyTimeout: DefaultApplyTimeout, SnapshotTimeout: DefaultSnapshotTimeout}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("the defaults do not validate: %v", err)
+	}
+	switch {
+	case DefaultHistory > MaxHistory:
+		t.Errorf("DefaultHistory %d above MaxHistory %d", DefaultHistory, MaxHistory)
+	case DefaultMaxBatchBytes < minBatchBytes || DefaultMaxBatchBytes > server.MAX_PAYLOAD_SIZE-8<<10:
+		t.Errorf("DefaultMaxBatchBytes %d: want %d..%d", DefaultMaxBatchBytes, minBatchBytes, server.MAX_PAYLOAD_SIZE-8<<10)
+	case DefaultMaxPendingBytes < DefaultMaxBatchBytes:
+		t.Errorf("DefaultMaxPendingBytes %d below DefaultMaxBatchBytes %d", DefaultMaxPendingBytes, DefaultMaxBatchBytes)
+	case DefaultApplyTimeout > DefaultSnapshotTimeout:
+		t.Errorf("DefaultApplyTimeout %v above DefaultSnapshotTimeout %v (a chunk after the first, against the first)",
+			DefaultApplyTimeout, DefaultSnapshotTimeout)
+	}
+	// Set fields are kept; the pending bound follows a batch set above it.
+	set := Config{URLs: []string{"nats://n:1"}, Name: "r1", Bucket: "b", SubjectPrefix: "s", History: 3, Replicas: 3,
+		FlushInterval: time.Millisecond, MaxBatchBytes: 16 << 20, ReconnectWait: 1, ReconnectJitter: 2,
+		PingInterval: 3, ApplyTimeout: 4, SnapshotTimeout: 5}
+	got := set.withDefaults()
+	set.MaxPendingBytes = 16 << 20
+	if !reflect.DeepEqual(got, set) {
+		t.Fatalf("set fields:\n got %+v\nwant %+v", got, set)
 	}
 	if n1, n2 := defaultName(), defaultName(); n1 == n2 || strings.Count(n1, "-") < 2 {
 		t.Fatalf("default names %q, %q: want hostname-pid-random, distinct", n1, n2)

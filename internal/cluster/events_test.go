@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
 // eventLog records OnEvents calls: payload copies per (origin, pool).
@@ -75,7 +76,7 @@ func TestEventsFanOutExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, i := range []int{1, 2} {
-		waitFor(t, 5*time.Second, fmt.Sprintf("%s to get %d events", links[i].Name(), n), func() bool { return logs[i].count() >= n })
+		testwait.EventuallyWithin(t, 5*time.Second, fmt.Sprintf("%s to get %d events", links[i].Name(), n), func() bool { return logs[i].count() >= n })
 	}
 	// A sentinel event sent after the n: events from one origin arrive in
 	// order, so once a receiver has it, every copy of the n it will get has
@@ -87,7 +88,7 @@ func TestEventsFanOutExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, i := range []int{1, 2} {
-		waitFor(t, 5*time.Second, links[i].Name()+" to get the sentinel", func() bool { return len(logs[i].of("a", "sentinel")) == 1 })
+		testwait.EventuallyWithin(t, 5*time.Second, links[i].Name()+" to get the sentinel", func() bool { return len(logs[i].of("a", "sentinel")) == 1 })
 	}
 	for _, i := range []int{1, 2} {
 		if got := logs[i].of("a", "p"); len(got) != n {
@@ -122,7 +123,7 @@ func TestEventsBatchingOrderPerOrigin(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitFor(t, 10*time.Second, "c to get both streams", func() bool { return logs[2].count() >= 2*n })
+	testwait.EventuallyWithin(t, 10*time.Second, "c to get both streams", func() bool { return logs[2].count() >= 2*n })
 	for _, origin := range []string{"a", "b"} {
 		got := logs[2].of(origin, "pool")
 		if len(got) != n {
@@ -134,7 +135,7 @@ func TestEventsBatchingOrderPerOrigin(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, 10*time.Second, "a to get b's stream", func() bool { return logs[0].count() >= n })
+	testwait.EventuallyWithin(t, 10*time.Second, "a to get b's stream", func() bool { return logs[0].count() >= n })
 	if got := logs[0].of("b", "pool"); len(got) != n {
 		t.Fatalf("a got %d of b's events, want %d", len(got), n)
 	}
@@ -155,7 +156,7 @@ func TestEventsPoolNamesRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 5*time.Second, "all pools", func() bool { return logs[1].count() >= len(pools) })
+	testwait.EventuallyWithin(t, 5*time.Second, "all pools", func() bool { return logs[1].count() >= len(pools) })
 	for i, p := range pools {
 		got := logs[1].of("a", p)
 		if len(got) != 1 || string(got[0]) != fmt.Sprint(i) {
@@ -184,7 +185,7 @@ func TestEventsLargeAndOversized(t *testing.T) {
 	if err := a.Publish("p", make([]byte, 1<<20)); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("1 MiB payload: %v, want ErrTooLarge", err)
 	}
-	waitFor(t, 5*time.Second, "11 events", func() bool { return lg.count() >= 11 })
+	testwait.EventuallyWithin(t, 5*time.Second, "11 events", func() bool { return lg.count() >= 11 })
 	got := lg.of("a", "p")
 	if len(got) != 11 || string(got[10]) != string(big) || string(got[3]) != fmt.Sprintf("%01000d", 3) {
 		t.Fatalf("got %d events", len(got))

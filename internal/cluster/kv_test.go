@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
 // configLog records OnConfig calls.
@@ -80,7 +81,7 @@ func TestConfigUpdateSeenByOthers(t *testing.T) {
 			t.Fatalf("update %d: %v", i, err)
 		}
 		for j, lg := range logs {
-			waitFor(t, 5*time.Second, fmt.Sprintf("link %d to see rev %d", j, rev), func() bool {
+			testwait.EventuallyWithin(t, 5*time.Second, fmt.Sprintf("link %d to see rev %d", j, rev), func() bool {
 				_, ok := lg.seenAt("weights.p1", rev)
 				return ok
 			})

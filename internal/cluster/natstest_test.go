@@ -32,18 +32,6 @@ func dial(t testing.TB, cfg Config, h Handlers) *Link {
 	return l
 }
 
-// waitFor polls cond every 5ms until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestMain fails the package's tests if they leave goroutines running. It
 // calls goleak directly: internal/servertest imports this package.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
 // stateLog records OnState calls.
@@ -49,7 +50,7 @@ func TestNATSOutageAndRestart(t *testing.T) {
 
 	ns.Stop()
 	for i, l := range links {
-		waitFor(t, 5*time.Second, l.Name()+" disconnected", func() bool { return l.State() == StateDisconnected })
+		testwait.EventuallyWithin(t, 5*time.Second, l.Name()+" disconnected", func() bool { return l.State() == StateDisconnected })
 		if s := states[i].get(); len(s) == 0 || s[len(s)-1] != StateDisconnected {
 			t.Fatalf("%s OnState calls %v, want ... disconnected", l.Name(), s)
 		}
@@ -111,17 +112,17 @@ func TestNATSOutageAndRestart(t *testing.T) {
 
 	ns.Restart()
 	for _, l := range links {
-		waitFor(t, 10*time.Second, l.Name()+" reconnected", func() bool { return l.State() == StateConnected })
+		testwait.EventuallyWithin(t, 10*time.Second, l.Name()+" reconnected", func() bool { return l.State() == StateConnected })
 	}
 	// KV works again, and every watch (its consumer died with the
 	// server) resumes: all three see the new revision.
 	var newRev uint64
-	waitFor(t, 10*time.Second, "Update after restart", func() bool {
+	testwait.EventuallyWithin(t, 10*time.Second, "Update after restart", func() bool {
 		newRev, err = a.Update(ctx, "weights.p", []byte("after"), rev)
 		return err == nil
 	})
 	for i, cl := range cfgs {
-		waitFor(t, 10*time.Second, fmt.Sprintf("%s to see rev %d", links[i].Name(), newRev), func() bool {
+		testwait.EventuallyWithin(t, 10*time.Second, fmt.Sprintf("%s to see rev %d", links[i].Name(), newRev), func() bool {
 			_, ok := cl.seenAt("weights.p", newRev)
 			return ok
 		})
@@ -131,7 +132,7 @@ func TestNATSOutageAndRestart(t *testing.T) {
 	if err := a.Publish("after", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "events after restart", func() bool {
+	testwait.EventuallyWithin(t, 5*time.Second, "events after restart", func() bool {
 		return len(evs[1].of("a", "after")) > before && len(evs[2].of("a", "after")) > before
 	})
 	if st := a.Stats(); st.Reconnects == 0 || st.Disconnects == 0 {
@@ -154,10 +155,10 @@ func TestWatchDeliversChangesMadeWhileAway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "c to see k1", func() bool { _, ok := cl.seenAt("k1", rev); return ok })
+	testwait.EventuallyWithin(t, 5*time.Second, "c to see k1", func() bool { _, ok := cl.seenAt("k1", rev); return ok })
 
 	proxy.Cut()
-	waitFor(t, 5*time.Second, "c disconnected", func() bool { return c.State() == StateDisconnected })
+	testwait.EventuallyWithin(t, 5*time.Second, "c disconnected", func() bool { return c.State() == StateDisconnected })
 	var want []uint64 // written while c is away
 	for i := 1; i <= 5; i++ {
 		if rev, err = a.Update(ctx, "k1", fmt.Appendf(nil, "%d", i), rev); err != nil {
@@ -177,8 +178,8 @@ func TestWatchDeliversChangesMadeWhileAway(t *testing.T) {
 	}
 
 	proxy.Restore()
-	waitFor(t, 10*time.Second, "c reconnected", func() bool { return c.State() == StateConnected })
-	waitFor(t, 10*time.Second, "c to catch up", func() bool {
+	testwait.EventuallyWithin(t, 10*time.Second, "c reconnected", func() bool { return c.State() == StateConnected })
+	testwait.EventuallyWithin(t, 10*time.Second, "c to catch up", func() bool {
 		e := cl.snapshot()
 		return len(e) > 0 && e[len(e)-1].Key == "k2" && e[len(e)-1].Deleted
 	})
@@ -200,7 +201,7 @@ func TestWatchDeliversChangesMadeWhileAway(t *testing.T) {
 	if err := a.Publish("p", []byte("hi")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "event after reconnect", func() bool { return len(el.of("a", "p")) == 1 })
+	testwait.EventuallyWithin(t, 5*time.Second, "event after reconnect", func() bool { return len(el.of("a", "p")) == 1 })
 }
 
 func TestUnresponsiveServerBoundedByApplyTimeout(t *testing.T) {
@@ -248,7 +249,7 @@ func TestUnresponsiveServerBoundedByApplyTimeout(t *testing.T) {
 		t.Fatalf("Publish against a frozen server took %v", d)
 	}
 	proxy.Unfreeze()
-	waitFor(t, 10*time.Second, "c usable again", func() bool {
+	testwait.EventuallyWithin(t, 10*time.Second, "c usable again", func() bool {
 		_, err := c.Get(ctx, "k")
 		return err == nil
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
 func TestSnapshotAnsweredByPeer(t *testing.T) {
@@ -68,9 +69,9 @@ func TestSnapshot5MiBReassembled(t *testing.T) {
 	}
 	// Both responders ran their handler each time, but only the winner
 	// streamed to the end: the loser was cancelled after chunk 0.
-	waitFor(t, 5*time.Second, "both handlers called 3 times", func() bool { return calls.Load() == 6 })
+	testwait.EventuallyWithin(t, 5*time.Second, "both handlers called 3 times", func() bool { return calls.Load() == 6 })
 	served := func() uint64 { return servers[0].Stats().SnapshotsServed + servers[1].Stats().SnapshotsServed }
-	waitFor(t, 5*time.Second, "3 completed streams", func() bool { return served() >= 3 })
+	testwait.EventuallyWithin(t, 5*time.Second, "3 completed streams", func() bool { return served() >= 3 })
 	// Close waits for every responder goroutine to return, so after it the
 	// count is final: a loser that streamed to the end would show here.
 	servers[0].Close()

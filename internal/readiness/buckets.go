@@ -14,12 +14,12 @@ import (
 // once per bucket width at most in steady state). A Record older than that
 // is dropped and counted in Status.LateRecords.
 //
-// The router's metrics keep a second, simpler window of picks per
-// deployment (server/metrics_state.go, for the traffic-share and hit-ratio
-// gauges: 60 s in one-second buckets, every deployment, in blocks). It is
-// not read from this ring on purpose: this ring's width and length follow
+// The router keeps a second, simpler ring of picks per deployment
+// (server/pickring.go, for the traffic-share and hit-ratio gauges and the
+// console: one-second buckets, every deployment, in blocks). It is not
+// read from this ring on purpose: this ring's width and length follow
 // Config (the operator's --migration-window) and it tracks at most
-// MaxDeployments deployments; that file gives the measured cost.
+// MaxDeployments deployments.
 
 // poolCounts are the pool totals of one bucket.
 type poolCounts struct {

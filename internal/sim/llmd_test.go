@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -8,15 +9,22 @@ import (
 	"testing"
 
 	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 // llmdFixture is a scorer over three instances of one deployment.
 func llmdFixture(t *testing.T) *llmdScorer {
 	t.Helper()
+	return llmdScorerOf(t, "[{name: x, instances: 3, prefill_tokens_per_second: 10000, kv_blocks: 100}]")
+}
+
+// llmdScorerOf is a scorer over the deployments of a scenario (YAML).
+func llmdScorerOf(t *testing.T, deployments string) *llmdScorer {
+	t.Helper()
 	sc := parse(t, `
 name: l
 duration: 10s
-deployments: [{name: x, instances: 3, prefill_tokens_per_second: 10000, kv_blocks: 100}]
+deployments: `+deployments+`
 workload: {rate: 1, classes: [{name: c, share: 1, prefix_tokens: 64, suffix_tokens: 8}]}
 variants: [{name: llm-d-style, picker: llmd}]
 `)
@@ -75,7 +83,6 @@ func TestLLMDTies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	counts := [3]int{}
 	replay := rand.New(rand.NewPCG(7, 0x6c6c6d2d64))
 	for range 300 {
 		got, err := s.pick(0, &Request{Hashes: []uint64{9, 10}})
@@ -85,10 +92,6 @@ func TestLLMDTies(t *testing.T) {
 		if want := replay.IntN(3); got != want {
 			t.Fatalf("tie broken to %d, replay says %d", got, want)
 		}
-		counts[got]++
-	}
-	if counts != [3]int{104, 98, 98} {
-		t.Fatalf("ties split %v", counts)
 	}
 	if err := s.report(0, 1, &state.Report{Removed: []uint64{9}}); err != nil {
 		t.Fatal(err)
@@ -99,8 +102,59 @@ func TestLLMDTies(t *testing.T) {
 		}
 	}
 	s.setWeights(map[string]float64{"x": 0}, 2)
-	if _, err := s.pick(0, &Request{Hashes: []uint64{9}}); err == nil {
-		t.Fatal("pick with every weight 0 succeeded")
+	if _, err := s.pick(0, &Request{Hashes: []uint64{9}}); !errors.Is(err, scheduler.ErrAllWeightsZero) {
+		t.Fatalf("pick with every weight 0: %v; want ErrAllWeightsZero", err)
+	}
+}
+
+// TestLLMDWeightZeroSkipped: instances of a deployment weighted 0 are never
+// chosen, even holding the whole prefix with the shortest queue, and are
+// left out of the queue term's min-max; the other deployment's instances
+// are scored and drawn as before (both of y's are chosen), whatever their
+// weight above 0.
+func TestLLMDWeightZeroSkipped(t *testing.T) {
+	s := llmdScorerOf(t, `[{name: x, instances: 2, prefill_tokens_per_second: 10000, kv_blocks: 100},
+  {name: y, instances: 2, prefill_tokens_per_second: 10000, kv_blocks: 100}]`)
+	// x (0, 1) holds the prefix and has no queue; y (2, 3) waits 4 and 8.
+	for i, rep := range []state.Report{{Stored: []uint64{9, 10}}, {Stored: []uint64{9, 10}}, {WaitingRequests: 4}, {WaitingRequests: 8}} {
+		if err := s.report(0, i, &rep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := &Request{Hashes: []uint64{9, 10}}
+	if got, err := s.pick(0, req); err != nil || got > 1 {
+		t.Fatalf("both weighted: pick = %d, %v; want x's 0 or 1 (prefix and queue win)", got, err)
+	}
+	for _, w := range []float64{1, 0.001} {
+		s.setWeights(map[string]float64{"x": 0, "y": w}, 2)
+		var chosen [4]int
+		for range 200 {
+			got, err := s.pick(0, req)
+			if err != nil {
+				t.Fatalf("y weighted %v: %v", w, err)
+			}
+			chosen[got]++
+		}
+		// Among y alone, 2's queue (4) is the minimum: queue terms 1 and 0,
+		// so 2 always wins, and 0 and 1 never show.
+		if chosen != [4]int{0, 0, 200, 0} {
+			t.Fatalf("y weighted %v, x 0: chosen %v; want all on 2", w, chosen)
+		}
+		if want := float64(llmdQueueWeight + llmdKVWeight); s.scores[2] != want {
+			t.Fatalf("2's score %v; want %v (queue term 1: x's empty queues are out of the range)", s.scores[2], want)
+		}
+	}
+	// Equal queues on y: the tie is drawn between both of y's instances.
+	if err := s.report(0, 3, &state.Report{WaitingRequests: 4}); err != nil {
+		t.Fatal(err)
+	}
+	var chosen [4]int
+	for range 200 {
+		got, _ := s.pick(0, req)
+		chosen[got]++
+	}
+	if chosen[0]+chosen[1] != 0 || chosen[2] == 0 || chosen[3] == 0 {
+		t.Fatalf("y tied, x 0: chosen %v; want both of y's, none of x's", chosen)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/pkg/prefixhash"
 )
@@ -34,7 +35,7 @@ func TestBatchLinkReporters(t *testing.T) {
 	for i := range 4 {
 		cachedBlocks(t, s, cc, "m", fmt.Sprint("a-", i), uint64(i+1))
 	}
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if st := link.Stats(); st.Reports < 80 || st.Messages*2 > st.Reports || st.Streams != 1 {
 			return fmt.Sprintf("link stats %+v: want one stream, 80 reports or more, at least 2 a message", st)
 		}
@@ -48,7 +49,7 @@ func TestBatchLinkReporters(t *testing.T) {
 		closeReporter(t, r)
 	}
 	for i := range 4 {
-		eventually(t, func() string {
+		testwait.EventuallyOK(t, func() string {
 			if in := instanceStatus(cc, "m", fmt.Sprint("a-", i)); in.GetState() != pb.InstanceState_INSTANCE_STATE_DISCONNECTED {
 				return fmt.Sprintf("a-%d is %v after Close, want disconnected", i, in.GetState())
 			}
@@ -111,14 +112,14 @@ func TestBatchLinkReplaced(t *testing.T) {
 	if _, err := st.Recv(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if c := status.Code(a.Stats().LastError); c != codes.Aborted {
 			return fmt.Sprintf("linked reporter a: last error %v, want Aborted", a.Stats().LastError)
 		}
 		return ""
 	})
 	before := b.Stats().Acks
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if st := b.Stats(); st.Acks < before+3 || st.LastError != nil || !st.Connected {
 			return fmt.Sprintf("reporter b after a was replaced: %+v", st)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
@@ -33,17 +34,13 @@ func benchPool(b *testing.B, n int, prompt []uint32) *client.Picker {
 			r.Stored(hashes[:len(hashes)/2]...)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		res, err := p.Pick(context.Background(), client.Request{Tokens: prompt})
-		if err == nil && len(res.Response.GetDecision().GetInstances()) == n {
-			break
+	testwait.EventuallyOK(b, func() string {
+		res, err := p.Pick(context.Background(), client.Request{Tokens: prompt, Audit: pb.AuditLevel_AUDIT_LEVEL_FULL})
+		if got := len(res.Response.GetDecision().GetInstances()); err != nil || got != n {
+			return fmt.Sprintf("a full-audit pick lists %d of the %d instances (%v)", got, n, err)
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("instances did not report: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return ""
+	})
 	return p
 }
 

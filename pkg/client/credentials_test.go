@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prefixroute/prefixroute/internal/testpki"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/testpki"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/server"
 )
@@ -50,7 +50,7 @@ func TestSecureReporterAndPicker(t *testing.T) {
 	inst := dialAs(t, p, s.addr, "inst-a")
 	r := reporter(t, inst, client.ReporterOptions{Pool: "chat", Deployment: "a", InstanceID: "a-1"})
 	ops := dialAs(t, p, s.addr, "ops")
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if st := r.Stats(); st.Acks == 0 || !st.Connected {
 			return "no ack yet: " + errText(st.LastError)
 		}
@@ -62,7 +62,7 @@ func TestSecureReporterAndPicker(t *testing.T) {
 
 	// Outside its binding, the same token is refused, and says so.
 	out := reporter(t, inst, client.ReporterOptions{Pool: "chat", Deployment: "b", InstanceID: "b-1"})
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		err := out.Stats().LastError
 		if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `bound to pool "chat" deployment "a"`) {
 			return "LastError " + errText(err) + ", want PermissionDenied naming the binding"

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/servertest"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/server"
 )
@@ -67,11 +69,21 @@ func dial(t testing.TB, addr string) *grpc.ClientConn {
 	return cc
 }
 
-// eventually polls cond until it returns "" (servertest.EventuallyOK), or
-// fails with cond's last complaint. For asynchronous outcomes only.
-func eventually(t *testing.T, cond func() string) {
+// cachedBlocks waits until the sidecar lists the instance as ok with want
+// cached blocks.
+func cachedBlocks(t *testing.T, s *sidecar, cc grpc.ClientConnInterface, pool, id string, want uint64) {
 	t.Helper()
-	servertest.EventuallyOK(t, cond)
+	testwait.EventuallyOK(t, func() string {
+		in := instanceStatus(cc, pool, id)
+		switch {
+		case in == nil:
+			return fmt.Sprintf("sidecar %s does not list instance %q", s.addr, id)
+		case in.GetState() != pb.InstanceState_INSTANCE_STATE_OK || in.GetCachedBlocks() != want:
+			return fmt.Sprintf("instance %q is %v with %d cached blocks, want ok with %d",
+				id, in.GetState(), in.GetCachedBlocks(), want)
+		}
+		return ""
+	})
 }
 
 // instanceStatus returns the sidecar's view of one instance, or nil.

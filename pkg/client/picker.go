@@ -128,9 +128,11 @@ func NewPicker(cc grpc.ClientConnInterface, opts PickerOptions) (*Picker, error)
 	if opts.Pool == "" {
 		return nil, errors.New("client: PickerOptions.Pool is empty; name the pool to pick from")
 	}
-	if opts.BlockSize < 0 || opts.TextChunkBytes < 0 {
-		return nil, fmt.Errorf("client: block size %d and text chunk bytes %d must not be negative",
-			opts.BlockSize, opts.TextChunkBytes)
+	if opts.BlockSize < 0 {
+		return nil, fmt.Errorf("client: PickerOptions.BlockSize %d is negative", opts.BlockSize)
+	}
+	if opts.TextChunkBytes < 0 {
+		return nil, fmt.Errorf("client: PickerOptions.TextChunkBytes %d is negative", opts.TextChunkBytes)
 	}
 	if opts.BlockSize == 0 {
 		opts.BlockSize = prefixhash.DefaultBlockSize

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,18 +232,48 @@ func TestPickErrors(t *testing.T) {
 	}
 }
 
+// TestNewPickerOptions: NewPicker names the option it rejects, and a
+// Picker it accepts hashes with the pool's seed and the given block size
+// and text chunk, or their defaults.
 func TestNewPickerOptions(t *testing.T) {
+	const def, chunk = prefixhash.DefaultBlockSize, prefixhash.DefaultTextChunkBytes
 	for _, tc := range []struct {
-		name string
-		opts client.PickerOptions
+		name         string
+		opts         client.PickerOptions
+		err          string // substring of the error; "" = accepted
+		block, chunk int    // the hasher an accepted Picker uses
 	}{
-		{"no pool", client.PickerOptions{}},
-		{"negative block size", client.PickerOptions{Pool: "m", BlockSize: -1}},
-		{"negative chunk", client.PickerOptions{Pool: "m", TextChunkBytes: -1}},
+		{"no pool", client.PickerOptions{BlockSize: 8}, "PickerOptions.Pool is empty", 0, 0},
+		{"negative block size", client.PickerOptions{Pool: "m", BlockSize: -1, TextChunkBytes: 4}, "PickerOptions.BlockSize -1", 0, 0},
+		{"negative chunk", client.PickerOptions{Pool: "m", BlockSize: 8, TextChunkBytes: -2}, "PickerOptions.TextChunkBytes -2", 0, 0},
+		{"defaults", client.PickerOptions{Pool: "m"}, "", def, chunk},
+		{"given sizes", client.PickerOptions{Pool: "m", BlockSize: 8, TextChunkBytes: 3}, "", 8, 3},
+		{"salted", client.PickerOptions{Pool: "m", Salt: "s", BlockSize: 4}, "", 4, chunk},
 	} {
-		if _, err := client.NewPicker(nil, tc.opts); err == nil {
-			t.Errorf("%s: no error", tc.name)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := client.NewPicker(nil, tc.opts)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || p != nil {
+					t.Fatalf("NewPicker = %v, %v; want an error naming %q", p, err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("NewPicker: %v", err)
+			}
+			want := prefixhash.Hasher{Seed: prefixhash.Seed(tc.opts.Pool, tc.opts.Salt), BlockSize: tc.block, TextChunkBytes: tc.chunk}
+			toks := make([]uint32, 3*def)
+			for i := range toks {
+				toks[i] = uint32(i)
+			}
+			text := strings.Repeat("the quick brown fox ", 10)
+			if got, w := p.Hashes(nil, &client.Request{Tokens: toks}), want.Tokens(nil, toks); !slices.Equal(got, w) || len(w) != len(toks)/tc.block {
+				t.Errorf("token hashes %x; want %x", got, w)
+			}
+			if got, w := p.Hashes(nil, &client.Request{Text: text}), want.Text(nil, text); !slices.Equal(got, w) || len(w) != len(text)/tc.chunk {
+				t.Errorf("text hashes %x; want %x", got, w)
+			}
+		})
 	}
 }
 

@@ -7,33 +7,16 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/servertest"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/pkg/prefixhash"
 	"github.com/prefixroute/prefixroute/server"
 )
-
-// cachedBlocks waits until the sidecar lists the instance as ok with want
-// cached blocks.
-func cachedBlocks(t *testing.T, s *sidecar, cc grpc.ClientConnInterface, pool, id string, want uint64) {
-	t.Helper()
-	eventually(t, func() string {
-		in := instanceStatus(cc, pool, id)
-		switch {
-		case in == nil:
-			return fmt.Sprintf("sidecar %s does not list instance %q", s.addr, id)
-		case in.GetState() != pb.InstanceState_INSTANCE_STATE_OK || in.GetCachedBlocks() != want:
-			return fmt.Sprintf("instance %q is %v with %d cached blocks, want ok with %d",
-				id, in.GetState(), in.GetCachedBlocks(), want)
-		}
-		return ""
-	})
-}
 
 // TestReporterReconnectsAfterRestart: the sidecar restarts on the same
 // address and data dir mid-stream; the Reporter reconnects under the same
@@ -56,7 +39,7 @@ func TestReporterReconnectsAfterRestart(t *testing.T) {
 
 	s.stop()
 	r.Stored(hashes[4:]...) // while the sidecar is down
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if r.Stats().Connected {
 			return "the Reporter still says connected after the sidecar stopped"
 		}
@@ -176,7 +159,7 @@ func TestReporterSplitsEvents(t *testing.T) {
 				}
 				s := startSidecar(t, addr, "", limit(tc.serverLimit))
 				if path == "deltas" {
-					eventually(t, func() string {
+					testwait.EventuallyOK(t, func() string {
 						if !r.Stats().Connected {
 							return "the Reporter does not connect"
 						}
@@ -185,7 +168,7 @@ func TestReporterSplitsEvents(t *testing.T) {
 					r.Stored(hashes...)
 				}
 				if tc.rejected {
-					eventually(t, func() string {
+					testwait.EventuallyOK(t, func() string {
 						if err := r.Stats().LastError; status.Code(err) != codes.InvalidArgument {
 							return fmt.Sprintf("LastError %v, want InvalidArgument from the sidecar", err)
 						}
@@ -213,7 +196,7 @@ func TestReporterFollowsInterval(t *testing.T) {
 	s := startSidecar(t, "127.0.0.1:0", "", func(c *server.DaemonConfig) { c.Server.ReportInterval = 35 * time.Millisecond })
 	r := reporter(t, dial(t, s.addr), client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a-1",
 		Interval: time.Second})
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if st := r.Stats(); st.Interval != 35*time.Millisecond || st.Acks == 0 {
 			return fmt.Sprintf("interval %v after %d acks, want the sidecar's 35ms", st.Interval, st.Acks)
 		}
@@ -229,7 +212,7 @@ func TestReporterAckInterval(t *testing.T) {
 	cc := dial(t, s.addr)
 	paced := reporter(t, cc, client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a-1"})
 	every := reporter(t, cc, client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a-2", AckInterval: -1})
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if st := paced.Stats(); st.Reports < 60 || st.Acks == 0 {
 			return fmt.Sprintf("paced: %d reports, %d acks; want 60 reports and an ack", st.Reports, st.Acks)
 		}
@@ -238,7 +221,7 @@ func TestReporterAckInterval(t *testing.T) {
 	if st := paced.Stats(); st.Acks*10 > st.Reports {
 		t.Errorf("paced: %d acks for %d reports, want at most one in ten", st.Acks, st.Reports)
 	}
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if st := every.Stats(); st.Reports < 20 || st.Acks+2 < st.Reports {
 			return fmt.Sprintf("every report: %d acks for %d reports", st.Acks, st.Reports)
 		}
@@ -254,7 +237,7 @@ func TestReporterLoad(t *testing.T) {
 		return client.Load{RunningRequests: 3, WaitingRequests: 2, QueuedPrefillTokens: 500, QueueMs: 42, HasQueueMs: true,
 			KVCacheUsage: 0.5, KVCapacityBlocks: 2048, PrefillTokensPerSecond: 8000, BlockSizeTokens: 32}
 	}})
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		in := instanceStatus(cc, "m", "a-1")
 		if in.GetRunningRequests() != 3 || in.GetWaitingRequests() != 2 || in.GetQueuedPrefillTokens() != 500 ||
 			in.GetQueueMs() != 42 || in.GetKvCacheUsage() != 0.5 || in.GetKvCapacityBlocks() != 2048 ||
@@ -271,7 +254,7 @@ func TestReporterFlush(t *testing.T) {
 	s := startSidecar(t, "127.0.0.1:0", "", func(c *server.DaemonConfig) { c.Server.ReportInterval = time.Hour })
 	cc := dial(t, s.addr)
 	r := reporter(t, cc, client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "f-1", CacheEvents: true, Interval: time.Hour})
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if !r.Stats().Connected {
 			return "not connected"
 		}
@@ -295,7 +278,7 @@ func TestReporterHold(t *testing.T) {
 	held.Store(true)
 	r := reporter(t, cc, client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "h-1", Interval: 5 * time.Millisecond,
 		Hold: func() bool { calls.Add(1); return held.Load() }})
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if calls.Load() < 5 {
 			return "Hold not called 5 times yet"
 		}
@@ -305,7 +288,7 @@ func TestReporterHold(t *testing.T) {
 		t.Fatalf("held Reporter sent %d reports (sidecar sees %v)", st.Reports, instanceStatus(cc, "m", "h-1"))
 	}
 	held.Store(false)
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if instanceStatus(cc, "m", "h-1") == nil {
 			return "instance not reported after the hold ended"
 		}
@@ -314,7 +297,7 @@ func TestReporterHold(t *testing.T) {
 	held.Store(true)
 	n := r.Stats().Reports
 	c := calls.Load()
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if calls.Load() < c+5 {
 			return "Hold not called again"
 		}
@@ -335,7 +318,7 @@ func TestReporterClose(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if in := instanceStatus(cc, "m", "a-1"); in.GetState() != pb.InstanceState_INSTANCE_STATE_DISCONNECTED {
 			return fmt.Sprintf("instance is %v after Close, want disconnected", in.GetState())
 		}
@@ -358,7 +341,7 @@ func TestReporterCloseWhileDown(t *testing.T) {
 	const backoff = 10 * time.Second
 	r := reporter(t, dial(t, servertest.DeadAddr(t)), client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a-1",
 		MinBackoff: backoff, MaxBackoff: backoff})
-	eventually(t, func() string {
+	testwait.EventuallyOK(t, func() string {
 		if !client.Unreachable(r.Stats().LastError) {
 			return fmt.Sprintf("LastError %v, want unreachable", r.Stats().LastError)
 		}
