@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/prefixroute/prefixroute/internal/gateway"
-	"github.com/prefixroute/prefixroute/server/extproc"
+	"github.com/prefixroute/prefixroute/frontend/extproc"
 )
 
 // TestEnvoyConfig: envoy/envoy.yaml is a valid Envoy bootstrap by Envoy's

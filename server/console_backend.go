@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/prefixroute/prefixroute/frontend"
+
 	"context"
 	"encoding/json"
 	"net"
@@ -12,7 +14,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/server/console"
+	"github.com/prefixroute/prefixroute/frontend/console"
 )
 
 // consoleBackend is the daemon as the console (server/console) sees it:
@@ -31,10 +33,10 @@ func (d *Daemon) ConsoleBackend() console.Backend { return consoleBackend{d} }
 func (b consoleBackend) Admin() pb.AdminServiceServer { return &adminService{s: b.d.srv} }
 
 func (b consoleBackend) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickResponse, error) {
-	return b.d.srv.PickFor(ctx, req, PickMeta{Service: "prefixroute.console", Method: "Explain"})
+	return b.d.srv.PickFor(ctx, req, frontend.PickMeta{Service: "prefixroute.console", Method: "Explain"})
 }
 
-func (b consoleBackend) History(pool string) (console.History, bool) {
+func (b consoleBackend) History(pool string) (frontend.History, bool) {
 	return b.d.srv.obs.history(pool, b.d.srv.opts.Now())
 }
 

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/prefixroute/prefixroute/frontend"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -86,7 +88,7 @@ type DaemonConfig struct {
 	Gateway gateway.Config
 	// FrontEnds are served on listeners of their own (frontend.go): the
 	// Envoy ext_proc endpoint picker. One with an empty Listen is off.
-	FrontEnds []FrontEnd
+	FrontEnds []frontend.GRPC
 
 	// testUnary, when set, is chained innermost around every unary handler.
 	// TestShutdownFinishesInFlightPicks holds a Pick inside its handler with

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/prefixroute/prefixroute/frontend"
+
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -18,7 +20,7 @@ import (
 
 // frontEnd is one running FrontEnd: its listener, gRPC server and health.
 type frontEnd struct {
-	cfg    FrontEnd
+	cfg    frontend.GRPC
 	lis    net.Listener
 	grpc   *grpc.Server
 	health *health.Server
@@ -32,7 +34,7 @@ func (d *Daemon) listenFrontEnds(cfg *DaemonConfig) error {
 		if f.Listen == "" {
 			continue
 		}
-		if err := f.check(); err != nil {
+		if err := f.Check(); err != nil {
 			return err
 		}
 		fe := &frontEnd{cfg: f}
@@ -64,7 +66,7 @@ func (d *Daemon) serveFrontEnds(cfg *DaemonConfig) error {
 			opts = append(opts, grpc.Creds(creds))
 		}
 		fe.grpc = grpc.NewServer(append(middleware(d.log, d.tel, d.srv.obs, &d.calls, d.authFunc(), d.guard, cfg.testUnary), opts...)...)
-		names, err := fe.cfg.Register(fe.grpc, FrontEndDeps{Server: d.srv, Logger: d.log, Tracer: d.tel.tracer,
+		names, err := fe.cfg.Register(fe.grpc, frontend.Deps{Picker: d.srv, Logger: d.log, Tracer: d.tel.tracer, MaxPrefixBlocks: d.srv.reg.Limits().MaxPrefixBlocks,
 			Meter: d.tel.meter.Meter("github.com/prefixroute/prefixroute/server/" + fe.cfg.Name)})
 		if err != nil {
 			return fmt.Errorf("%s: %w", fe.cfg.Name, err)
@@ -82,11 +84,11 @@ func (d *Daemon) serveFrontEnds(cfg *DaemonConfig) error {
 
 // frontEndCredentials are a front end's transport credentials (nil:
 // plaintext) and the mode's name.
-func (d *Daemon) frontEndCredentials(mode FrontEndTLS) (credentials.TransportCredentials, string, error) {
+func (d *Daemon) frontEndCredentials(mode frontend.TLSMode) (credentials.TransportCredentials, string, error) {
 	switch mode {
-	case FrontEndPlaintext:
+	case frontend.TLSPlaintext:
 		return nil, "plaintext", nil
-	case FrontEndSelfSigned:
+	case frontend.TLSSelfSigned:
 		cert, err := auth.SelfSigned(time.Now())
 		if err != nil {
 			return nil, "", err
@@ -121,7 +123,7 @@ func checkFrontEndExposure(cfg *DaemonConfig) error {
 		if f.Listen == "" || netaddr.IsLoopback(f.Listen) {
 			continue
 		}
-		tlsOn := f.TLS == FrontEndSelfSigned || (f.TLS == FrontEndTLSDaemon && cfg.TLS.Enabled())
+		tlsOn := f.TLS == frontend.TLSSelfSigned || (f.TLS == frontend.TLSDaemon && cfg.TLS.Enabled())
 		switch {
 		case cfg.TokensFile == "":
 			return fmt.Errorf("refusing --%s-listen %s: no --tokens-file is set, so anyone who can reach it could steer traffic; listen on 127.0.0.1, set --tokens-file (see SECURITY.md), or pass --insecure",

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/prefixroute/prefixroute/frontend"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -142,7 +144,7 @@ func TestDecisionLogDropsWhenFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &pickRecord{req: &pb.PickRequest{Pool: "p"}, resp: &pb.PickResponse{}, meta: PickMeta{Start: time.Now()}, elapsed: time.Microsecond}
+	rec := &pickRecord{req: &pb.PickRequest{Pool: "p"}, resp: &pb.PickResponse{}, meta: frontend.PickMeta{Start: time.Now()}, elapsed: time.Microsecond}
 	ctx := context.Background()
 	l.add(ctx, rec)
 	<-w.entered // the writer holds record 1 in Write
@@ -169,7 +171,7 @@ func TestDecisionLogDropsWhenFull(t *testing.T) {
 // final drain.
 func TestDecisionLogCloseLosesNothing(t *testing.T) {
 	ctx := context.Background()
-	rec := &pickRecord{req: &pb.PickRequest{Pool: "p"}, resp: &pb.PickResponse{}, meta: PickMeta{Start: time.Now()}}
+	rec := &pickRecord{req: &pb.PickRequest{Pool: "p"}, resp: &pb.PickResponse{}, meta: frontend.PickMeta{Start: time.Now()}}
 	const rounds, adders, each = 300, 4, 40
 	for round := range rounds {
 		reader := sdkmetric.NewManualReader()

@@ -35,7 +35,7 @@
 //
 // A front end other than gRPC (an HTTP route endpoint, an Envoy ext_proc
 // server) turns its request into a pb.PickRequest and calls PickFor with
-// the caller's trace context in ctx and a PickMeta; it gets the same
+// the caller's trace context in ctx and a frontend.PickMeta; it gets the same
 // metrics, span attributes, decision-log line and log line as a gRPC Pick.
 // The operator console (server/console, at /ui/ on the HTTP listener) is
 // one: its Explain calls PickFor, and its other pages call the

@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/rollout"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/internal/store"
-	"github.com/prefixroute/prefixroute/server/console"
 )
 
 // The console's history (issue 19): per deployment, the last 15 minutes of
@@ -30,7 +30,7 @@ import (
 // history (the console says so). A deployment tracks at most
 // maxTrackedInstances instances' rates; past it the table is reset.
 const (
-	historySeconds      = console.HistorySeconds
+	historySeconds      = frontend.HistorySeconds
 	maxHistoryRings     = 512
 	maxTrackedInstances = 4096
 	maxMarkers          = 256
@@ -49,8 +49,8 @@ type histBucket struct {
 
 // instRate is one instance's picks in its last InstanceRateSeconds seconds.
 type instRate struct {
-	sec [console.InstanceRateSeconds]int64
-	n   [console.InstanceRateSeconds]uint32
+	sec [frontend.InstanceRateSeconds]int64
+	n   [frontend.InstanceRateSeconds]uint32
 }
 
 func histIndex(sec int64, n int) int {
@@ -79,7 +79,7 @@ func (h *history) add(sec int64, blocks, matched uint64, instance string) {
 		r = &instRate{}
 		h.inst[instance] = r
 	}
-	i := histIndex(sec, console.InstanceRateSeconds)
+	i := histIndex(sec, frontend.InstanceRateSeconds)
 	if r.sec[i] != sec {
 		r.sec[i], r.n[i] = sec, 0
 	}
@@ -90,7 +90,7 @@ func (h *history) add(sec int64, blocks, matched uint64, instance string) {
 type failRing struct {
 	mu      sync.Mutex
 	buckets [historySeconds]failBucket
-	marks   []console.Marker  // oldest first, at most maxMarkers
+	marks   []frontend.Marker // oldest first, at most maxMarkers
 	last    *store.PoolConfig // the configuration last published, for markerOf
 }
 
@@ -145,7 +145,7 @@ func (o *observer) published(pool string, before []state.DeploymentWeight, pc st
 	if kind == "" {
 		return
 	}
-	m := console.Marker{At: o.now().UnixMilli(), Kind: kind, Label: label, WeightsVersion: pc.WeightsVersion,
+	m := frontend.Marker{At: o.now().UnixMilli(), Kind: kind, Label: label, WeightsVersion: pc.WeightsVersion,
 		Before: sharesOf(before), After: sharesOf(after)}
 	cut := m.At - historySeconds*1000
 	i := 0
@@ -194,16 +194,16 @@ func sharesOf(ds []state.DeploymentWeight) map[string]float64 {
 
 // history returns pool's ring as it stands at now: false when no pick,
 // report or change made the observer track the pool yet.
-func (o *observer) history(pool string, now time.Time) (console.History, bool) {
+func (o *observer) history(pool string, now time.Time) (frontend.History, bool) {
 	if o == nil {
-		return console.History{}, false
+		return frontend.History{}, false
 	}
 	p := o.lookup(pool)
 	if p == nil {
-		return console.History{}, false
+		return frontend.History{}, false
 	}
 	sec := now.Unix()
-	h := console.History{Start: sec - historySeconds + 1, Seconds: historySeconds, InstancePicks: map[string]float64{}}
+	h := frontend.History{Start: sec - historySeconds + 1, Seconds: historySeconds, InstancePicks: map[string]float64{}}
 	p.mu.RLock()
 	deps := make([]*depObs, 0, len(p.deps))
 	for _, d := range p.deps {
@@ -212,7 +212,7 @@ func (o *observer) history(pool string, now time.Time) (console.History, bool) {
 	p.mu.RUnlock()
 	slices.SortFunc(deps, func(a, b *depObs) int { return strings.Compare(a.name, b.name) })
 	for _, d := range deps {
-		s := console.DeploymentSeries{Deployment: d.name, Picks: make([]uint32, historySeconds),
+		s := frontend.DeploymentSeries{Deployment: d.name, Picks: make([]uint32, historySeconds),
 			Blocks: make([]uint32, historySeconds), Matched: make([]uint32, historySeconds)}
 		d.window.mu.Lock()
 		if hist := d.window.hist; hist != nil {
@@ -225,12 +225,12 @@ func (o *observer) history(pool string, now time.Time) (console.History, bool) {
 			for id, r := range hist.inst {
 				var n uint32
 				for j := range r.sec {
-					if r.sec[j] > sec-console.InstanceRateSeconds && r.sec[j] <= sec {
+					if r.sec[j] > sec-frontend.InstanceRateSeconds && r.sec[j] <= sec {
 						n += r.n[j]
 					}
 				}
 				if n > 0 {
-					h.InstancePicks[id] = float64(n) / console.InstanceRateSeconds
+					h.InstancePicks[id] = float64(n) / frontend.InstanceRateSeconds
 				}
 			}
 		}
@@ -259,7 +259,7 @@ func (o *observer) history(pool string, now time.Time) (console.History, bool) {
 		f.mu.Unlock()
 		for oc, s := range byOutcome {
 			if s != nil {
-				h.Failures = append(h.Failures, console.FailureSeries{Outcome: outcomeNames[oc], Picks: s})
+				h.Failures = append(h.Failures, frontend.FailureSeries{Outcome: outcomeNames[oc], Picks: s})
 			}
 		}
 	}

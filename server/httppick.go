@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/prefixroute/prefixroute/frontend"
+
 	"bytes"
 	"context"
 	"errors"
@@ -140,7 +142,7 @@ func (p *httpPicker) pickJSON(ctx context.Context, w http.ResponseWriter, r *htt
 	if err := protojson.Unmarshal(body, req); err != nil {
 		return writeStatus(w, status.Errorf(codes.InvalidArgument, "body is not a PickRequest in protobuf JSON: %v", err))
 	}
-	resp, err := p.srv.PickFor(ctx, req, PickMeta{Start: start, Service: httpService, Method: "POST " + PathPick})
+	resp, err := p.srv.PickFor(ctx, req, frontend.PickMeta{Start: start, Service: httpService, Method: "POST " + PathPick})
 	if err != nil {
 		return writeStatus(w, err)
 	}

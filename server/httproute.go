@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/prefixroute/prefixroute/frontend"
+
 	"context"
 	"errors"
 	"fmt"
@@ -105,7 +107,7 @@ func (p *httpPicker) route(ctx context.Context, w http.ResponseWriter, r *http.R
 	if err := p.router.m.Map(greq, req); err != nil {
 		return writeRouteError(w, gateway.ErrorFor(err))
 	}
-	resp, err := p.srv.PickFor(ctx, req, PickMeta{Start: start, Service: httpService, Method: "POST " + PathRoute})
+	resp, err := p.srv.PickFor(ctx, req, frontend.PickMeta{Start: start, Service: httpService, Method: "POST " + PathRoute})
 	if err != nil {
 		return writeRouteError(w, gateway.ErrorFor(err))
 	}

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/prefixroute/prefixroute/frontend"
+
 	"context"
 	"fmt"
 	"io"
@@ -99,7 +101,7 @@ func BenchmarkPickHooks(b *testing.B) {
 			for b.Loop() {
 				var err error
 				if c.interc {
-					_, err = s.PickFor(ctx, req, PickMeta{})
+					_, err = s.PickFor(ctx, req, frontend.PickMeta{})
 				} else {
 					_, err = ps.Pick(ctx, req)
 				}

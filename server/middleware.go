@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 )
 
 // middleware returns the gRPC server options that wire the telemetry into
@@ -135,18 +136,8 @@ func logTraceID(ctx context.Context) logging.Fields {
 	return nil
 }
 
-// codeToLevel keeps successful calls at debug (a gateway picks thousands of
-// times a second), client-side and availability errors at info, and server
-// faults at error.
-func codeToLevel(c codes.Code) logging.Level {
-	switch c {
-	case codes.OK, codes.Canceled:
-		return logging.LevelDebug
-	case codes.Unknown, codes.Internal, codes.DataLoss, codes.Unimplemented:
-		return logging.LevelError
-	}
-	return logging.LevelInfo
-}
+// codeToLevel is frontend.CodeLevel for the logging interceptor.
+func codeToLevel(c codes.Code) logging.Level { return logging.Level(frontend.CodeLevel(c)) }
 
 // recoveryHandler logs a handler's panic with its stack, counts it, and
 // answers Internal without the panic's details.

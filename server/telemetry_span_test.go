@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/prefixroute/prefixroute/frontend"
+
 	"context"
 	"testing"
 
@@ -39,7 +41,7 @@ func TestPickSpanAttributes(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, span := tp.Tracer("test").Start(context.Background(), "Pick")
-			resp, err := s.PickFor(ctx, c.req, PickMeta{})
+			resp, err := s.PickFor(ctx, c.req, frontend.PickMeta{})
 			span.End()
 			if (err == nil) != c.chosen {
 				t.Fatalf("Pick: %v", err)

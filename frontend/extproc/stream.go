@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/gateway"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // spanName is the span of one ext_proc pick.
@@ -219,8 +219,8 @@ func (s *stream) decide(trailers bool) (bool, error) {
 
 // traceContext is the context and PickMeta of the pick: the caller's trace
 // context from traceparent/tracestate (W3C) when valid.
-func (s *stream) traceContext() (context.Context, server.PickMeta) {
-	meta := server.PickMeta{Start: s.start, Service: ServiceName, Method: "Process"}
+func (s *stream) traceContext() (context.Context, frontend.PickMeta) {
+	meta := frontend.PickMeta{Start: s.start, Service: ServiceName, Method: "Process"}
 	tp := s.header("traceparent")
 	if tp == "" {
 		return s.ctx, meta

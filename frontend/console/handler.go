@@ -1,6 +1,8 @@
 package console
 
 import (
+	"github.com/prefixroute/prefixroute/frontend"
+
 	"context"
 	"embed"
 	"encoding/json"
@@ -50,10 +52,10 @@ type Backend interface {
 	// Pick decides req as PickService.Pick does (server.PickFor), recorded
 	// as every pick is.
 	Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickResponse, error)
-	// History is the pool's ring of the last HistorySeconds; false when
+	// History is the pool's ring of the last frontend.HistorySeconds; false when
 	// the daemon does not track the pool (no pick, report or change yet, or
 	// past its ring budget).
-	History(pool string) (History, bool)
+	History(pool string) (frontend.History, bool)
 	// Authorize authenticates r (bearer token, else client certificate)
 	// and authorizes it for the gRPC method fullMethod, returning the
 	// context to call it with, or a gRPC status error. With

@@ -1,6 +1,8 @@
 package extproc_test
 
 import (
+	"github.com/prefixroute/prefixroute/frontend"
+
 	"context"
 	"crypto/tls"
 	"io"
@@ -13,17 +15,17 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/prefixroute/prefixroute/frontend/extproc"
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/internal/testpki"
 	"github.com/prefixroute/prefixroute/server"
-	"github.com/prefixroute/prefixroute/server/extproc"
 )
 
 // secureFrontEnd starts a daemon with the test PKI's tokens file (and its
 // TLS files when daemonTLS) and the ext_proc front end with mode, and
 // dials the front end over TLS trusting tlsConf.
-func secureFrontEnd(t *testing.T, mode server.FrontEndTLS, daemonTLS bool, tlsConf func(*testpki.PKI) *tls.Config) extprocv3.ExternalProcessorClient {
+func secureFrontEnd(t *testing.T, mode frontend.TLSMode, daemonTLS bool, tlsConf func(*testpki.PKI) *tls.Config) extprocv3.ExternalProcessorClient {
 	t.Helper()
 	pki := testpki.New(t)
 	sc := servertest.Start(t, servertest.Config(func(c *server.DaemonConfig) {
@@ -74,12 +76,12 @@ func call(client extprocv3.ExternalProcessorClient, token string) error {
 func TestAuthAndTLS(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
-		mode      server.FrontEndTLS
+		mode      frontend.TLSMode
 		daemonTLS bool
 		conf      func(*testpki.PKI) *tls.Config
 	}{
-		{"self-signed", server.FrontEndSelfSigned, false, func(*testpki.PKI) *tls.Config { return &tls.Config{InsecureSkipVerify: true} }},
-		{"daemon certificate", server.FrontEndTLSDaemon, true, func(p *testpki.PKI) *tls.Config {
+		{"self-signed", frontend.TLSSelfSigned, false, func(*testpki.PKI) *tls.Config { return &tls.Config{InsecureSkipVerify: true} }},
+		{"daemon certificate", frontend.TLSDaemon, true, func(p *testpki.PKI) *tls.Config {
 			return &tls.Config{RootCAs: p.CA.Pool(), ServerName: "localhost"}
 		}},
 	} {
@@ -107,7 +109,7 @@ func TestAuthAndTLS(t *testing.T) {
 func TestAuthTableCoversFrontEnd(t *testing.T) {
 	sc := servertest.Start(t)
 	gs := grpc.NewServer()
-	names, err := extproc.FrontEnd("127.0.0.1:0", server.FrontEndPlaintext, extproc.Options{}).Register(gs, server.FrontEndDeps{Server: sc.D.Server()})
+	names, err := extproc.FrontEnd("127.0.0.1:0", frontend.TLSPlaintext, extproc.Options{}).Register(gs, frontend.Deps{Picker: sc.D.Server()})
 	if err != nil {
 		t.Fatal(err)
 	}

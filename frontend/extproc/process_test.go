@@ -11,7 +11,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/prefixroute/prefixroute/server/extproc"
+	"github.com/prefixroute/prefixroute/frontend/extproc"
 )
 
 const (

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prefixroute/prefixroute/frontend/console"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/internal/testpki"
 	"github.com/prefixroute/prefixroute/server"
-	"github.com/prefixroute/prefixroute/server/console"
 )
 
 // TestConsoleClientCertificate: over TLS with a client CA, a verified

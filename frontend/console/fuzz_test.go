@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prefixroute/prefixroute/frontend/console"
 	"github.com/prefixroute/prefixroute/internal/servertest"
-	"github.com/prefixroute/prefixroute/server/console"
 )
 
 // fuzzPaths are the endpoints FuzzConsoleAPI aims at; the fuzzer's path

@@ -4,7 +4,7 @@
 // picker (EPP, proposal 004-endpoint-picker-protocol). A gateway (Envoy,
 // Istio, Envoy Gateway, kgateway, GKE Gateway, ...) opens one Process
 // stream per HTTP request; the Processor reads the OpenAI-style body,
-// turns it into a Pick through internal/gateway and server.PickFor (the
+// turns it into a Pick through internal/gateway and Picker.PickFor (the
 // one Pick entry point: metrics, span and decision log as for a gRPC
 // Pick), and answers with the chosen "ip:port" and its fallbacks, both in
 // the request header x-gateway-destination-endpoint and in the dynamic
@@ -31,13 +31,13 @@
 //     chunk by chunk). The response phase's envoy.lb /
 //     x-gateway-destination-endpoint-served, when it differs from the
 //     chosen endpoint, is counted in prefixroute_extproc_served_mismatch_total,
-//     logged, and written to the decision log (Server.RecordServed).
+//     logged, and written to the decision log (Picker.RecordServed).
 //   - A subset hint, filter_metadata["envoy.lb.subset_hint"]
 //     ["x-gateway-destination-endpoint-subset"] (a list of "ip:port" or
 //     IPs), restricts the candidates: the pool's other instances are sent
 //     as exclude_instances. An empty list, or a list matching no instance,
 //     is answered 503; a complement larger than the router's exclude
-//     limit (server.Server.MaxExcludes, 1024 by default) is answered 500
+//     limit (Picker.MaxExcludes, 1024 by default) is answered 500
 //     with reason subset_exclude_limit rather than routed outside the
 //     subset.
 //   - Errors are ImmediateResponses: the gateway.Error status, its
@@ -49,9 +49,9 @@
 //
 // # Dependencies
 //
-// The Processor depends on the Picker interface, which *server.Server
-// implements; extproc imports server (for PickMeta and Endpoint), never the
-// reverse. The daemon serves it as a server.FrontEnd on its own listener
+// The Processor depends on the frontend.Picker interface, which
+// *server.Server implements; extproc imports frontend, never server or
+// daemon. The daemon serves it as a frontend.GRPC on its own listener
 // and grpc.Server, with the main listener's authorization (the gateway
 // role), which FrontEnd builds; cmd/prefixrouted holds the flags. A
 // Processor is safe for concurrent use: every stream has its own state.

@@ -8,8 +8,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend/extproc"
 	"github.com/prefixroute/prefixroute/internal/gateway"
-	"github.com/prefixroute/prefixroute/server/extproc"
 )
 
 // BenchmarkExtprocVsPick measures, in one run and on one daemon, what an

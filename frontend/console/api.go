@@ -1,6 +1,8 @@
 package console
 
 import (
+	"github.com/prefixroute/prefixroute/frontend"
+
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -155,7 +157,7 @@ func (c *console) pool(w http.ResponseWriter, r *http.Request) {
 		Weights   json.RawMessage    `json:"weights"`
 		Instances json.RawMessage    `json:"instances"`
 		Picks     map[string]float64 `json:"instance_picks_per_second"`
-		History   *History           `json:"history"` // null with history=0 or an untracked pool
+		History   *frontend.History  `json:"history"` // null with history=0 or an untracked pool
 		Tracked   bool               `json:"tracked"`
 		Now       int64              `json:"now_ms"`
 	}{Pool: name, Weights: raw(wr), Instances: raw(ir), Picks: h.InstancePicks, Tracked: tracked, Now: time.Now().UnixMilli()}

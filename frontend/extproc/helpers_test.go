@@ -1,6 +1,8 @@
 package extproc_test
 
 import (
+	"github.com/prefixroute/prefixroute/frontend"
+
 	"context"
 	"errors"
 	"io"
@@ -18,9 +20,9 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend/extproc"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/server"
-	"github.com/prefixroute/prefixroute/server/extproc"
 )
 
 // TestMain fails the package's tests if they leave goroutines running.
@@ -40,7 +42,7 @@ type env struct {
 func start(t testing.TB, opts extproc.Options, mutate ...func(*server.DaemonConfig)) *env {
 	t.Helper()
 	o := []servertest.Option{servertest.Config(func(c *server.DaemonConfig) {
-		c.FrontEnds = append(c.FrontEnds, extproc.FrontEnd("127.0.0.1:0", server.FrontEndPlaintext, opts))
+		c.FrontEnds = append(c.FrontEnds, extproc.FrontEnd("127.0.0.1:0", frontend.TLSPlaintext, opts))
 	})}
 	for _, m := range mutate {
 		o = append(o, servertest.Config(m))

@@ -1,4 +1,4 @@
-package console
+package frontend
 
 // HistorySeconds is how far back the daemon keeps a pool's traffic for the
 // cutover view: 15 minutes in 1 s buckets.
@@ -6,7 +6,7 @@ const HistorySeconds = 900
 
 // History is a pool's recent traffic as the daemon's ring holds it: one
 // value per second from Start (Unix seconds) for Seconds seconds, the last
-// being the current, still filling second. The Backend builds a new one
+// being the current, still filling second. The daemon builds a new one
 // for every call; the console does not modify it.
 type History struct {
 	Start   int64 `json:"start"`

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/prefixroute/prefixroute/server/extproc"
+	"github.com/prefixroute/prefixroute/frontend/extproc"
 )
 
 // sequence decodes fuzz input into ext_proc messages. The first byte picks

@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,10 +16,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/internal/openai"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // ServiceName is the gRPC service the Processor serves, and the name the
@@ -45,21 +43,6 @@ const (
 	// DefaultFallbacks is --extproc-fallbacks' default.
 	DefaultFallbacks = 2
 )
-
-// Picker is what the Processor needs of the router: *server.Server.
-type Picker interface {
-	// PickFor decides and records one pick (server.Server.PickFor).
-	PickFor(ctx context.Context, req *pb.PickRequest, meta server.PickMeta) (*pb.PickResponse, error)
-	// BlockSize is a pool's block_size_tokens, 0 when unknown.
-	BlockSize(pool string) int
-	// Endpoints appends a pool's instances to dst (for subset hints).
-	Endpoints(pool string, dst []server.Endpoint) ([]server.Endpoint, error)
-	// MaxExcludes is the most exclude_instances a pick may carry.
-	MaxExcludes() int
-	// RecordServed logs a request served on another endpoint than the
-	// chosen one in the decision log (server.Server.RecordServed).
-	RecordServed(ctx context.Context, pool, requestID, chosen, served string)
-}
 
 // Options configure a Processor.
 type Options struct {
@@ -92,7 +75,7 @@ type Options struct {
 // Processor is the ExternalProcessor server. Safe for concurrent use.
 type Processor struct {
 	extprocv3.UnimplementedExternalProcessorServer
-	picker    Picker
+	picker    frontend.Picker
 	mapper    *gateway.Mapper
 	fallbacks int
 	decHeader string
@@ -103,7 +86,7 @@ type Processor struct {
 }
 
 // New returns a Processor picking through p.
-func New(p Picker, opts Options) (*Processor, error) {
+func New(p frontend.Picker, opts Options) (*Processor, error) {
 	if opts.Fallbacks < 0 {
 		return nil, fmt.Errorf("extproc: fallbacks is %d; want >= 0", opts.Fallbacks)
 	}
@@ -133,25 +116,25 @@ func New(p Picker, opts Options) (*Processor, error) {
 	}
 	return &Processor{picker: p, mapper: m, fallbacks: opts.Fallbacks, decHeader: opts.DecisionHeader,
 		mode: opts.DefaultBodyMode, log: opts.Logger.With("component", "extproc"), met: met,
-		tracer: opts.Tracer.Tracer("github.com/prefixroute/prefixroute/server/extproc")}, nil
+		tracer: opts.Tracer.Tracer("github.com/prefixroute/prefixroute/frontend/extproc")}, nil
 }
 
 // FrontEnd is the daemon's front end serving a Processor built with opts
-// on listen (server.DaemonConfig.FrontEnds). The pool's MaxPrefixBlocks
+// on listen (daemon.Config.FrontEnds). The pool's MaxPrefixBlocks
 // default to the daemon's limit when opts leave them 0.
-func FrontEnd(listen string, tls server.FrontEndTLS, opts Options) server.FrontEnd {
+func FrontEnd(listen string, tls frontend.TLSMode, opts Options) frontend.GRPC {
 	maxMsg := opts.Gateway.MaxBodyBytes
 	if maxMsg <= 0 {
 		maxMsg = openai.DefaultMaxBodyBytes
 	}
-	return server.FrontEnd{Name: "extproc", Listen: listen, TLS: tls, MaxRecvMsgBytes: maxMsg + 64<<10,
-		Register: func(gs grpc.ServiceRegistrar, deps server.FrontEndDeps) ([]string, error) {
+	return frontend.GRPC{Name: "extproc", Listen: listen, TLS: tls, MaxRecvMsgBytes: maxMsg + 64<<10,
+		Register: func(gs grpc.ServiceRegistrar, deps frontend.Deps) ([]string, error) {
 			o := opts
 			o.Meter, o.Logger, o.Tracer = deps.Meter, deps.Logger, deps.Tracer
 			if o.Gateway.MaxPrefixBlocks == 0 {
-				o.Gateway.MaxPrefixBlocks = deps.Server.Registry().Limits().MaxPrefixBlocks
+				o.Gateway.MaxPrefixBlocks = deps.MaxPrefixBlocks
 			}
-			p, err := New(deps.Server, o)
+			p, err := New(deps.Picker, o)
 			if err != nil {
 				return nil, err
 			}
