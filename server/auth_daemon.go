@@ -13,14 +13,6 @@ import (
 	"github.com/prefixroute/prefixroute/internal/netaddr"
 )
 
-// authorizer decides whether a call may run: *auth.Authenticator, which
-// authenticates the caller by the tokens file and authorizes the method by
-// its table. Authorize returns the context the handler runs with (carrying
-// the caller, auth.CallerFrom) or a status error. Safe for concurrent use.
-type authorizer interface {
-	Authorize(ctx context.Context, fullMethod string) (context.Context, error)
-}
-
 // startSecurity loads the tokens file and the TLS files and sets up the
 // stream limits, for Start.
 func (d *Daemon) startSecurity(cfg *DaemonConfig, meter metric.Meter) error {

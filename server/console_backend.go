@@ -5,13 +5,7 @@ import (
 
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
-	"net/netip"
-
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/frontend/console"
@@ -49,29 +43,7 @@ func (b consoleBackend) Decisions(pool string) ([]json.RawMessage, bool) {
 	return b.d.dlog.recent.of(pool), true
 }
 
-// Authorize gives the request what a gRPC call carries: the peer (its
-// address for the audit log, its verified client certificate) and the
-// Authorization header as metadata; the authorizer then decides as for a
-// call of fullMethod.
+// Authorize authorizes r as a call of fullMethod (frontend.AuthorizeHTTP).
 func (b consoleBackend) Authorize(r *http.Request, fullMethod string) (context.Context, error) {
-	p := &peer.Peer{Addr: remoteAddr(r.RemoteAddr)}
-	if r.TLS != nil {
-		p.AuthInfo = credentials.TLSInfo{State: *r.TLS}
-	}
-	ctx := peer.NewContext(r.Context(), p)
-	if b.d.auth == nil {
-		return ctx, nil
-	}
-	if vs := r.Header.Values("Authorization"); len(vs) > 0 {
-		ctx = metadata.NewIncomingContext(ctx, metadata.MD{"authorization": vs})
-	}
-	return b.d.auth.Authorize(ctx, fullMethod)
-}
-
-func remoteAddr(s string) net.Addr {
-	ap, err := netip.ParseAddrPort(s)
-	if err != nil {
-		return &net.TCPAddr{}
-	}
-	return net.TCPAddrFromAddrPort(ap)
+	return frontend.AuthorizeHTTP(b.d.auth, r, fullMethod)
 }

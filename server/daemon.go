@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend/httproute"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
@@ -115,11 +116,11 @@ type Daemon struct {
 	http    *http.Server
 	metLis  net.Listener // nil: --metrics-listen off
 	metrics *http.Server
-	auth    authorizer  // nil: authentication off
-	tls     listenerTLS // nil: plaintext
+	auth    frontend.Authorizer // nil: authentication off
+	tls     listenerTLS         // nil: plaintext
 	guard   *streamGuard
-	picker  *httpPicker // POST /v1/pick and /v1/route on the HTTP listener
-	fronts  []*frontEnd // the front ends with a listener
+	picker  *httproute.Handler // POST /v1/pick and /v1/route on the HTTP listener
+	fronts  []*frontEnd        // the front ends with a listener
 	ready   atomic.Bool
 	cancel  context.CancelFunc
 	done    chan error
@@ -249,7 +250,7 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 	if err := d.startSecurity(cfg, meter); err != nil {
 		return err
 	}
-	if d.picker, err = newHTTPPicker(cfg, d); err != nil {
+	if d.picker, err = d.newHTTPRoutes(cfg); err != nil {
 		return err
 	}
 	if d.lis, err = net.Listen("tcp", cfg.Listen); err != nil {

@@ -16,10 +16,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend/httproute"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // fleet is one end-to-end setup: a real prefixrouted on loopback (wall
@@ -134,8 +134,8 @@ func (f *fleet) servedBy(body string) string {
 // route asks the sidecar's /v1/route directly, as nginx does.
 func (f *fleet) route(body string) answer {
 	f.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+f.sidecar.HTTPAddr()+server.PathRoute, strings.NewReader(body))
-	req.Header.Set(server.OriginalURIHeader, "/v1/chat/completions")
+	req, _ := http.NewRequest(http.MethodPost, "http://"+f.sidecar.HTTPAddr()+httproute.PathRoute, strings.NewReader(body))
+	req.Header.Set(httproute.OriginalURIHeader, "/v1/chat/completions")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		f.t.Fatal(err)
@@ -163,7 +163,7 @@ func (f *fleet) pickAudit(pool, body string) *pb.PickResponse {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	resp, err := http.Post("http://"+f.sidecar.HTTPAddr()+server.PathPick, "application/json", strings.NewReader(string(js)))
+	resp, err := http.Post("http://"+f.sidecar.HTTPAddr()+httproute.PathPick, "application/json", strings.NewReader(string(js)))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -239,8 +239,8 @@ func TestNginxWeightsShiftNewPrompts(t *testing.T) {
 	}
 	// The probability the sidecar reports for a new prompt is the weight's.
 	r := f.route(chat("mix", "", "probe: a prompt that shares nothing with the others, long enough for a block", false))
-	want := map[string]string{"a-1": "0.1", "b-1": "0.9"}[r.header.Get(server.InstanceHeader)]
-	if r.status != http.StatusNoContent || r.header.Get(server.ProbabilityHeader) != want {
+	want := map[string]string{"a-1": "0.1", "b-1": "0.9"}[r.header.Get(httproute.InstanceHeader)]
+	if r.status != http.StatusNoContent || r.header.Get(httproute.ProbabilityHeader) != want {
 		t.Fatalf("/v1/route: %d %v", r.status, r.header)
 	}
 	const n = 400

@@ -1,31 +1,26 @@
-package server
+package httproute
 
 import (
-	"github.com/prefixroute/prefixroute/frontend"
-
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/gateway"
-	"github.com/prefixroute/prefixroute/internal/openai"
 )
 
 // POST /v1/route: the body is the client's OpenAI request, unchanged; the
 // path of the client's request (which OpenAI endpoint it is) comes in the
 // X-Original-URI header, nginx's auth_request idiom. The pool is the
-// ?pool= parameter, else the one DaemonConfig.Gateway maps the request to
-// (its pool header, model map, default pool: prefixrouted's --extproc-*
-// flags, shared with the ext_proc listener), else the body's model; the
-// body may be at most Gateway.MaxBodyBytes (16 MiB by default). The
-// answer is 204 with
+// ?pool= parameter, else the one Options.Gateway maps the request to (its
+// pool header, model map, default pool: prefixrouted's --extproc-* flags,
+// shared with the ext_proc listener), else the body's model; the body may
+// be at most Gateway.MaxBodyBytes (16 MiB by default). The answer is 204
+// with
 //
 //	x-gateway-destination-endpoint  ip:port of the chosen instance, then up
 //	                                to RouteFallbacks fallbacks, comma-separated
@@ -58,65 +53,33 @@ const (
 	reasonPermissionDenied = "permission_denied"
 )
 
-// router is /v1/route's mapping of requests to picks. Safe for concurrent
-// use.
-type router struct {
-	m *gateway.Mapper
-}
-
-// newRouter builds the mapping of cfg.Gateway, with the daemon's
-// --max-prefix-blocks when it sets none and each pool's block size.
-func newRouter(cfg *DaemonConfig, srv *Server) (*router, error) {
-	gc := cfg.Gateway
-	if gc.MaxPrefixBlocks == 0 {
-		gc.MaxPrefixBlocks = srv.reg.Limits().MaxPrefixBlocks
-	}
-	m, err := gateway.NewMapper(gc, srv.BlockSize)
-	if err != nil {
-		return nil, err
-	}
-	return &router{m: m}, nil
-}
-
-// serveRoute is POST /v1/route.
-func (p *httpPicker) serveRoute(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	ctx, span := p.startSpan(r, PathRoute)
-	defer span.End()
-	defer p.recovered(ctx, w, PathRoute)
-	endSpan(span, p.route(ctx, w, r, start))
-}
-
-// route answers one /v1/route and returns the HTTP status it wrote.
-func (p *httpPicker) route(ctx context.Context, w http.ResponseWriter, r *http.Request, start time.Time) int {
-	ctx, err := p.authorize(ctx, r)
-	if err != nil {
-		return writeRouteError(w, credentialError(err))
-	}
+// serveRoute answers one authorized /v1/route and returns the HTTP status
+// it wrote.
+func (h *Handler) serveRoute(ctx context.Context, w http.ResponseWriter, r *http.Request, meta frontend.PickMeta) int {
 	path := r.Header.Get(OriginalURIHeader)
 	if path == "" {
 		return writeRouteError(w, &gateway.Error{Status: http.StatusBadRequest, Reason: gateway.ReasonBadRequest,
 			Message: "no " + OriginalURIHeader + " header: send the path of the client's request, e.g. " + OriginalURIHeader + ": /v1/chat/completions"})
 	}
-	body, err := readBody(w, r, p.router.m.Config().MaxBodyBytes)
+	body, err := readBody(w, r, h.m.Config().MaxBodyBytes)
 	if err != nil {
 		return writeRouteError(w, gateway.ErrorFor(err))
 	}
 	req := &pb.PickRequest{}
 	greq := gateway.Request{Path: path, Header: r.Header.Get, Body: body, Pool: r.URL.Query().Get("pool")}
-	if err := p.router.m.Map(greq, req); err != nil {
+	if err := h.m.Map(greq, req); err != nil {
 		return writeRouteError(w, gateway.ErrorFor(err))
 	}
-	resp, err := p.srv.PickFor(ctx, req, frontend.PickMeta{Start: start, Service: httpService, Method: "POST " + PathRoute})
+	resp, err := h.p.PickFor(ctx, req, meta)
 	if err != nil {
 		return writeRouteError(w, gateway.ErrorFor(err))
 	}
-	h := w.Header()
-	h.Set(gateway.DestinationHeader, gateway.Destination(resp, RouteFallbacks))
-	h.Set(InstanceHeader, resp.GetInstanceId())
-	h.Set(DeploymentHeader, resp.GetDeployment())
+	hd := w.Header()
+	hd.Set(gateway.DestinationHeader, gateway.Destination(resp, RouteFallbacks))
+	hd.Set(InstanceHeader, resp.GetInstanceId())
+	hd.Set(DeploymentHeader, resp.GetDeployment())
 	if pr, ok := chosenProbability(resp); ok {
-		h.Set(ProbabilityHeader, strconv.FormatFloat(pr, 'g', 6, 64))
+		hd.Set(ProbabilityHeader, strconv.FormatFloat(pr, 'g', 6, 64))
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
@@ -133,34 +96,23 @@ func chosenProbability(resp *pb.PickResponse) (float64, bool) {
 	return 0, false
 }
 
-// credentialError is the answer to a request whose credentials authorize
-// no pick: 401 or 403 with the authenticator's message.
-func credentialError(err error) *gateway.Error {
+// denied answers a /v1/route request whose credentials authorize no pick:
+// 401 or 403 with the authenticator's message, in the route's error
+// format.
+func denied(w http.ResponseWriter, err error) int {
 	st := status.Convert(err)
 	if st.Code() == codes.Unauthenticated {
-		return &gateway.Error{Status: http.StatusUnauthorized, Reason: reasonUnauthenticated, Message: st.Message()}
+		return writeRouteError(w, &gateway.Error{Status: http.StatusUnauthorized, Reason: reasonUnauthenticated, Message: st.Message()})
 	}
-	return &gateway.Error{Status: http.StatusForbidden, Reason: reasonPermissionDenied, Message: st.Message()}
+	return writeRouteError(w, &gateway.Error{Status: http.StatusForbidden, Reason: reasonPermissionDenied, Message: st.Message()})
 }
 
 // writeRouteError writes e and returns its status.
 func writeRouteError(w http.ResponseWriter, e *gateway.Error) int {
-	h := w.Header()
-	h.Set(gateway.ReasonHeader, e.Reason)
-	h.Set("Content-Type", "application/json")
+	hd := w.Header()
+	hd.Set(gateway.ReasonHeader, e.Reason)
+	hd.Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
 	w.Write(e.JSON())
 	return e.Status
 }
-
-// bodyStatus is readBody's error as /v1/pick answers it: ResourceExhausted
-// with 413 for a body over the limit, else InvalidArgument.
-func bodyStatus(err error) error {
-	if errors.Is(err, openai.ErrBodyTooLarge) {
-		return &httpError{code: http.StatusRequestEntityTooLarge, st: status.New(codes.ResourceExhausted, err.Error())}
-	}
-	return status.Error(codes.InvalidArgument, err.Error())
-}
-
-// errBodyUnread wraps openai.ErrBadBody for a body that could not be read.
-func errBodyUnread(err error) error { return fmt.Errorf("%w: reading it: %v", openai.ErrBadBody, err) }

@@ -1,6 +1,10 @@
 package server_test
 
 import (
+	"encoding/json"
+
+	"github.com/prefixroute/prefixroute/frontend/httproute"
+
 	"context"
 	"fmt"
 	"io"
@@ -13,7 +17,6 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/gateway"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // BenchmarkHTTPRouteVsGRPCPick measures, for one ~16 KiB chat prompt
@@ -50,7 +53,7 @@ func BenchmarkHTTPRouteVsGRPCPick(b *testing.B) {
 			do := func(path, payload string, want int) {
 				r, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(payload))
 				r.Header.Set("Content-Type", "application/json")
-				r.Header.Set(server.OriginalURIHeader, "/v1/chat/completions")
+				r.Header.Set(httproute.OriginalURIHeader, "/v1/chat/completions")
 				resp, err := hc.Do(r)
 				if err != nil {
 					b.Fatal(err)
@@ -73,9 +76,9 @@ func BenchmarkHTTPRouteVsGRPCPick(b *testing.B) {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
-				do(server.PathPick, string(pickJSON), http.StatusOK)
+				do(httproute.PathPick, string(pickJSON), http.StatusOK)
 				t2 := time.Now()
-				do(server.PathRoute, body, http.StatusNoContent)
+				do(httproute.PathRoute, body, http.StatusNoContent)
 				t3 := time.Now()
 				// What a gRPC gateway does for the same body: parse and
 				// hash it itself, then Pick.
@@ -104,4 +107,10 @@ func BenchmarkHTTPRouteVsGRPCPick(b *testing.B) {
 			b.ReportMetric(float64(routeDur)/float64(hashDur), "route/grpc+hash")
 		})
 	}
+}
+
+// chatBody is an OpenAI chat request for model with one user message.
+func chatBody(model, text string) string {
+	b, _ := json.Marshal(map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": text}}})
+	return string(b)
 }

@@ -1,6 +1,8 @@
-package server_test
+package httproute_test
 
 import (
+	"github.com/prefixroute/prefixroute/frontend/httproute"
+
 	"encoding/json"
 	"net/http"
 	"os"
@@ -23,7 +25,7 @@ func chatBody(model, text string) string {
 
 // routeHeader is what a gateway sends with /v1/route: the client's path.
 func routeHeader(path string) http.Header {
-	return http.Header{server.OriginalURIHeader: {path}}
+	return http.Header{httproute.OriginalURIHeader: {path}}
 }
 
 // openAIError is gateway.Error's JSON body.
@@ -52,7 +54,7 @@ func TestHTTPRoute(t *testing.T) {
 				t.Fatalf("status %d, body %q", a.status, a.body)
 			}
 			dest := strings.Split(a.header.Get(gateway.DestinationHeader), ",")
-			inst, dep := a.header.Get(server.InstanceHeader), a.header.Get(server.DeploymentHeader)
+			inst, dep := a.header.Get(httproute.InstanceHeader), a.header.Get(httproute.DeploymentHeader)
 			if len(dest) != 3 || dest[0] != inst+":8000" || dep != inst[:1] {
 				t.Fatalf("destination %q, instance %q, deployment %q", dest, inst, dep)
 			}
@@ -63,9 +65,9 @@ func TestHTTPRoute(t *testing.T) {
 			if !seen["a-1:8000"] || !seen["b-1:8000"] || !seen["b-2:8000"] {
 				t.Errorf("destination %q does not list each instance once", dest)
 			}
-			pr, err := strconv.ParseFloat(a.header.Get(server.ProbabilityHeader), 64)
+			pr, err := strconv.ParseFloat(a.header.Get(httproute.ProbabilityHeader), 64)
 			if err != nil || pr <= 0 || pr > 1 {
-				t.Errorf("probability %q: %v", a.header.Get(server.ProbabilityHeader), err)
+				t.Errorf("probability %q: %v", a.header.Get(httproute.ProbabilityHeader), err)
 			}
 			if r := a.header.Get(gateway.ReasonHeader); r != "" {
 				t.Errorf("reason %q on a success", r)

@@ -1,4 +1,4 @@
-package server_test
+package httproute_test
 
 import (
 	"bufio"
@@ -87,10 +87,10 @@ func TestHTTPPickMatchesGRPC(t *testing.T) {
 	if !bytes.Contains(a.body, []byte(`"seed":"1152921504606846979"`)) {
 		t.Errorf("the seed is not a JSON string: %s", a.body)
 	}
-	fams := scrape(t, e)
+	fams := e.Metrics()
 	for _, pool := range []string{"chat", "twin"} {
 		labels := map[string]string{"pool": pool, "deployment": want.GetDeployment(), "outcome": "ok"}
-		if n, _ := server.MetricValue(fams, "prefixroute_picks_total", labels); n != 1 {
+		if n, _ := servertest.MetricValue(fams, "prefixroute_picks_total", labels); n != 1 {
 			t.Errorf("prefixroute_picks_total%v %v, want 1", labels, n)
 		}
 	}
