@@ -157,9 +157,6 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 	if err := checkExposure(&cfg); err != nil {
 		return nil, err
 	}
-	if err := checkFrontEndExposure(&cfg); err != nil {
-		return nil, err
-	}
 	if err := cfg.TLS.Check(); err != nil {
 		return nil, err
 	}

@@ -15,7 +15,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/prefixroute/prefixroute/internal/auth"
-	"github.com/prefixroute/prefixroute/internal/netaddr"
 )
 
 // frontEnd is one running FrontEnd: its listener, gRPC server and health.
@@ -110,30 +109,6 @@ func (d *Daemon) FrontEndAddr(name string) string {
 		}
 	}
 	return ""
-}
-
-// checkFrontEndExposure applies checkExposure's rule to the front ends'
-// listeners: off loopback they need the tokens file, and TLS unless
-// insecure.
-func checkFrontEndExposure(cfg *DaemonConfig) error {
-	if cfg.Insecure {
-		return nil
-	}
-	for _, f := range cfg.FrontEnds {
-		if f.Listen == "" || netaddr.IsLoopback(f.Listen) {
-			continue
-		}
-		tlsOn := f.TLS == frontend.TLSSelfSigned || (f.TLS == frontend.TLSDaemon && cfg.TLS.Enabled())
-		switch {
-		case cfg.TokensFile == "":
-			return fmt.Errorf("refusing --%s-listen %s: no --tokens-file is set, so anyone who can reach it could steer traffic; listen on 127.0.0.1, set --tokens-file (see SECURITY.md), or pass --insecure",
-				f.Name, f.Listen)
-		case !tlsOn:
-			return fmt.Errorf("refusing --%s-listen %s without TLS: bearer tokens would cross the network in cleartext; set --tls-cert/--tls-key or --%s-tls=self-signed, or pass --insecure when a mesh encrypts the traffic",
-				f.Name, f.Listen, f.Name)
-		}
-	}
-	return nil
 }
 
 // gracefulStopFrontEnds turns the front ends' health NOT_SERVING and stops

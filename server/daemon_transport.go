@@ -3,8 +3,6 @@ package server
 import (
 	"github.com/prefixroute/prefixroute/frontend"
 
-	"github.com/prefixroute/prefixroute/internal/netaddr"
-
 	"github.com/prefixroute/prefixroute/frontend/httproute"
 
 	"errors"
@@ -122,24 +120,11 @@ func (d *Daemon) registerProbes(mux *http.ServeMux) {
 // newHTTPRoutes builds POST /v1/pick and /v1/route for the HTTP listener,
 // under the daemon's authentication, telemetry and exposure rule.
 func (d *Daemon) newHTTPRoutes(cfg *DaemonConfig) (*httproute.Handler, error) {
-	refused := pickRefusal(cfg, d.auth != nil, d.tls != nil)
+	refused := pickRefusal(cfg)
 	if refused != "" {
 		d.log.Warn(refused)
 	}
 	h := frontend.HTTP{Auth: d.auth, Refused: refused, Tracer: d.tel.tracer, Propagator: d.tel.propagator, Logger: d.log, Panicked: d.srv.obs.panicked}
 	return httproute.New(d.srv, httproute.Options{Gateway: cfg.Gateway, MaxPrefixBlocks: d.srv.reg.Limits().MaxPrefixBlocks,
 		MaxPickBytes: cfg.MaxRecvMsgBytes, HTTP: h})
-}
-
-// pickRefusal is why the Pick front ends are not served on the HTTP
-// listener, or "" when they are: with authentication on and TLS off they
-// are served on loopback only (bearer tokens must not cross a network in
-// cleartext), unless --insecure. Without authentication, checkExposure
-// already keeps the listener on loopback.
-func pickRefusal(cfg *DaemonConfig, authOn, tlsOn bool) string {
-	if !authOn || tlsOn || cfg.Insecure || netaddr.IsLoopback(cfg.HTTPListen) {
-		return ""
-	}
-	return fmt.Sprintf("%s and %s are not served on --http-listen %s: authentication is on and TLS is off, so bearer tokens would cross the network in cleartext; listen on loopback, set --tls-cert/--tls-key, or pass --insecure when a mesh encrypts the traffic",
-		httproute.PathPick, httproute.PathRoute, cfg.HTTPListen)
 }

@@ -25,7 +25,7 @@ func TestFrontEndExposure(t *testing.T) {
 		{"tokens, daemon TLS", DaemonConfig{TokensFile: "t", TLS: TLSFiles{CertFile: "c", KeyFile: "k"}, FrontEnds: fe(":9002", frontend.TLSDaemon)}, ""},
 		{"insecure", DaemonConfig{Insecure: true, FrontEnds: fe(":9002", frontend.TLSPlaintext)}, ""},
 	} {
-		err := checkFrontEndExposure(&tt.cfg)
+		err := checkExposure(&tt.cfg)
 		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
 			t.Errorf("%s: %v, want %q", tt.name, err, tt.err)
 		}

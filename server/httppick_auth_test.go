@@ -100,7 +100,14 @@ func TestPickRefusal(t *testing.T) {
 		{"0.0.0.0:9090", true, false, true, false},
 		{"0.0.0.0:9090", false, false, true, false}, // no auth: checkExposure's --insecure
 	} {
-		got := pickRefusal(&DaemonConfig{HTTPListen: tc.listen, Insecure: tc.insecure}, tc.auth, tc.tls)
+		cfg := &DaemonConfig{HTTPListen: tc.listen, Insecure: tc.insecure}
+		if tc.auth {
+			cfg.TokensFile = "t"
+		}
+		if tc.tls {
+			cfg.TLS = TLSFiles{CertFile: "c", KeyFile: "k"}
+		}
+		got := pickRefusal(cfg)
 		if (got != "") != tc.refused {
 			t.Errorf("%+v: refusal %q, want refused %v", tc, got, tc.refused)
 		}
