@@ -59,12 +59,6 @@ func (d *Daemon) authFunc() grpcauth.AuthFunc {
 	}
 }
 
-// SetSecurity sets the tokens file (authentication on) and the TLS files
-// of the listeners in one call; internal/testpki's PKI.Secure uses it.
-func (c *DaemonConfig) SetSecurity(tokensFile string, tls TLSFiles) {
-	c.TokensFile, c.TLS = tokensFile, tls
-}
-
 // listener is one of the daemon's listeners as the exposure rule sees it.
 type listener struct {
 	flag, addr string // "--listen" and its address ("" or "off": not there)

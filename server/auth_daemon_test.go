@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/prefixroute/prefixroute/internal/auth"
+
 	"net/http"
 	"strings"
 	"testing"
@@ -10,7 +12,7 @@ import (
 // with one, a non-loopback gRPC listener also needs TLS; --insecure lifts
 // both. Each refusal is one line naming the flag and the way out.
 func TestCheckExposure(t *testing.T) {
-	tls := TLSFiles{CertFile: "c.pem", KeyFile: "k.pem"}
+	tls := auth.TLSFiles{CertFile: "c.pem", KeyFile: "k.pem"}
 	tests := []struct {
 		name string
 		cfg  DaemonConfig

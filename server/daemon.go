@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/prefixroute/prefixroute/internal/auth"
+
 	"github.com/prefixroute/prefixroute/frontend"
 
 	"context"
@@ -77,7 +79,7 @@ type DaemonConfig struct {
 	// every call is allowed, so both listeners must be on loopback.
 	TokensFile string
 	// TLS serves both listeners over TLS and verifies client certificates.
-	TLS TLSFiles
+	TLS auth.TLSFiles
 	// Insecure allows a non-loopback listener without a tokens file, or
 	// the gRPC one without TLS.
 	Insecure bool

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/prefixroute/prefixroute/internal/replica"
+
 	"errors"
 	"fmt"
 
@@ -34,7 +36,7 @@ func codeOf(err error) codes.Code {
 		return codes.Aborted
 	case errors.Is(err, store.ErrVersionMismatch):
 		return codes.Aborted
-	case errors.Is(err, store.ErrPersist), errors.Is(err, ErrClusterUnavailable):
+	case errors.Is(err, store.ErrPersist), errors.Is(err, replica.ErrClusterUnavailable):
 		return codes.Unavailable
 	case errors.Is(err, scheduler.ErrNoInstances), errors.Is(err, scheduler.ErrNoEligibleInstance):
 		return codes.Unavailable

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/prefixroute/prefixroute/internal/auth"
+
 	"github.com/prefixroute/prefixroute/frontend"
 
 	"strings"
@@ -22,7 +24,7 @@ func TestFrontEndExposure(t *testing.T) {
 		{"tokens, plaintext", DaemonConfig{TokensFile: "t", FrontEnds: fe(":9002", frontend.TLSPlaintext)}, "refusing --extproc-listen :9002 without TLS"},
 		{"tokens, daemon mode without --tls-cert", DaemonConfig{TokensFile: "t", FrontEnds: fe(":9002", frontend.TLSDaemon)}, "without TLS"},
 		{"tokens, self-signed", DaemonConfig{TokensFile: "t", FrontEnds: fe(":9002", frontend.TLSSelfSigned)}, ""},
-		{"tokens, daemon TLS", DaemonConfig{TokensFile: "t", TLS: TLSFiles{CertFile: "c", KeyFile: "k"}, FrontEnds: fe(":9002", frontend.TLSDaemon)}, ""},
+		{"tokens, daemon TLS", DaemonConfig{TokensFile: "t", TLS: auth.TLSFiles{CertFile: "c", KeyFile: "k"}, FrontEnds: fe(":9002", frontend.TLSDaemon)}, ""},
 		{"insecure", DaemonConfig{Insecure: true, FrontEnds: fe(":9002", frontend.TLSPlaintext)}, ""},
 	} {
 		err := checkExposure(&tt.cfg)

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/prefixroute/prefixroute/internal/auth"
+
 	"github.com/prefixroute/prefixroute/frontend/httproute"
 
 	"crypto/tls"
@@ -105,7 +107,7 @@ func TestPickRefusal(t *testing.T) {
 			cfg.TokensFile = "t"
 		}
 		if tc.tls {
-			cfg.TLS = TLSFiles{CertFile: "c", KeyFile: "k"}
+			cfg.TLS = auth.TLSFiles{CertFile: "c", KeyFile: "k"}
 		}
 		got := pickRefusal(cfg)
 		if (got != "") != tc.refused {

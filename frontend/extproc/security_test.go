@@ -29,7 +29,7 @@ func secureFrontEnd(t *testing.T, mode frontend.TLSMode, daemonTLS bool, tlsConf
 	t.Helper()
 	pki := testpki.New(t)
 	sc := servertest.Start(t, servertest.Config(func(c *server.DaemonConfig) {
-		pki.Secure(daemonTLS)(c)
+		c.TokensFile, c.TLS = pki.Files(daemonTLS)
 		c.FrontEnds = append(c.FrontEnds, extproc.FrontEnd("127.0.0.1:0", mode, extproc.Options{}))
 	}))
 	cc, err := grpc.NewClient(sc.D.FrontEndAddr("extproc"), grpc.WithTransportCredentials(credentials.NewTLS(tlsConf(pki))))
