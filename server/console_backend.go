@@ -11,7 +11,7 @@ import (
 	"github.com/prefixroute/prefixroute/frontend/console"
 )
 
-// consoleBackend is the daemon as the console (server/console) sees it:
+// consoleBackend is the daemon as the console (frontend/console) sees it:
 // the gRPC services' own implementations, PickFor, the observer's history
 // ring, and the daemon's authorizer applied to the HTTP request as if it
 // were a call of the gRPC method. Safe for concurrent use.
@@ -24,23 +24,20 @@ func (d *Daemon) consoleHandler() http.Handler { return console.Handler(consoleB
 // builds its own console.Handler (with console.Unlimited, say).
 func (d *Daemon) ConsoleBackend() console.Backend { return consoleBackend{d} }
 
-func (b consoleBackend) Admin() pb.AdminServiceServer { return &adminService{s: b.d.srv} }
+func (b consoleBackend) Admin() pb.AdminServiceServer { return b.d.srv.Admin() }
 
 func (b consoleBackend) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickResponse, error) {
 	return b.d.srv.PickFor(ctx, req, frontend.PickMeta{Service: "prefixroute.console", Method: "Explain"})
 }
 
 func (b consoleBackend) History(pool string) (frontend.History, bool) {
-	return b.d.srv.obs.history(pool, b.d.srv.opts.Now())
+	return b.d.srv.History(pool)
 }
 
 func (b consoleBackend) AuthEnabled() bool { return b.d.auth != nil }
 
 func (b consoleBackend) Decisions(pool string) ([]json.RawMessage, bool) {
-	if b.d.dlog == nil {
-		return nil, false
-	}
-	return b.d.dlog.recent.of(pool), true
+	return b.d.srv.RecentDecisions(pool)
 }
 
 // Authorize authorizes r as a call of fullMethod (frontend.AuthorizeHTTP).

@@ -87,7 +87,7 @@ type DaemonConfig struct {
 	Transport TransportLimits
 	// Gateway maps a gateway's HTTP request (an OpenAI body) to a Pick:
 	// its pool, prefix hashes and prompt length, and the body limit. The
-	// HTTP listener's POST /v1/route uses it (httproute.go).
+	// HTTP listener's POST /v1/route uses it (frontend/httproute).
 	Gateway gateway.Config
 	// FrontEnds are served on listeners of their own (frontend.go): the
 	// Envoy ext_proc endpoint picker. One with an empty Listen is off.
@@ -109,7 +109,6 @@ type DaemonConfig struct {
 type Daemon struct {
 	log     *slog.Logger
 	tel     *telemetry
-	dlog    *decisionLog
 	srv     *Server
 	grpc    *grpc.Server
 	health  *health.Server
@@ -176,7 +175,7 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 		return nil, err
 	}
 	srv := d.srv
-	d.grpc = grpc.NewServer(append(middleware(log, d.tel, srv.obs, &d.calls, d.authFunc(), d.guard, cfg.testUnary),
+	d.grpc = grpc.NewServer(append(middleware(log, d.tel, srv, &d.calls, d.authFunc(), d.guard, cfg.testUnary),
 		d.serverOptions(&cfg)...)...)
 	srv.Register(d.grpc)
 	d.health = health.NewServer()
@@ -223,29 +222,9 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 		return err
 	}
 	meter := d.tel.meter.Meter("github.com/prefixroute/prefixroute/server")
-	obs, err := newObserver(meter, d.srv.reg, cfg.Server.Now)
-	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
+	if err := d.srv.Observe(meter, DecisionLogConfig{Path: cfg.DecisionLog, Rate: cfg.DecisionLogRate, Buffer: cfg.DecisionLogBuffer}); err != nil {
+		return err
 	}
-	if err := obs.registerGauges(meter); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	if err := registerBuildInfo(meter); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	if err := d.srv.registerRampGauges(meter); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	if err := d.srv.repl.RegisterMetrics(meter); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	if cfg.DecisionLog != "" {
-		if d.dlog, err = openDecisionLog(cfg.DecisionLog, cfg.DecisionLogRate, cfg.DecisionLogBuffer, meter); err != nil {
-			return err
-		}
-		obs.dlog = d.dlog
-	}
-	d.srv.obs = obs
 	if err := d.startSecurity(cfg, meter); err != nil {
 		return err
 	}
@@ -284,12 +263,10 @@ func (d *Daemon) release(ctx context.Context) {
 		}
 	}
 	// Start's error is the one returned; what fails here is logged.
-	if d.dlog != nil {
-		if err := d.dlog.Close(ctx); err != nil {
+	if d.srv != nil {
+		if err := d.srv.CloseDecisionLog(ctx); err != nil {
 			d.log.Warn("failed start: decision log not fully written", "err", err)
 		}
-	}
-	if d.srv != nil {
 		if err := d.srv.Close(); err != nil {
 			d.log.Warn("failed start: closing the server", "err", err)
 		}
@@ -368,10 +345,8 @@ func (d *Daemon) shutdown(ctx context.Context) error {
 		<-stopped
 	}
 	d.cancel()
-	if d.dlog != nil {
-		if err := d.dlog.Close(ctx); err != nil {
-			d.log.Warn("decision log not fully written", "err", err)
-		}
+	if err := d.srv.CloseDecisionLog(ctx); err != nil {
+		d.log.Warn("decision log not fully written", "err", err)
 	}
 	for _, h := range []*http.Server{d.http, d.metrics} {
 		if h != nil {

@@ -124,7 +124,7 @@ func (d *Daemon) newHTTPRoutes(cfg *DaemonConfig) (*httproute.Handler, error) {
 	if refused != "" {
 		d.log.Warn(refused)
 	}
-	h := frontend.HTTP{Auth: d.auth, Refused: refused, Tracer: d.tel.tracer, Propagator: d.tel.propagator, Logger: d.log, Panicked: d.srv.obs.panicked}
-	return httproute.New(d.srv, httproute.Options{Gateway: cfg.Gateway, MaxPrefixBlocks: d.srv.reg.Limits().MaxPrefixBlocks,
+	h := frontend.HTTP{Auth: d.auth, Refused: refused, Tracer: d.tel.tracer, Propagator: d.tel.propagator, Logger: d.log, Panicked: d.srv.Panicked}
+	return httproute.New(d.srv, httproute.Options{Gateway: cfg.Gateway, MaxPrefixBlocks: d.srv.Limits().MaxPrefixBlocks,
 		MaxPickBytes: cfg.MaxRecvMsgBytes, HTTP: h})
 }
