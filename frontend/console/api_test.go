@@ -84,6 +84,11 @@ func TestConsoleEndpoints(t *testing.T) {
 	checkCases(t, addr, []apiCase{
 		{"page", "GET", "/ui/", "", nil, 200, "<title>prefixroute console</title>"},
 		{"script", "GET", "/ui/app.js", "", nil, 200, "POLL_MS"},
+		{"charts", "GET", "/ui/charts.js", "", nil, 200, "function lineChart"},
+		{"watch pages", "GET", "/ui/overview.js", "", nil, 200, "const pageCutover"},
+		{"operate pages", "GET", "/ui/operate.js", "", nil, 200, "const pageExplain"},
+		{"start", "GET", "/ui/main.js", "", nil, 200, "setInterval(tick, POLL_MS)"},
+		{"page loads every script", "GET", "/ui/", "", nil, 200, `<script src="main.js" defer>`},
 		{"no listing", "GET", "/ui/static/", "", nil, 404, "no console page"},
 		{"page by POST", "POST", "/ui/", "{}", nil, 405, "take GET"},
 		{"unknown endpoint", "GET", "/ui/api/nope", "", nil, 404, "no console endpoint GET /ui/api/nope"},

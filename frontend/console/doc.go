@@ -15,8 +15,9 @@
 // cross-site form or a simple cross-origin request cannot send, so no
 // cookie is ever needed or honoured (CSRF-safe).
 //
-// The static assets (index.html, app.js, style.css) are embedded: no CDN,
-// no fonts from the network, no build step. Limits: request bodies
+// The static assets (index.html, style.css, and the scripts app.js,
+// charts.js, overview.js, operate.js and main.js, run in that order) are
+// embedded: no CDN, no fonts from the network, no build step. Limits: request bodies
 // MaxBodyBytes, query values MaxQueryBytes, and one token bucket for the
 // whole console (RequestsPerSecond, Burst); over them the answer is a 4xx
 // JSON error {"error": "...", "code": "..."} saying what was wrong.

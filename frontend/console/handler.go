@@ -115,7 +115,8 @@ func Handler(b Backend, opts ...Option) http.Handler {
 
 // assets are the files of static/ the console serves; anything else under
 // /ui/ is NotFound (no directory listing, no file server error pages).
-var assets = map[string]bool{"": true, "index.html": true, "app.js": true, "style.css": true}
+var assets = map[string]bool{"": true, "index.html": true, "style.css": true,
+	"app.js": true, "charts.js": true, "overview.js": true, "operate.js": true, "main.js": true}
 
 // assetsOnly serves the embedded files to GET and HEAD.
 func assetsOnly(h http.Handler) http.Handler {
