@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/prefixroute/prefixroute/frontend/console"
+
 	"github.com/prefixroute/prefixroute/frontend"
 
 	"github.com/prefixroute/prefixroute/frontend/httproute"
@@ -88,7 +90,7 @@ func (d *Daemon) serveHTTP(lis net.Listener, h http.Handler) *http.Server {
 func (d *Daemon) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	d.registerProbes(mux)
-	mux.Handle("/ui/", d.consoleHandler())
+	mux.Handle("/ui/", console.Handler(d.srv, d.auth))
 	d.picker.Register(mux)
 	return mux
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // The console's JSON endpoints. Each authorizes the request as the gRPC
-// method it calls (Backend.Authorize) and renders the method's response
+// method it calls (console.authorize) and renders the method's response
 // with protojson (proto field names; 64-bit integers as strings), so a
 // field means what the API reference says.
 
@@ -51,7 +51,7 @@ type poolOverview struct {
 // pools is GET /ui/api/pools: every pool with its deployments, instance
 // counts by state, weights version and ramp.
 func (c *console) pools(w http.ResponseWriter, r *http.Request) {
-	ctx, err := c.b.Authorize(r, pb.AdminService_ListPools_FullMethodName)
+	ctx, err := c.authorize(r, pb.AdminService_ListPools_FullMethodName)
 	if err != nil {
 		fail(w, err)
 		return
@@ -107,7 +107,7 @@ func stateName(s pb.InstanceState) string {
 }
 
 func (c *console) weights(r *http.Request, pool string) (*pb.GetWeightsResponse, error) {
-	ctx, err := c.b.Authorize(r, pb.AdminService_GetWeights_FullMethodName)
+	ctx, err := c.authorize(r, pb.AdminService_GetWeights_FullMethodName)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (c *console) weights(r *http.Request, pool string) (*pb.GetWeightsResponse,
 }
 
 func (c *console) instances(r *http.Request, pool string) (*pb.ListInstancesResponse, error) {
-	ctx, err := c.b.Authorize(r, pb.AdminService_ListInstances_FullMethodName)
+	ctx, err := c.authorize(r, pb.AdminService_ListInstances_FullMethodName)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func (c *console) migration(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ctx, err := c.b.Authorize(r, pb.AdminService_GetMigrationStatus_FullMethodName)
+	ctx, err := c.authorize(r, pb.AdminService_GetMigrationStatus_FullMethodName)
 	if err != nil {
 		fail(w, err)
 		return
@@ -212,7 +212,7 @@ func (c *console) setWeights(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	ctx, err := c.b.Authorize(r, pb.AdminService_SetWeights_FullMethodName)
+	ctx, err := c.authorize(r, pb.AdminService_SetWeights_FullMethodName)
 	if err != nil {
 		fail(w, err)
 		return
@@ -254,7 +254,7 @@ func (c *console) startRamp(w http.ResponseWriter, r *http.Request) {
 	if in.MinHeadroomPct != 0 {
 		req.AutoHold = &pb.AutoHold{MinHeadroomPct: in.MinHeadroomPct}
 	}
-	ctx, err := c.b.Authorize(r, pb.AdminService_StartRamp_FullMethodName)
+	ctx, err := c.authorize(r, pb.AdminService_StartRamp_FullMethodName)
 	if err != nil {
 		fail(w, err)
 		return
@@ -291,7 +291,7 @@ func (c *console) updateRamp(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	ctx, err := c.b.Authorize(r, method)
+	ctx, err := c.authorize(r, method)
 	if err != nil {
 		fail(w, err)
 		return

@@ -4,9 +4,9 @@
 // ramp, migration readiness) and explains a pick, with the JSON endpoints
 // it polls every second.
 //
-// Everything it shows and changes goes through a Backend, which the daemon
-// implements with the same AdminService and PickFor code paths the gRPC
-// API uses, and every endpoint is authorized as the gRPC method it calls
+// Everything it shows and changes goes through a Backend, which
+// *server.Server implements with the same AdminService and PickFor code
+// paths the gRPC API uses, and every endpoint is authorized as the gRPC method it calls
 // (internal/auth's table: operator-read to read, operator to write,
 // gateway to explain, which is a real Pick). Credentials are a bearer token
 // in the Authorization header, which the page asks for once and keeps in

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"github.com/prefixroute/prefixroute/frontend"
+
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -44,12 +46,12 @@ func (c *console) explain(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	ctx, err := c.b.Authorize(r, pb.PickService_Pick_FullMethodName)
+	ctx, err := c.authorize(r, pb.PickService_Pick_FullMethodName)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	resp, err := c.b.Pick(ctx, req)
+	resp, err := c.b.PickFor(ctx, req, frontend.PickMeta{Service: "prefixroute.console", Method: "Explain"})
 	answer(w, resp, err)
 }
 
@@ -137,11 +139,11 @@ func (c *console) decisions(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	if _, err := c.b.Authorize(r, pb.AdminService_GetWeights_FullMethodName); err != nil {
+	if _, err := c.authorize(r, pb.AdminService_GetWeights_FullMethodName); err != nil {
 		fail(w, err)
 		return
 	}
-	lines, on := c.b.Decisions(pool)
+	lines, on := c.b.RecentDecisions(pool)
 	if lines == nil {
 		lines = []json.RawMessage{}
 	}

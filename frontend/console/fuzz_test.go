@@ -24,7 +24,7 @@ var fuzzPaths = []string{"/ui/api/pools", "/ui/api/pool", "/ui/api/migration", "
 // the cleaned path, or a 4xx or 503 JSON error with a message and a code.
 func FuzzConsoleAPI(f *testing.F) {
 	sc := servertest.Start(f, servertest.RealClock())
-	h := console.Handler(sc.D.ConsoleBackend(), console.Unlimited())
+	h := console.Handler(sc.D.Server(), nil, console.Unlimited())
 	for _, s := range []struct {
 		post       bool
 		path       uint8

@@ -43,30 +43,23 @@ const (
 	HeaderName = "X-Prefixroute-Console"
 )
 
-// Backend is what the console needs of the daemon. The daemon's
-// implementation calls the gRPC services' own code; all methods are safe
-// for concurrent use.
+// Backend is what the console needs of the router: *server.Server, whose
+// methods run the gRPC services' own code. All methods are safe for
+// concurrent use.
 type Backend interface {
 	// Admin is the AdminService implementation the gRPC server serves.
 	Admin() pb.AdminServiceServer
-	// Pick decides req as PickService.Pick does (server.PickFor), recorded
-	// as every pick is.
-	Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickResponse, error)
-	// History is the pool's ring of the last frontend.HistorySeconds; false when
-	// the daemon does not track the pool (no pick, report or change yet, or
-	// past its ring budget).
+	// PickFor decides req as PickService.Pick does, recorded as every
+	// pick is (frontend.Picker.PickFor).
+	PickFor(ctx context.Context, req *pb.PickRequest, meta frontend.PickMeta) (*pb.PickResponse, error)
+	// History is the pool's ring of the last frontend.HistorySeconds;
+	// false when the router does not track the pool (no pick, report or
+	// change yet, or past its ring budget).
 	History(pool string) (frontend.History, bool)
-	// Authorize authenticates r (bearer token, else client certificate)
-	// and authorizes it for the gRPC method fullMethod, returning the
-	// context to call it with, or a gRPC status error. With
-	// authentication off it allows everything.
-	Authorize(r *http.Request, fullMethod string) (context.Context, error)
-	// AuthEnabled reports whether a tokens file is in force.
-	AuthEnabled() bool
-	// Decisions are the decision log's latest lines of the pool, newest
-	// first (its JSON lines, README "Decision log"); false when the
-	// decision log is off.
-	Decisions(pool string) ([]json.RawMessage, bool)
+	// RecentDecisions are the decision log's latest lines of the pool,
+	// newest first (its JSON lines, README "Decision log"); false when
+	// the decision log is off.
+	RecentDecisions(pool string) ([]json.RawMessage, bool)
 }
 
 //go:embed static
@@ -75,6 +68,7 @@ var static embed.FS
 // console is the handler: the backend, the rate limiter and the routes.
 type console struct {
 	b   Backend
+	a   frontend.Authorizer // nil: authentication off
 	lim *rate.Limiter
 	mux *http.ServeMux
 }
@@ -86,10 +80,11 @@ type Option func(*console)
 // endpoints' own checks.
 func Unlimited() Option { return func(c *console) { c.lim = rate.NewLimiter(rate.Inf, 0) } }
 
-// Handler serves the console under /ui/: the page and its assets, and the
-// JSON endpoints under /ui/api/. Safe for concurrent use.
-func Handler(b Backend, opts ...Option) http.Handler {
-	c := &console{b: b, lim: rate.NewLimiter(RequestsPerSecond, Burst), mux: http.NewServeMux()}
+// Handler serves the console of b under /ui/: the page and its assets,
+// and the JSON endpoints under /ui/api/, each authorized by a as the gRPC
+// method it calls (nil a: authentication off). Safe for concurrent use.
+func Handler(b Backend, a frontend.Authorizer, opts ...Option) http.Handler {
+	c := &console{b: b, a: a, lim: rate.NewLimiter(RequestsPerSecond, Burst), mux: http.NewServeMux()}
 	for _, o := range opts {
 		o(c)
 	}
@@ -142,7 +137,7 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
-	if !c.b.AuthEnabled() && !loopbackHost(r.Host) {
+	if c.a == nil && !loopbackHost(r.Host) {
 		// Without authentication the listener is on loopback; a Host that
 		// is not is a DNS-rebinding page, not an operator.
 		writeError(w, http.StatusForbidden, "PermissionDenied",
@@ -282,4 +277,11 @@ func decode(r *http.Request, v any) error {
 		return badf("request body: one JSON object expected, found more after it")
 	}
 	return nil
+}
+
+// authorize authorizes r as a call of the gRPC method fullMethod
+// (frontend.AuthorizeHTTP) and returns the context to call it with, or a
+// gRPC status error.
+func (c *console) authorize(r *http.Request, fullMethod string) (context.Context, error) {
+	return frontend.AuthorizeHTTP(c.a, r, fullMethod)
 }
