@@ -2,8 +2,8 @@
 // PickService, LoadService and AdminService (pick.go, load.go, admin.go,
 // ramp.go, migration.go), their interceptors (middleware.go, limits.go,
 // auth*.go), the observability of a Pick (pickrecord.go, metrics*.go,
-// telemetry.go, decisionlog.go) and the daemon that wires them to
-// listeners (daemon*.go). The model itself lives below it: scheduler (the
+// span.go, decisionlog.go, observe.go) and the daemon that wires them to
+// listeners (daemon*.go, telemetry.go; bound for package daemon). The model itself lives below it: scheduler (the
 // pure decision), internal/state (live pools, prefix index, optimistic
 // accounting), internal/store (durable configuration and audit log),
 // internal/readiness (migration readiness), internal/rollout (ramps).
