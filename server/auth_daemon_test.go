@@ -1,11 +1,11 @@
 package server
 
 import (
-	"github.com/prefixroute/prefixroute/internal/auth"
-
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/prefixroute/prefixroute/internal/auth"
 )
 
 // TestCheckExposure: without a tokens file only loopback listeners start;

@@ -1,10 +1,6 @@
 package server
 
 import (
-	"github.com/prefixroute/prefixroute/internal/auth"
-
-	"github.com/prefixroute/prefixroute/frontend"
-
 	"context"
 	"fmt"
 	"log/slog"
@@ -21,7 +17,9 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/frontend/httproute"
+	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/pkg/client"
 )

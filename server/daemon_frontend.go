@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/prefixroute/prefixroute/frontend"
-
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -14,6 +12,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/auth"
 )
 

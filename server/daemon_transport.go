@@ -1,12 +1,6 @@
 package server
 
 import (
-	"github.com/prefixroute/prefixroute/frontend/console"
-
-	"github.com/prefixroute/prefixroute/frontend"
-
-	"github.com/prefixroute/prefixroute/frontend/httproute"
-
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +10,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/prefixroute/prefixroute/frontend"
+	"github.com/prefixroute/prefixroute/frontend/console"
+	"github.com/prefixroute/prefixroute/frontend/httproute"
 )
 
 // The Daemon's transports: the gRPC server's options and the HTTP servers

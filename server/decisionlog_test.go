@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/prefixroute/prefixroute/frontend"
-
 	"bufio"
 	"context"
 	"encoding/json"
@@ -21,6 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 )
 
 // TestDecisionLogWritesEveryPickAtRateOne logs every Pick of a real daemon,

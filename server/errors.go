@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/prefixroute/prefixroute/internal/replica"
-
 	"errors"
 	"fmt"
 
@@ -10,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/prefixroute/prefixroute/internal/readiness"
+	"github.com/prefixroute/prefixroute/internal/replica"
 	"github.com/prefixroute/prefixroute/internal/rollout"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/internal/store"

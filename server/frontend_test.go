@@ -1,12 +1,11 @@
 package server
 
 import (
-	"github.com/prefixroute/prefixroute/internal/auth"
-
-	"github.com/prefixroute/prefixroute/frontend"
-
 	"strings"
 	"testing"
+
+	"github.com/prefixroute/prefixroute/frontend"
+	"github.com/prefixroute/prefixroute/internal/auth"
 )
 
 func TestFrontEndExposure(t *testing.T) {

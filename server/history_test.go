@@ -1,14 +1,13 @@
 package server
 
 import (
-	"github.com/prefixroute/prefixroute/frontend"
-
 	"context"
 	"slices"
 	"testing"
 	"time"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/rollout"
 	"github.com/prefixroute/prefixroute/internal/store"
 )

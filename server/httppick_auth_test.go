@@ -1,16 +1,15 @@
 package server
 
 import (
-	"github.com/prefixroute/prefixroute/internal/auth"
-
-	"github.com/prefixroute/prefixroute/frontend/httproute"
-
 	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/prefixroute/prefixroute/frontend/httproute"
+	"github.com/prefixroute/prefixroute/internal/auth"
 )
 
 // httpsClient trusts the test server CA and presents the named client

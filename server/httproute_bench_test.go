@@ -1,11 +1,8 @@
 package server_test
 
 import (
-	"encoding/json"
-
-	"github.com/prefixroute/prefixroute/frontend/httproute"
-
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend/httproute"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 )
 

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/prefixroute/prefixroute/frontend"
-
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/state"
 )
 

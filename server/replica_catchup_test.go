@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"github.com/prefixroute/prefixroute/internal/replica"
-
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +13,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/replica"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/server"

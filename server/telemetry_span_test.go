@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/prefixroute/prefixroute/frontend"
-
 	"context"
 	"testing"
 
@@ -11,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 )
 
 // TestPickSpanAttributes runs Picks through PickFor under a recording span

@@ -1,14 +1,13 @@
 package server
 
 import (
-	"github.com/prefixroute/prefixroute/internal/auth"
-
 	"crypto/tls"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/testpki"
 	"github.com/prefixroute/prefixroute/internal/testwait"
 )

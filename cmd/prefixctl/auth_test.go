@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prefixroute/prefixroute/internal/testpki"
-
 	"github.com/prefixroute/prefixroute/server"
 )
 

@@ -1,8 +1,6 @@
 package console
 
 import (
-	"github.com/prefixroute/prefixroute/frontend"
-
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -13,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 )
 
 // The console's JSON endpoints. Each authorizes the request as the gRPC

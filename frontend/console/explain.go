@@ -1,14 +1,13 @@
 package console
 
 import (
-	"github.com/prefixroute/prefixroute/frontend"
-
 	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/pkg/prefixhash"
 )
 

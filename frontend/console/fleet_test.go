@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/pkg/prefixhash"
-	"google.golang.org/grpc"
 )
 
 func TestMain(m *testing.M) { servertest.VerifyNoLeaks(m) }

@@ -1,8 +1,6 @@
 package console
 
 import (
-	"github.com/prefixroute/prefixroute/frontend"
-
 	"context"
 	"embed"
 	"encoding/json"
@@ -18,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 )
 

@@ -1,8 +1,6 @@
 package extproc_test
 
 import (
-	"github.com/prefixroute/prefixroute/frontend"
-
 	"context"
 	"errors"
 	"io"
@@ -20,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/frontend/extproc"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/server"

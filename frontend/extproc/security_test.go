@@ -1,8 +1,6 @@
 package extproc_test
 
 import (
-	"github.com/prefixroute/prefixroute/frontend"
-
 	"context"
 	"crypto/tls"
 	"io"
@@ -15,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/frontend/extproc"
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/servertest"

@@ -1,12 +1,10 @@
 package httproute_test
 
 import (
-	"io"
-
-	"log/slog"
-
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"

@@ -1,8 +1,6 @@
 package httproute_test
 
 import (
-	"github.com/prefixroute/prefixroute/frontend/httproute"
-
 	"encoding/json"
 	"net/http"
 	"os"
@@ -12,6 +10,7 @@ import (
 	"testing"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend/httproute"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/server"
