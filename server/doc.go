@@ -3,10 +3,10 @@
 // ramp.go, migration.go), their interceptors (middleware.go, limits.go,
 // auth*.go), the observability of a Pick (pickrecord.go, metrics*.go,
 // span.go, decisionlog.go, observe.go) and the daemon that wires them to
-// listeners (daemon*.go, telemetry.go; bound for package daemon). The model itself lives below it: scheduler (the
-// pure decision), internal/state (live pools, prefix index, optimistic
-// accounting), internal/store (durable configuration and audit log),
-// internal/readiness (migration readiness), internal/rollout (ramps).
+// listeners (daemon*.go, telemetry.go). The model itself lives below it:
+// scheduler (the pure decision), internal/state (live pools, prefix index,
+// optimistic accounting), internal/store (durable configuration and audit
+// log), internal/readiness (migration readiness), internal/rollout (ramps).
 //
 // # Running a daemon
 //

@@ -120,8 +120,8 @@ func New(p frontend.Picker, opts Options) (*Processor, error) {
 }
 
 // FrontEnd is the daemon's front end serving a Processor built with opts
-// on listen (daemon.Config.FrontEnds). The pool's MaxPrefixBlocks
-// default to the daemon's limit when opts leave them 0.
+// on listen (the daemon configuration's FrontEnds). The pool's
+// MaxPrefixBlocks default to the daemon's limit when opts leave them 0.
 func FrontEnd(listen string, tls frontend.TLSMode, opts Options) frontend.GRPC {
 	maxMsg := opts.Gateway.MaxBodyBytes
 	if maxMsg <= 0 {
