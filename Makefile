@@ -235,7 +235,7 @@ loadtest-cpu:
 ## test-deps: Debian packages the tests need: python3-zmq and python3-msgpack
 ## for prefixagent's engine stand-in (internal/agent/testdata/engine.py);
 ## nginx and libnginx-mod-http-js (njs) for deploy/nginx's end-to-end test;
-## chromium for the console's browser test (server/console).
+## chromium for the console's browser test (frontend/console).
 .PHONY: test-deps loadtest-cpu
 TEST_DEBS := python3-zmq python3-msgpack nginx libnginx-mod-http-js chromium
 test-deps:
@@ -246,4 +246,4 @@ test-deps:
 ## README's screenshots to docs/console/ (and out/console/).
 .PHONY: console-docs
 console-docs: test-deps
-	CONSOLE_DOCS=1 $(GO) test -count=1 -run TestConsoleInBrowser ./server/console/
+	CONSOLE_DOCS=1 $(GO) test -count=1 -run TestConsoleInBrowser ./frontend/console/

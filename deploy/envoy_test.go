@@ -15,8 +15,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/prefixroute/prefixroute/frontend/extproc"
 	"github.com/prefixroute/prefixroute/internal/gateway"
-	"github.com/prefixroute/prefixroute/server/extproc"
 )
 
 // TestEnvoyConfig: envoy/envoy.yaml is a valid Envoy bootstrap by Envoy's

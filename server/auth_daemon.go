@@ -9,17 +9,11 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 
+	"github.com/prefixroute/prefixroute/frontend"
+	"github.com/prefixroute/prefixroute/frontend/httproute"
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/netaddr"
 )
-
-// authorizer decides whether a call may run: *auth.Authenticator, which
-// authenticates the caller by the tokens file and authorizes the method by
-// its table. Authorize returns the context the handler runs with (carrying
-// the caller, auth.CallerFrom) or a status error. Safe for concurrent use.
-type authorizer interface {
-	Authorize(ctx context.Context, fullMethod string) (context.Context, error)
-}
 
 // startSecurity loads the tokens file and the TLS files and sets up the
 // stream limits, for Start.
@@ -63,38 +57,95 @@ func (d *Daemon) authFunc() grpcauth.AuthFunc {
 	}
 }
 
-// SetSecurity sets the tokens file (authentication on) and the TLS files
-// of the listeners in one call; internal/testpki's PKI.Secure uses it.
-func (c *DaemonConfig) SetSecurity(tokensFile string, tls TLSFiles) {
-	c.TokensFile, c.TLS = tokensFile, tls
+// listener is one of the daemon's listeners as the exposure rule sees it.
+type listener struct {
+	flag, addr string // "--listen" and its address ("" or "off": not there)
+	// why is what anyone who can reach it could do without a tokens file.
+	why string
+	// tls reports whether it is served over TLS; tlsHow says how to turn
+	// its TLS on.
+	tls    bool
+	tlsHow string
 }
 
-// checkExposure enforces the safe default: without a tokens file (no
-// authentication) the gRPC and HTTP listeners stay on loopback, and bearer
-// tokens never cross a network in cleartext, unless insecure is set. The
-// metrics listener is exempt: it serves only /healthz, /readyz and
-// /metrics, which change nothing. The error is one line saying why and
-// what to do.
-func checkExposure(cfg *DaemonConfig) error {
-	if cfg.Insecure {
+// Errors of the exposure rule, by what the listener lacks.
+var (
+	errNoTokens  = errors.New("no tokens file")
+	errCleartext = errors.New("no TLS")
+)
+
+// exposure is the one rule of every listener that changes or reads
+// routing: off loopback it needs the tokens file (authentication), and
+// TLS (bearer tokens must not cross a network in cleartext), unless
+// insecure (--insecure: a mesh encrypts and authenticates). The error,
+// errNoTokens or errCleartext wrapped in one line saying why and what to
+// do, is nil for a listener on loopback or not there. The metrics
+// listener is never asked: it serves only /healthz, /readyz and /metrics,
+// which change nothing, so it may listen anywhere.
+func exposure(l listener, authOn, insecure bool) error {
+	if insecure || l.addr == "" || l.addr == "off" || netaddr.IsLoopback(l.addr) {
 		return nil
 	}
-	authOn, tlsOn := cfg.TokensFile != "", cfg.TLS.Enabled()
-	for _, l := range []struct{ flag, addr, why string }{
-		{"--listen", cfg.Listen, "anyone who can reach it could steer traffic (SetWeights, forged load reports)"},
-		{"--http-listen", cfg.HTTPListen, "anyone who can reach it could read and steer routing (the HTTP pick and route endpoints, the console); for probes and /metrics alone use --metrics-listen, which may listen anywhere"},
-	} {
-		if l.addr == "off" || netaddr.IsLoopback(l.addr) {
-			continue
-		}
-		switch {
-		case !authOn:
-			return fmt.Errorf("refusing %s %s: no --tokens-file is set, so %s; listen on 127.0.0.1, set --tokens-file (see SECURITY.md), or pass --insecure",
-				l.flag, l.addr, l.why)
-		case l.flag == "--listen" && !tlsOn:
-			return fmt.Errorf("refusing %s %s without --tls-cert: bearer tokens would cross the network in cleartext; set --tls-cert/--tls-key, or pass --insecure when a mesh encrypts the traffic",
-				l.flag, l.addr)
+	if !authOn {
+		return &refusal{lack: errNoTokens, msg: fmt.Sprintf("refusing %s %s: no --tokens-file is set, so %s; listen on 127.0.0.1, set --tokens-file (see SECURITY.md), or pass --insecure",
+			l.flag, l.addr, l.why)}
+	}
+	if !l.tls {
+		return &refusal{lack: errCleartext, msg: fmt.Sprintf("refusing %s %s without TLS: bearer tokens would cross the network in cleartext; %s, or pass --insecure when a mesh encrypts the traffic",
+			l.flag, l.addr, l.tlsHow)}
+	}
+	return nil
+}
+
+// refusal is exposure's error: its message, and what the listener lacks.
+type refusal struct {
+	msg  string
+	lack error // errNoTokens or errCleartext
+}
+
+func (r *refusal) Error() string { return r.msg }
+func (r *refusal) Unwrap() error { return r.lack }
+
+// listeners are the daemon's listeners that the exposure rule covers: the
+// gRPC one, the HTTP one, and every gRPC front end's.
+func listeners(cfg *DaemonConfig) []listener {
+	tlsOn := cfg.TLS.Enabled()
+	ls := []listener{
+		{flag: "--listen", addr: cfg.Listen, tls: tlsOn, tlsHow: "set --tls-cert/--tls-key",
+			why: "anyone who can reach it could steer traffic (SetWeights, forged load reports)"},
+		{flag: "--http-listen", addr: cfg.HTTPListen, tls: tlsOn, tlsHow: "listen on loopback, set --tls-cert/--tls-key",
+			why: "anyone who can reach it could read and steer routing (the HTTP pick and route endpoints, the console); for probes and /metrics alone use --metrics-listen, which may listen anywhere"},
+	}
+	for _, f := range cfg.FrontEnds {
+		ls = append(ls, listener{flag: "--" + f.Name + "-listen", addr: f.Listen,
+			tls:    f.TLS == frontend.TLSSelfSigned || (f.TLS == frontend.TLSDaemon && tlsOn),
+			tlsHow: "set --tls-cert/--tls-key or --" + f.Name + "-tls=self-signed",
+			why:    "anyone who can reach it could steer traffic"})
+	}
+	return ls
+}
+
+// checkExposure applies exposure to every listener, for Start. The HTTP
+// listener without TLS is the one exception that still starts: it serves
+// the probes, /metrics and the console, and refuses only the HTTP Pick
+// front ends, which carry a gateway's bearer token on every request
+// (pickRefusal).
+func checkExposure(cfg *DaemonConfig) error {
+	for _, l := range listeners(cfg) {
+		err := exposure(l, cfg.TokensFile != "", cfg.Insecure)
+		if err != nil && !(l.flag == "--http-listen" && errors.Is(err, errCleartext)) {
+			return err
 		}
 	}
 	return nil
+}
+
+// pickRefusal is why the HTTP Pick front ends (/v1/pick, /v1/route) are
+// not served on the HTTP listener, or "" when they are: the exposure
+// rule's refusal of the HTTP listener without TLS.
+func pickRefusal(cfg *DaemonConfig) string {
+	if err := exposure(listeners(cfg)[1], cfg.TokensFile != "", cfg.Insecure); errors.Is(err, errCleartext) {
+		return fmt.Sprintf("%s and %s are not served: %v", httproute.PathPick, httproute.PathRoute, err)
+	}
+	return ""
 }

@@ -4,13 +4,15 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/prefixroute/prefixroute/internal/auth"
 )
 
 // TestCheckExposure: without a tokens file only loopback listeners start;
 // with one, a non-loopback gRPC listener also needs TLS; --insecure lifts
 // both. Each refusal is one line naming the flag and the way out.
 func TestCheckExposure(t *testing.T) {
-	tls := TLSFiles{CertFile: "c.pem", KeyFile: "k.pem"}
+	tls := auth.TLSFiles{CertFile: "c.pem", KeyFile: "k.pem"}
 	tests := []struct {
 		name string
 		cfg  DaemonConfig
@@ -30,7 +32,7 @@ func TestCheckExposure(t *testing.T) {
 		{"metrics exposed, http too", DaemonConfig{Listen: "127.0.0.1:1", HTTPListen: "0.0.0.0:2", MetricsListen: "0.0.0.0:9092"}, "refusing --http-listen 0.0.0.0:2"},
 		{"metrics exposed, grpc too", DaemonConfig{Listen: "0.0.0.0:1", HTTPListen: "off", MetricsListen: "0.0.0.0:9092"}, "refusing --listen 0.0.0.0:1"},
 		{"insecure", DaemonConfig{Listen: "0.0.0.0:1", HTTPListen: "0.0.0.0:2", Insecure: true}, ""},
-		{"tokens without TLS", DaemonConfig{Listen: "0.0.0.0:1", HTTPListen: "off", TokensFile: "t"}, "without --tls-cert: bearer tokens would cross"},
+		{"tokens without TLS", DaemonConfig{Listen: "0.0.0.0:1", HTTPListen: "off", TokensFile: "t"}, "refusing --listen 0.0.0.0:1 without TLS: bearer tokens would cross"},
 		{"tokens and TLS", DaemonConfig{Listen: "0.0.0.0:1", HTTPListen: "0.0.0.0:2", TokensFile: "t", TLS: tls}, ""},
 		{"tokens, plaintext metrics", DaemonConfig{Listen: "127.0.0.1:1", HTTPListen: "0.0.0.0:2", TokensFile: "t"}, ""},
 		{"TLS without tokens", DaemonConfig{Listen: "0.0.0.0:1", HTTPListen: "off", TLS: tls}, "no --tokens-file"},

@@ -25,7 +25,7 @@ type secureEnv struct {
 	t *testing.T
 	d *Daemon
 	*testpki.PKI
-	files TLSFiles // as the daemon runs with them
+	files auth.TLSFiles // as the daemon runs with them
 }
 
 // startSecure runs the daemon with a testpki.PKI's TLS, client CA and

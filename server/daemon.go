@@ -17,6 +17,9 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
+	"github.com/prefixroute/prefixroute/frontend/httproute"
+	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
@@ -74,7 +77,7 @@ type DaemonConfig struct {
 	// every call is allowed, so both listeners must be on loopback.
 	TokensFile string
 	// TLS serves both listeners over TLS and verifies client certificates.
-	TLS TLSFiles
+	TLS auth.TLSFiles
 	// Insecure allows a non-loopback listener without a tokens file, or
 	// the gRPC one without TLS.
 	Insecure bool
@@ -82,11 +85,11 @@ type DaemonConfig struct {
 	Transport TransportLimits
 	// Gateway maps a gateway's HTTP request (an OpenAI body) to a Pick:
 	// its pool, prefix hashes and prompt length, and the body limit. The
-	// HTTP listener's POST /v1/route uses it (httproute.go).
+	// HTTP listener's POST /v1/route uses it (frontend/httproute).
 	Gateway gateway.Config
 	// FrontEnds are served on listeners of their own (frontend.go): the
 	// Envoy ext_proc endpoint picker. One with an empty Listen is off.
-	FrontEnds []FrontEnd
+	FrontEnds []frontend.GRPC
 
 	// testUnary, when set, is chained innermost around every unary handler.
 	// TestShutdownFinishesInFlightPicks holds a Pick inside its handler with
@@ -104,7 +107,6 @@ type DaemonConfig struct {
 type Daemon struct {
 	log     *slog.Logger
 	tel     *telemetry
-	dlog    *decisionLog
 	srv     *Server
 	grpc    *grpc.Server
 	health  *health.Server
@@ -113,11 +115,11 @@ type Daemon struct {
 	http    *http.Server
 	metLis  net.Listener // nil: --metrics-listen off
 	metrics *http.Server
-	auth    authorizer  // nil: authentication off
-	tls     listenerTLS // nil: plaintext
+	auth    frontend.Authorizer // nil: authentication off
+	tls     listenerTLS         // nil: plaintext
 	guard   *streamGuard
-	picker  *httpPicker // POST /v1/pick and /v1/route on the HTTP listener
-	fronts  []*frontEnd // the front ends with a listener
+	picker  *httproute.Handler // POST /v1/pick and /v1/route on the HTTP listener
+	fronts  []*frontEnd        // the front ends with a listener
 	ready   atomic.Bool
 	cancel  context.CancelFunc
 	done    chan error
@@ -154,9 +156,6 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 	if err := checkExposure(&cfg); err != nil {
 		return nil, err
 	}
-	if err := checkFrontEndExposure(&cfg); err != nil {
-		return nil, err
-	}
 	if err := cfg.TLS.Check(); err != nil {
 		return nil, err
 	}
@@ -174,7 +173,7 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 		return nil, err
 	}
 	srv := d.srv
-	d.grpc = grpc.NewServer(append(middleware(log, d.tel, srv.obs, &d.calls, d.authFunc(), d.guard, cfg.testUnary),
+	d.grpc = grpc.NewServer(append(middleware(log, d.tel, srv, &d.calls, d.authFunc(), d.guard, cfg.testUnary),
 		d.serverOptions(&cfg)...)...)
 	srv.Register(d.grpc)
 	d.health = health.NewServer()
@@ -221,33 +220,13 @@ func (d *Daemon) start(cfg *DaemonConfig) error {
 		return err
 	}
 	meter := d.tel.meter.Meter("github.com/prefixroute/prefixroute/server")
-	obs, err := newObserver(meter, d.srv.reg, cfg.Server.Now)
-	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
+	if err := d.srv.Observe(meter, DecisionLogConfig{Path: cfg.DecisionLog, Rate: cfg.DecisionLogRate, Buffer: cfg.DecisionLogBuffer}); err != nil {
+		return err
 	}
-	if err := obs.registerGauges(meter); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	if err := registerBuildInfo(meter); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	if err := d.srv.registerRampGauges(meter); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	if err := d.srv.repl.RegisterMetrics(meter); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	if cfg.DecisionLog != "" {
-		if d.dlog, err = openDecisionLog(cfg.DecisionLog, cfg.DecisionLogRate, cfg.DecisionLogBuffer, meter); err != nil {
-			return err
-		}
-		obs.dlog = d.dlog
-	}
-	d.srv.obs = obs
 	if err := d.startSecurity(cfg, meter); err != nil {
 		return err
 	}
-	if d.picker, err = newHTTPPicker(cfg, d); err != nil {
+	if d.picker, err = d.newHTTPRoutes(cfg); err != nil {
 		return err
 	}
 	if d.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -282,12 +261,10 @@ func (d *Daemon) release(ctx context.Context) {
 		}
 	}
 	// Start's error is the one returned; what fails here is logged.
-	if d.dlog != nil {
-		if err := d.dlog.Close(ctx); err != nil {
+	if d.srv != nil {
+		if err := d.srv.CloseDecisionLog(ctx); err != nil {
 			d.log.Warn("failed start: decision log not fully written", "err", err)
 		}
-	}
-	if d.srv != nil {
 		if err := d.srv.Close(); err != nil {
 			d.log.Warn("failed start: closing the server", "err", err)
 		}
@@ -366,10 +343,8 @@ func (d *Daemon) shutdown(ctx context.Context) error {
 		<-stopped
 	}
 	d.cancel()
-	if d.dlog != nil {
-		if err := d.dlog.Close(ctx); err != nil {
-			d.log.Warn("decision log not fully written", "err", err)
-		}
+	if err := d.srv.CloseDecisionLog(ctx); err != nil {
+		d.log.Warn("decision log not fully written", "err", err)
 	}
 	for _, h := range []*http.Server{d.http, d.metrics} {
 		if h != nil {

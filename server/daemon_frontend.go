@@ -12,13 +12,13 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/auth"
-	"github.com/prefixroute/prefixroute/internal/netaddr"
 )
 
 // frontEnd is one running FrontEnd: its listener, gRPC server and health.
 type frontEnd struct {
-	cfg    FrontEnd
+	cfg    frontend.GRPC
 	lis    net.Listener
 	grpc   *grpc.Server
 	health *health.Server
@@ -32,7 +32,7 @@ func (d *Daemon) listenFrontEnds(cfg *DaemonConfig) error {
 		if f.Listen == "" {
 			continue
 		}
-		if err := f.check(); err != nil {
+		if err := f.Check(); err != nil {
 			return err
 		}
 		fe := &frontEnd{cfg: f}
@@ -63,8 +63,8 @@ func (d *Daemon) serveFrontEnds(cfg *DaemonConfig) error {
 		if creds != nil {
 			opts = append(opts, grpc.Creds(creds))
 		}
-		fe.grpc = grpc.NewServer(append(middleware(d.log, d.tel, d.srv.obs, &d.calls, d.authFunc(), d.guard, cfg.testUnary), opts...)...)
-		names, err := fe.cfg.Register(fe.grpc, FrontEndDeps{Server: d.srv, Logger: d.log, Tracer: d.tel.tracer,
+		fe.grpc = grpc.NewServer(append(middleware(d.log, d.tel, d.srv, &d.calls, d.authFunc(), d.guard, cfg.testUnary), opts...)...)
+		names, err := fe.cfg.Register(fe.grpc, frontend.Deps{Picker: d.srv, Logger: d.log, Tracer: d.tel.tracer, MaxPrefixBlocks: d.srv.Limits().MaxPrefixBlocks,
 			Meter: d.tel.meter.Meter("github.com/prefixroute/prefixroute/server/" + fe.cfg.Name)})
 		if err != nil {
 			return fmt.Errorf("%s: %w", fe.cfg.Name, err)
@@ -82,11 +82,11 @@ func (d *Daemon) serveFrontEnds(cfg *DaemonConfig) error {
 
 // frontEndCredentials are a front end's transport credentials (nil:
 // plaintext) and the mode's name.
-func (d *Daemon) frontEndCredentials(mode FrontEndTLS) (credentials.TransportCredentials, string, error) {
+func (d *Daemon) frontEndCredentials(mode frontend.TLSMode) (credentials.TransportCredentials, string, error) {
 	switch mode {
-	case FrontEndPlaintext:
+	case frontend.TLSPlaintext:
 		return nil, "plaintext", nil
-	case FrontEndSelfSigned:
+	case frontend.TLSSelfSigned:
 		cert, err := auth.SelfSigned(time.Now())
 		if err != nil {
 			return nil, "", err
@@ -108,30 +108,6 @@ func (d *Daemon) FrontEndAddr(name string) string {
 		}
 	}
 	return ""
-}
-
-// checkFrontEndExposure applies checkExposure's rule to the front ends'
-// listeners: off loopback they need the tokens file, and TLS unless
-// insecure.
-func checkFrontEndExposure(cfg *DaemonConfig) error {
-	if cfg.Insecure {
-		return nil
-	}
-	for _, f := range cfg.FrontEnds {
-		if f.Listen == "" || netaddr.IsLoopback(f.Listen) {
-			continue
-		}
-		tlsOn := f.TLS == FrontEndSelfSigned || (f.TLS == FrontEndTLSDaemon && cfg.TLS.Enabled())
-		switch {
-		case cfg.TokensFile == "":
-			return fmt.Errorf("refusing --%s-listen %s: no --tokens-file is set, so anyone who can reach it could steer traffic; listen on 127.0.0.1, set --tokens-file (see SECURITY.md), or pass --insecure",
-				f.Name, f.Listen)
-		case !tlsOn:
-			return fmt.Errorf("refusing --%s-listen %s without TLS: bearer tokens would cross the network in cleartext; set --tls-cert/--tls-key or --%s-tls=self-signed, or pass --insecure when a mesh encrypts the traffic",
-				f.Name, f.Listen, f.Name)
-		}
-	}
-	return nil
 }
 
 // gracefulStopFrontEnds turns the front ends' health NOT_SERVING and stops

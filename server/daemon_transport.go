@@ -10,6 +10,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/prefixroute/prefixroute/frontend"
+	"github.com/prefixroute/prefixroute/frontend/console"
+	"github.com/prefixroute/prefixroute/frontend/httproute"
 )
 
 // The Daemon's transports: the gRPC server's options and the HTTP servers
@@ -79,13 +83,13 @@ func (d *Daemon) serveHTTP(lis net.Listener, h http.Handler) *http.Server {
 }
 
 // httpHandler routes the HTTP listener (--http-listen): the probes and
-// /metrics of probesHandler, the Pick front ends (httppick.go) and the
+// /metrics of probesHandler, the Pick front ends (frontend/httproute) and the
 // console (/ui/).
 func (d *Daemon) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	d.registerProbes(mux)
-	mux.Handle("/ui/", d.consoleHandler())
-	d.picker.register(mux)
+	mux.Handle("/ui/", console.Handler(d.srv, d.auth))
+	d.picker.Register(mux)
 	return mux
 }
 
@@ -111,4 +115,16 @@ func (d *Daemon) registerProbes(mux *http.ServeMux) {
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", d.tel.metricsHandler())
+}
+
+// newHTTPRoutes builds POST /v1/pick and /v1/route for the HTTP listener,
+// under the daemon's authentication, telemetry and exposure rule.
+func (d *Daemon) newHTTPRoutes(cfg *DaemonConfig) (*httproute.Handler, error) {
+	refused := pickRefusal(cfg)
+	if refused != "" {
+		d.log.Warn(refused)
+	}
+	h := frontend.HTTP{Auth: d.auth, Refused: refused, Tracer: d.tel.tracer, Propagator: d.tel.propagator, Logger: d.log, Panicked: d.srv.Panicked}
+	return httproute.New(d.srv, httproute.Options{Gateway: cfg.Gateway, MaxPrefixBlocks: d.srv.Limits().MaxPrefixBlocks,
+		MaxPickBytes: cfg.MaxRecvMsgBytes, HTTP: h})
 }

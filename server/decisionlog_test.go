@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 )
 
 // TestDecisionLogWritesEveryPickAtRateOne logs every Pick of a real daemon,
@@ -142,7 +143,7 @@ func TestDecisionLogDropsWhenFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &pickRecord{req: &pb.PickRequest{Pool: "p"}, resp: &pb.PickResponse{}, meta: PickMeta{Start: time.Now()}, elapsed: time.Microsecond}
+	rec := &pickRecord{req: &pb.PickRequest{Pool: "p"}, resp: &pb.PickResponse{}, meta: frontend.PickMeta{Start: time.Now()}, elapsed: time.Microsecond}
 	ctx := context.Background()
 	l.add(ctx, rec)
 	<-w.entered // the writer holds record 1 in Write
@@ -169,7 +170,7 @@ func TestDecisionLogDropsWhenFull(t *testing.T) {
 // final drain.
 func TestDecisionLogCloseLosesNothing(t *testing.T) {
 	ctx := context.Background()
-	rec := &pickRecord{req: &pb.PickRequest{Pool: "p"}, resp: &pb.PickResponse{}, meta: PickMeta{Start: time.Now()}}
+	rec := &pickRecord{req: &pb.PickRequest{Pool: "p"}, resp: &pb.PickResponse{}, meta: frontend.PickMeta{Start: time.Now()}}
 	const rounds, adders, each = 300, 4, 40
 	for round := range rounds {
 		reader := sdkmetric.NewManualReader()

@@ -2,11 +2,11 @@
 // PickService, LoadService and AdminService (pick.go, load.go, admin.go,
 // ramp.go, migration.go), their interceptors (middleware.go, limits.go,
 // auth*.go), the observability of a Pick (pickrecord.go, metrics*.go,
-// telemetry.go, decisionlog.go) and the daemon that wires them to
-// listeners (daemon*.go). The model itself lives below it: scheduler (the
-// pure decision), internal/state (live pools, prefix index, optimistic
-// accounting), internal/store (durable configuration and audit log),
-// internal/readiness (migration readiness), internal/rollout (ramps).
+// span.go, decisionlog.go, observe.go) and the daemon that wires them to
+// listeners (daemon*.go, telemetry.go). The model itself lives below it:
+// scheduler (the pure decision), internal/state (live pools, prefix index,
+// optimistic accounting), internal/store (durable configuration and audit
+// log), internal/readiness (migration readiness), internal/rollout (ramps).
 //
 // # Running a daemon
 //
@@ -35,7 +35,7 @@
 //
 // A front end other than gRPC (an HTTP route endpoint, an Envoy ext_proc
 // server) turns its request into a pb.PickRequest and calls PickFor with
-// the caller's trace context in ctx and a PickMeta; it gets the same
+// the caller's trace context in ctx and a frontend.PickMeta; it gets the same
 // metrics, span attributes, decision-log line and log line as a gRPC Pick.
 // The operator console (server/console, at /ui/ on the HTTP listener) is
 // one: its Explain calls PickFor, and its other pages call the

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/prefixroute/prefixroute/internal/readiness"
+	"github.com/prefixroute/prefixroute/internal/replica"
 	"github.com/prefixroute/prefixroute/internal/rollout"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/internal/store"
@@ -34,7 +35,7 @@ func codeOf(err error) codes.Code {
 		return codes.Aborted
 	case errors.Is(err, store.ErrVersionMismatch):
 		return codes.Aborted
-	case errors.Is(err, store.ErrPersist), errors.Is(err, ErrClusterUnavailable):
+	case errors.Is(err, store.ErrPersist), errors.Is(err, replica.ErrClusterUnavailable):
 		return codes.Unavailable
 	case errors.Is(err, scheduler.ErrNoInstances), errors.Is(err, scheduler.ErrNoEligibleInstance):
 		return codes.Unavailable

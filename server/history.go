@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/rollout"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/internal/store"
-	"github.com/prefixroute/prefixroute/server/console"
 )
 
 // The console's history (issue 19): per deployment, the last 15 minutes of
@@ -30,7 +30,7 @@ import (
 // history (the console says so). A deployment tracks at most
 // maxTrackedInstances instances' rates; past it the table is reset.
 const (
-	historySeconds      = console.HistorySeconds
+	historySeconds      = frontend.HistorySeconds
 	maxHistoryRings     = 512
 	maxTrackedInstances = 4096
 	maxMarkers          = 256
@@ -40,7 +40,7 @@ const (
 type failRing struct {
 	mu      sync.Mutex
 	buckets [historySeconds]failBucket
-	marks   []console.Marker  // oldest first, at most maxMarkers
+	marks   []frontend.Marker // oldest first, at most maxMarkers
 	last    *store.PoolConfig // the configuration last published, for markerOf
 }
 
@@ -95,7 +95,7 @@ func (o *observer) published(pool string, before []state.DeploymentWeight, pc st
 	if kind == "" {
 		return
 	}
-	m := console.Marker{At: o.now().UnixMilli(), Kind: kind, Label: label, WeightsVersion: pc.WeightsVersion,
+	m := frontend.Marker{At: o.now().UnixMilli(), Kind: kind, Label: label, WeightsVersion: pc.WeightsVersion,
 		Before: sharesOf(before), After: sharesOf(after)}
 	cut := m.At - historySeconds*1000
 	i := 0
@@ -144,16 +144,16 @@ func sharesOf(ds []state.DeploymentWeight) map[string]float64 {
 
 // history returns pool's ring as it stands at now: false when no pick,
 // report or change made the observer track the pool yet.
-func (o *observer) history(pool string, now time.Time) (console.History, bool) {
+func (o *observer) history(pool string, now time.Time) (frontend.History, bool) {
 	if o == nil {
-		return console.History{}, false
+		return frontend.History{}, false
 	}
 	p := o.lookup(pool)
 	if p == nil {
-		return console.History{}, false
+		return frontend.History{}, false
 	}
 	sec := now.Unix()
-	h := console.History{Start: sec - historySeconds + 1, Seconds: historySeconds, InstancePicks: map[string]float64{}}
+	h := frontend.History{Start: sec - historySeconds + 1, Seconds: historySeconds, InstancePicks: map[string]float64{}}
 	p.mu.RLock()
 	deps := make([]*depObs, 0, len(p.deps))
 	for _, d := range p.deps {
@@ -162,7 +162,7 @@ func (o *observer) history(pool string, now time.Time) (console.History, bool) {
 	p.mu.RUnlock()
 	slices.SortFunc(deps, func(a, b *depObs) int { return strings.Compare(a.name, b.name) })
 	for _, d := range deps {
-		s := console.DeploymentSeries{Deployment: d.name, Picks: make([]uint32, historySeconds),
+		s := frontend.DeploymentSeries{Deployment: d.name, Picks: make([]uint32, historySeconds),
 			Blocks: make([]uint32, historySeconds), Matched: make([]uint32, historySeconds)}
 		d.ring.series(&s, h.Start, h.InstancePicks)
 		h.Deployments = append(h.Deployments, s)
@@ -189,7 +189,7 @@ func (o *observer) history(pool string, now time.Time) (console.History, bool) {
 		f.mu.Unlock()
 		for oc, s := range byOutcome {
 			if s != nil {
-				h.Failures = append(h.Failures, console.FailureSeries{Outcome: outcomeNames[oc], Picks: s})
+				h.Failures = append(h.Failures, frontend.FailureSeries{Outcome: outcomeNames[oc], Picks: s})
 			}
 		}
 	}
@@ -200,7 +200,7 @@ func (o *observer) history(pool string, now time.Time) (console.History, bool) {
 // historySeconds-1, and adds each instance's picks/s over the last
 // InstanceRateSeconds of them to rates. A ring without history leaves
 // both as they are.
-func (r *pickRing) series(s *console.DeploymentSeries, start int64, rates map[string]float64) {
+func (r *pickRing) series(s *frontend.DeploymentSeries, start int64, rates map[string]float64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.history() {
@@ -216,12 +216,12 @@ func (r *pickRing) series(s *console.DeploymentSeries, start int64, rates map[st
 	for id, ir := range r.inst {
 		var n uint32
 		for j := range ir.sec {
-			if ir.sec[j] > last-console.InstanceRateSeconds && ir.sec[j] <= last {
+			if ir.sec[j] > last-frontend.InstanceRateSeconds && ir.sec[j] <= last {
 				n += ir.n[j]
 			}
 		}
 		if n > 0 {
-			rates[id] = float64(n) / console.InstanceRateSeconds
+			rates[id] = float64(n) / frontend.InstanceRateSeconds
 		}
 	}
 }

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/rollout"
 	"github.com/prefixroute/prefixroute/internal/store"
-	"github.com/prefixroute/prefixroute/server/console"
 )
 
 // TestMarkerOf names each kind of configuration change, and none for a
@@ -59,7 +59,7 @@ func TestHistory(t *testing.T) {
 	req := obsPickRequest()
 	pick := func(n int) {
 		for range n {
-			if _, err := s.PickFor(ctx, req, PickMeta{}); err != nil {
+			if _, err := s.PickFor(ctx, req, frontend.PickMeta{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -69,7 +69,7 @@ func TestHistory(t *testing.T) {
 	pick(2)
 	clock = clock.Add(time.Second)
 	pick(5)
-	if _, err := s.PickFor(ctx, &pb.PickRequest{Pool: "bench", PrefixHashes: make([]uint64, 1<<20)}, PickMeta{}); err == nil {
+	if _, err := s.PickFor(ctx, &pb.PickRequest{Pool: "bench", PrefixHashes: make([]uint64, 1<<20)}, frontend.PickMeta{}); err == nil {
 		t.Fatal("a pick over the block limit succeeded")
 	}
 	as := &adminService{s: s}
@@ -101,8 +101,8 @@ func TestHistory(t *testing.T) {
 	for _, r := range h.InstancePicks {
 		rate += r
 	}
-	if rate != 7.0/console.InstanceRateSeconds {
-		t.Errorf("instance picks/s sum to %v; want %v", rate, 7.0/console.InstanceRateSeconds)
+	if rate != 7.0/frontend.InstanceRateSeconds {
+		t.Errorf("instance picks/s sum to %v; want %v", rate, 7.0/frontend.InstanceRateSeconds)
 	}
 	if len(h.Markers) != 1 {
 		t.Fatalf("markers %+v; want one", h.Markers)

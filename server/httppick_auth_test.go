@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/prefixroute/prefixroute/frontend/httproute"
+	"github.com/prefixroute/prefixroute/internal/auth"
 )
 
 // httpsClient trusts the test server CA and presents the named client
@@ -34,21 +37,21 @@ func TestHTTPPickAuthorization(t *testing.T) {
 		status            int
 		reason, msg       string
 	}{
-		{"no credentials", "", "", 401, reasonUnauthenticated, "no credentials"},
-		{"unknown token", "nope-nope-nope-nope", "", 401, reasonUnauthenticated, "bearer token not recognised"},
+		{"no credentials", "", "", 401, "unauthenticated", "no credentials"},
+		{"unknown token", "nope-nope-nope-nope", "", 401, "unauthenticated", "bearer token not recognised"},
 		{"gateway token", "gw", "", 404, "unknown_pool", `pool not found: "nope"`}, // authorized: the pick fails
-		{"reader token", "reader", "", 403, reasonPermissionDenied, `identity "reader" (token) has role operator-read`},
-		{"operator certificate", "", "alice", 403, reasonPermissionDenied, `identity "alice" (cert) has role operator`},
-		{"certificate of no identity", "", "stranger", 403, reasonPermissionDenied, "maps to no identity"},
+		{"reader token", "reader", "", 403, "permission_denied", `identity "reader" (token) has role operator-read`},
+		{"operator certificate", "", "alice", 403, "permission_denied", `identity "alice" (cert) has role operator`},
+		{"certificate of no identity", "", "stranger", 403, "permission_denied", "maps to no identity"},
 	} {
-		for _, path := range []string{PathPick, PathRoute} {
+		for _, path := range []string{httproute.PathPick, httproute.PathRoute} {
 			t.Run(tc.name+" "+path, func(t *testing.T) {
 				body := `{"pool":"nope"}`
-				if path == PathRoute {
+				if path == httproute.PathRoute {
 					body = `{"model":"nope","prompt":"hi"}`
 				}
 				req, _ := http.NewRequest(http.MethodPost, "https://"+e.d.HTTPAddr()+path, strings.NewReader(body))
-				req.Header.Set(OriginalURIHeader, "/v1/completions")
+				req.Header.Set(httproute.OriginalURIHeader, "/v1/completions")
 				if tc.token != "" {
 					tok, ok := e.Token[tc.token]
 					if !ok {
@@ -70,7 +73,7 @@ func TestHTTPPickAuthorization(t *testing.T) {
 					t.Fatalf("error body %q is not JSON: %v", b, err)
 				}
 				msg, reason := st.Message, ""
-				if path == PathRoute {
+				if path == httproute.PathRoute {
 					msg, reason = st.Error.Message, tc.reason
 				}
 				if resp.StatusCode != tc.status || !strings.Contains(msg, tc.msg) || resp.Header.Get("x-prefixroute-reason") != reason {
@@ -98,7 +101,14 @@ func TestPickRefusal(t *testing.T) {
 		{"0.0.0.0:9090", true, false, true, false},
 		{"0.0.0.0:9090", false, false, true, false}, // no auth: checkExposure's --insecure
 	} {
-		got := pickRefusal(&DaemonConfig{HTTPListen: tc.listen, Insecure: tc.insecure}, tc.auth, tc.tls)
+		cfg := &DaemonConfig{HTTPListen: tc.listen, Insecure: tc.insecure}
+		if tc.auth {
+			cfg.TokensFile = "t"
+		}
+		if tc.tls {
+			cfg.TLS = auth.TLSFiles{CertFile: "c", KeyFile: "k"}
+		}
+		got := pickRefusal(cfg)
 		if (got != "") != tc.refused {
 			t.Errorf("%+v: refusal %q, want refused %v", tc, got, tc.refused)
 		}

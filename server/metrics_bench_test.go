@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/state"
 )
 
@@ -99,7 +100,7 @@ func BenchmarkPickHooks(b *testing.B) {
 			for b.Loop() {
 				var err error
 				if c.interc {
-					_, err = s.PickFor(ctx, req, PickMeta{})
+					_, err = s.PickFor(ctx, req, frontend.PickMeta{})
 				} else {
 					_, err = ps.Pick(ctx, req)
 				}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 )
 
 // middleware returns the gRPC server options that wire the telemetry into
@@ -45,11 +46,11 @@ import (
 // Validate method (the protovalidate annotations need the Buf Schema
 // Registry), so the handlers validate and answer InvalidArgument naming the
 // field. test, when not nil, is chained innermost (tests inject panics).
-func middleware(log *slog.Logger, tel *telemetry, obs *observer, calls *inflight, authFn auth.AuthFunc, guard *streamGuard,
+func middleware(log *slog.Logger, tel *telemetry, srv *Server, calls *inflight, authFn auth.AuthFunc, guard *streamGuard,
 	test grpc.UnaryServerInterceptor) []grpc.ServerOption {
 	rpcLog := interceptorLogger(log.With("component", "grpc"))
 	logOpts := []logging.Option{logging.WithFieldsFromContext(logTraceID), logging.WithLevels(codeToLevel)}
-	rec := recovery.WithRecoveryHandlerContext(recoveryHandler(log, obs))
+	rec := recovery.WithRecoveryHandlerContext(recoveryHandler(log, srv))
 	// A unary call logs one line when it finishes; a stream also when it
 	// starts.
 	unaryLogOpts := append(logOpts[:len(logOpts):len(logOpts)], logging.WithLogOnEvents(logging.FinishCall))
@@ -135,24 +136,14 @@ func logTraceID(ctx context.Context) logging.Fields {
 	return nil
 }
 
-// codeToLevel keeps successful calls at debug (a gateway picks thousands of
-// times a second), client-side and availability errors at info, and server
-// faults at error.
-func codeToLevel(c codes.Code) logging.Level {
-	switch c {
-	case codes.OK, codes.Canceled:
-		return logging.LevelDebug
-	case codes.Unknown, codes.Internal, codes.DataLoss, codes.Unimplemented:
-		return logging.LevelError
-	}
-	return logging.LevelInfo
-}
+// codeToLevel is frontend.CodeLevel for the logging interceptor.
+func codeToLevel(c codes.Code) logging.Level { return logging.Level(frontend.CodeLevel(c)) }
 
 // recoveryHandler logs a handler's panic with its stack, counts it, and
 // answers Internal without the panic's details.
-func recoveryHandler(log *slog.Logger, obs *observer) recovery.RecoveryHandlerFuncContext {
+func recoveryHandler(log *slog.Logger, srv *Server) recovery.RecoveryHandlerFuncContext {
 	return func(ctx context.Context, p any) error {
-		obs.panicked(ctx)
+		srv.Panicked(ctx)
 		method, _ := grpc.Method(ctx)
 		args := []any{"grpc.method", method, "panic", fmt.Sprint(p), "stack", string(debug.Stack())}
 		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {

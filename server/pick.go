@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/scheduler"
 )
@@ -42,7 +43,7 @@ const seedStream = 0x9e3779b97f4a7c15
 // Pick implements PickService.Pick: PickFor with the gRPC call's context
 // (its span, from otelgrpc, carries the caller's trace context).
 func (ps *pickService) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickResponse, error) {
-	return ps.s.PickFor(ctx, req, PickMeta{})
+	return ps.s.PickFor(ctx, req, frontend.PickMeta{})
 }
 
 // pick decides req with the call's scratch and notes in rec what the

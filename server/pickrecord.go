@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -10,26 +9,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/state"
 )
-
-// PickMeta is what a front end knows of a Pick besides the request itself.
-// The request id travels in PickRequest.RequestId; the caller's trace
-// context in the ctx given to PickFor (a front end extracts it with its
-// propagator and, when it traces, opens its server span on ctx: PickFor puts
-// the decision on the span it finds there).
-type PickMeta struct {
-	// Start is when the front end received the request, the start of the
-	// latency it records; zero means when PickFor is called.
-	Start time.Time
-	// Trace is the caller's trace context for a front end that opens no
-	// span: it names the trace in the decision log and in the failed-pick
-	// log line when ctx carries no valid span context. Optional.
-	Trace trace.SpanContext
-	// Service and Method name the front end in the failed-pick log line
-	// (grpc.service, grpc.method); empty means PickService and "Pick".
-	Service, Method string
-}
 
 // pickRecord is everything one Pick leaves for its observers: the request,
 // the decision when the scheduler ran, the seed, and the answer. PickFor
@@ -38,7 +20,7 @@ type PickMeta struct {
 // PickFor's stack; pk points into the call's scratch, valid until recorded
 // returns.
 type pickRecord struct {
-	meta    PickMeta
+	meta    frontend.PickMeta
 	req     *pb.PickRequest
 	pool    string      // the pool's name once the registry knew it; else ""
 	pk      *state.Pick // the scheduler's snapshot and decision; nil if it did not run
@@ -60,7 +42,7 @@ type pickRecord struct {
 // ...), on the span in ctx and in the decision log, and logs it when it
 // fails, exactly as for a gRPC Pick. The error is a gRPC status whatever
 // the front end (map it with status.Code). Safe for concurrent use.
-func (s *Server) PickFor(ctx context.Context, req *pb.PickRequest, meta PickMeta) (*pb.PickResponse, error) {
+func (s *Server) PickFor(ctx context.Context, req *pb.PickRequest, meta frontend.PickMeta) (*pb.PickResponse, error) {
 	if meta.Start.IsZero() {
 		meta.Start = time.Now()
 	}
@@ -94,14 +76,14 @@ func (s *Server) recorded(ctx context.Context, rec *pickRecord) {
 	}
 }
 
-// logFailedPick logs a Pick that failed, at the level codeToLevel gives its
+// logFailedPick logs a Pick that failed, at the level frontend.CodeLevel gives its
 // code, with the fields the gRPC logging interceptor gives other calls.
 // Successful picks are counted in metrics and sampled by the decision log
 // instead: the logging interceptor would cost ~70 allocations a pick even
 // below the log level.
 func (s *Server) logFailedPick(ctx context.Context, rec *pickRecord) {
 	code := status.Code(rec.err)
-	lvl := slog.Level(codeToLevel(code))
+	lvl := frontend.CodeLevel(code)
 	if !s.log.Enabled(ctx, lvl) {
 		return
 	}
@@ -119,7 +101,7 @@ func (s *Server) logFailedPick(ctx context.Context, rec *pickRecord) {
 }
 
 // traceContext is the pick's trace: the span context in ctx, else the
-// front end's PickMeta.Trace.
+// front end's frontend.PickMeta.Trace.
 func (rec *pickRecord) traceContext(ctx context.Context) trace.SpanContext {
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		return sc

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prefixroute/prefixroute/server/console"
+	"github.com/prefixroute/prefixroute/frontend"
 )
 
 // TrafficShareWindow is the sliding window of the realised traffic share and
@@ -20,7 +20,7 @@ const windowBuckets = 60
 // pickRing is one deployment's recent successful picks: per one-second
 // bucket, the picks, their prefix blocks and their matched blocks, and,
 // for the console, each instance's picks over its last
-// console.InstanceRateSeconds. Two readers share it: the traffic-share and
+// frontend.InstanceRateSeconds. Two readers share it: the traffic-share and
 // hit-ratio gauges sum its last TrafficShareWindow (sum), and the console
 // shows all of it (series, history.go). A ring within the history budget
 // (maxHistoryRings) spans historySeconds; past it, only
@@ -48,8 +48,8 @@ type pickBucket struct {
 
 // instRate is one instance's picks in its last InstanceRateSeconds seconds.
 type instRate struct {
-	sec [console.InstanceRateSeconds]int64
-	n   [console.InstanceRateSeconds]uint32
+	sec [frontend.InstanceRateSeconds]int64
+	n   [frontend.InstanceRateSeconds]uint32
 }
 
 // init makes r an empty ring: spanning historySeconds, with the instances'
@@ -92,7 +92,7 @@ func (r *pickRing) rate(sec int64, instance string) {
 		ir = &instRate{}
 		r.inst[instance] = ir
 	}
-	i := ringIndex(sec, console.InstanceRateSeconds)
+	i := ringIndex(sec, frontend.InstanceRateSeconds)
 	if ir.sec[i] != sec {
 		ir.sec[i], ir.n[i] = sec, 0
 	}

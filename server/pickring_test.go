@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/prefixroute/prefixroute/server/console"
+	"github.com/prefixroute/prefixroute/frontend"
 )
 
 // TestPickRingSum checks which one-second buckets the gauges' sum covers,
@@ -57,10 +57,10 @@ func TestPickRingSeries(t *testing.T) {
 		for range 10 {
 			r.add(now, 4, 2, "b")
 		}
-		r.add(now-console.InstanceRateSeconds+1, 1, 0, "a")
+		r.add(now-frontend.InstanceRateSeconds+1, 1, 0, "a")
 	}
-	newSeries := func() console.DeploymentSeries {
-		return console.DeploymentSeries{Picks: make([]uint32, historySeconds),
+	newSeries := func() frontend.DeploymentSeries {
+		return frontend.DeploymentSeries{Picks: make([]uint32, historySeconds),
 			Blocks: make([]uint32, historySeconds), Matched: make([]uint32, historySeconds)}
 	}
 	var r pickRing
@@ -79,7 +79,7 @@ func TestPickRingSeries(t *testing.T) {
 		t.Errorf("series picks at start %d (blocks %d), at now-%d %d, at now %d; want 1 (2), 1, 10",
 			s.Picks[0], s.Blocks[0], windowBuckets, s.Picks[historySeconds-1-windowBuckets], s.Picks[historySeconds-1])
 	}
-	if want := map[string]float64{"a": 1.0 / console.InstanceRateSeconds, "b": 10.0 / console.InstanceRateSeconds}; !maps.Equal(rates, want) {
+	if want := map[string]float64{"a": 1.0 / frontend.InstanceRateSeconds, "b": 10.0 / frontend.InstanceRateSeconds}; !maps.Equal(rates, want) {
 		t.Errorf("instance rates %v; want %v", rates, want)
 	}
 

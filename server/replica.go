@@ -39,17 +39,6 @@ type Replicator interface {
 	RegisterMetrics(m metric.Meter) error
 }
 
-// ErrClusterUnavailable is the error of a configuration change while the
-// cluster's bucket cannot be reached: the change was not made anywhere.
-var ErrClusterUnavailable = replica.ErrClusterUnavailable
-
-// How a replica catches up when it joins or reconnects
-// (Options.ClusterCatchUp); see internal/replica.
-const (
-	CatchUpSnapshot = replica.CatchUpSnapshot
-	CatchUpResend   = replica.CatchUpResend
-)
-
 // standalone is the Replicator of a single process: changes go to the
 // local store, and nothing is passed on.
 type standalone struct{ store *store.Store }

@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/natstest"
+	"github.com/prefixroute/prefixroute/internal/replica"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/server"
@@ -50,7 +51,7 @@ func TestReplicaLateJoinCatchUp(t *testing.T) {
 		net                     int64  // fleetBytes less the background
 	}
 	results := map[string]result{}
-	for _, mode := range []string{server.CatchUpSnapshot, server.CatchUpResend} {
+	for _, mode := range []string{replica.CatchUpSnapshot, replica.CatchUpResend} {
 		t.Run(mode, func(t *testing.T) {
 			ns := natstest.Start(t)
 			proxies := []*natstest.Proxy{natstest.StartProxy(t, ns.Addr()), natstest.StartProxy(t, ns.Addr()), natstest.StartProxy(t, ns.Addr())}
@@ -231,15 +232,15 @@ func TestReplicaLateJoinCatchUp(t *testing.T) {
 			t.Logf("%s: replica 3 converged %v after it started; NATS bytes: replica 3 %d, whole fleet %d during the catch-up "+
 				"(%d net of the background of %d B/s); snapshot bytes %d; whole-cache resends %d (%d block events over gRPC)",
 				mode, res.took, res.joinerBytes, res.fleetBytes, res.net, res.background, res.snapshotBytes, res.resends, res.grpcEvents)
-			if mode == server.CatchUpSnapshot && res.snapshotBytes == 0 {
+			if mode == replica.CatchUpSnapshot && res.snapshotBytes == 0 {
 				t.Errorf("snapshot mode: no snapshot applied on replica 3")
 			}
-			if mode == server.CatchUpResend && res.resends < n {
+			if mode == replica.CatchUpResend && res.resends < n {
 				t.Errorf("resend mode: %d whole-cache resends, want one per instance (%d)", res.resends, n)
 			}
 		})
 	}
-	s, r := results[server.CatchUpSnapshot], results[server.CatchUpResend]
+	s, r := results[replica.CatchUpSnapshot], results[replica.CatchUpResend]
 	t.Logf("catch-up of %d instances × %d blocks: snapshot %v, %d B net through NATS (replica 3: %d B); "+
 		"resend %v, %d B net through NATS (replica 3: %d B), plus %d block events resent over gRPC",
 		n, m, s.took, s.net, s.joinerBytes, r.took, r.net, r.joinerBytes, r.grpcEvents)
@@ -255,7 +256,7 @@ func TestReplicaJoinDuringCacheChurn(t *testing.T) {
 		n = 40  // instances
 		m = 300 // initial blocks per instance
 	)
-	for _, mode := range []string{server.CatchUpSnapshot, server.CatchUpResend} {
+	for _, mode := range []string{replica.CatchUpSnapshot, replica.CatchUpResend} {
 		t.Run(mode, func(t *testing.T) {
 			ns := natstest.Start(t)
 			catchUp := func(c *server.DaemonConfig) { c.Server.ClusterCatchUp = mode }

@@ -41,8 +41,8 @@ type Options struct {
 	// single process on its data dir.
 	Cluster *cluster.Config
 	// ClusterCatchUp is how a replica catches up on the instances reporting
-	// to the others when it joins or reconnects: CatchUpSnapshot (default:
-	// one peer sends its whole view) or CatchUpResend (every instance
+	// to the others when it joins or reconnects: replica.CatchUpSnapshot (default:
+	// one peer sends its whole view) or replica.CatchUpResend (every instance
 	// resends its cache through its LoadAck). See BENCHMARKS.md.
 	ClusterCatchUp string
 }

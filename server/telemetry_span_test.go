@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend"
 )
 
 // TestPickSpanAttributes runs Picks through PickFor under a recording span
@@ -39,7 +40,7 @@ func TestPickSpanAttributes(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, span := tp.Tracer("test").Start(context.Background(), "Pick")
-			resp, err := s.PickFor(ctx, c.req, PickMeta{})
+			resp, err := s.PickFor(ctx, c.req, frontend.PickMeta{})
 			span.End()
 			if (err == nil) != c.chosen {
 				t.Fatalf("Pick: %v", err)

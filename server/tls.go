@@ -4,13 +4,7 @@ import (
 	"crypto/tls"
 
 	"google.golang.org/grpc/credentials"
-
-	"github.com/prefixroute/prefixroute/internal/auth"
 )
-
-// TLSFiles names the PEM files of the listeners' TLS (auth.TLSFiles says
-// how they are used and reloaded).
-type TLSFiles = auth.TLSFiles
 
 // listenerTLS is the listeners' TLS, reloaded when its files change:
 // *auth.TLSServer. Safe for concurrent use.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/testpki"
 	"github.com/prefixroute/prefixroute/internal/testwait"
 )
@@ -86,14 +87,14 @@ func TestTLSConfigErrors(t *testing.T) {
 	dir, good := p.Dir, p.TLS
 	tests := []struct {
 		name string
-		f    TLSFiles
+		f    auth.TLSFiles
 		want string
 	}{
-		{"key without cert", TLSFiles{KeyFile: good.KeyFile}, "--tls-cert and --tls-key go together"},
-		{"cert without key", TLSFiles{CertFile: good.CertFile}, "--tls-cert and --tls-key go together"},
-		{"client CA alone", TLSFiles{ClientCAFile: good.ClientCAFile}, "--tls-client-ca needs --tls-cert"},
-		{"missing cert file", TLSFiles{CertFile: dir + "/nope.pem", KeyFile: good.KeyFile}, "--tls-cert " + dir + "/nope.pem"},
-		{"CA not PEM", TLSFiles{CertFile: good.CertFile, KeyFile: good.KeyFile, ClientCAFile: good.KeyFile}, "no PEM certificate"},
+		{"key without cert", auth.TLSFiles{KeyFile: good.KeyFile}, "--tls-cert and --tls-key go together"},
+		{"cert without key", auth.TLSFiles{CertFile: good.CertFile}, "--tls-cert and --tls-key go together"},
+		{"client CA alone", auth.TLSFiles{ClientCAFile: good.ClientCAFile}, "--tls-client-ca needs --tls-cert"},
+		{"missing cert file", auth.TLSFiles{CertFile: dir + "/nope.pem", KeyFile: good.KeyFile}, "--tls-cert " + dir + "/nope.pem"},
+		{"CA not PEM", auth.TLSFiles{CertFile: good.CertFile, KeyFile: good.KeyFile, ClientCAFile: good.KeyFile}, "no PEM certificate"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

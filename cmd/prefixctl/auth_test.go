@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prefixroute/prefixroute/internal/testpki"
-
 	"github.com/prefixroute/prefixroute/server"
 )
 
@@ -21,7 +20,7 @@ func startSecureDaemon(t *testing.T, p *testpki.PKI, withTLS bool) *server.Daemo
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	cfg := server.DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off", Server: server.Options{DataDir: t.TempDir(),
 		Now: func() time.Time { return at }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
-	p.Secure(withTLS)(&cfg)
+	cfg.TokensFile, cfg.TLS = p.Files(withTLS)
 	d, err := server.Start(cfg)
 	if err != nil {
 		t.Fatal(err)

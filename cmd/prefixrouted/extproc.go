@@ -7,10 +7,10 @@ import (
 
 	procmode "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 
+	"github.com/prefixroute/prefixroute/frontend"
+	"github.com/prefixroute/prefixroute/frontend/extproc"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/internal/openai"
-	"github.com/prefixroute/prefixroute/server"
-	"github.com/prefixroute/prefixroute/server/extproc"
 )
 
 // extprocFlags are the flags of README "Behind Envoy or a Gateway API
@@ -59,14 +59,14 @@ func (f *extprocFlags) gateway() (gateway.Config, error) {
 
 // frontEnd is the configured front end; its Listen is empty when
 // --extproc-listen is not set.
-func (f *extprocFlags) frontEnd() (server.FrontEnd, error) {
-	tls, err := server.ParseFrontEndTLS(f.tls)
+func (f *extprocFlags) frontEnd() (frontend.GRPC, error) {
+	tls, err := frontend.ParseTLSMode(f.tls)
 	if err != nil {
-		return server.FrontEnd{}, fmt.Errorf("--extproc-tls: %w", err)
+		return frontend.GRPC{}, fmt.Errorf("--extproc-tls: %w", err)
 	}
 	gc, err := f.gateway()
 	if err != nil {
-		return server.FrontEnd{}, err
+		return frontend.GRPC{}, err
 	}
 	var mode procmode.ProcessingMode_BodySendMode
 	switch f.bodyMode {
@@ -75,10 +75,10 @@ func (f *extprocFlags) frontEnd() (server.FrontEnd, error) {
 	case "buffered":
 		mode = procmode.ProcessingMode_BUFFERED
 	default:
-		return server.FrontEnd{}, fmt.Errorf("--extproc-body-mode: %q is not full-duplex-streamed or buffered", f.bodyMode)
+		return frontend.GRPC{}, fmt.Errorf("--extproc-body-mode: %q is not full-duplex-streamed or buffered", f.bodyMode)
 	}
 	if f.fallbacks < 0 {
-		return server.FrontEnd{}, fmt.Errorf("--extproc-fallbacks: %d; want >= 0", f.fallbacks)
+		return frontend.GRPC{}, fmt.Errorf("--extproc-fallbacks: %d; want >= 0", f.fallbacks)
 	}
 	return extproc.FrontEnd(f.listen, tls, extproc.Options{
 		Gateway: gc, Fallbacks: f.fallbacks, DecisionHeader: f.decisionHeader, DefaultBodyMode: mode,

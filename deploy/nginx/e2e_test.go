@@ -14,9 +14,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend/httproute"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/internal/servertest"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // TestNginxSharedPrefixStaysOnItsInstance: requests sharing a long system
@@ -54,8 +54,8 @@ func TestNginxWeightsShiftNewPrompts(t *testing.T) {
 	}
 	// The probability the sidecar reports for a new prompt is the weight's.
 	r := f.route(chat("mix", "", "probe: a prompt that shares nothing with the others, long enough for a block", false))
-	want := map[string]string{"a-1": "0.1", "b-1": "0.9"}[r.header.Get(server.InstanceHeader)]
-	if r.status != http.StatusNoContent || r.header.Get(server.ProbabilityHeader) != want {
+	want := map[string]string{"a-1": "0.1", "b-1": "0.9"}[r.header.Get(httproute.InstanceHeader)]
+	if r.status != http.StatusNoContent || r.header.Get(httproute.ProbabilityHeader) != want {
 		t.Fatalf("/v1/route: %d %v", r.status, r.header)
 	}
 	const n = 400

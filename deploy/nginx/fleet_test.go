@@ -13,10 +13,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/frontend/httproute"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // fleet is one end-to-end setup: a real prefixrouted on loopback (wall
@@ -131,8 +131,8 @@ func (f *fleet) servedBy(body string) string {
 // route asks the sidecar's /v1/route directly, as nginx does.
 func (f *fleet) route(body string) answer {
 	f.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+f.sidecar.HTTPAddr()+server.PathRoute, strings.NewReader(body))
-	req.Header.Set(server.OriginalURIHeader, "/v1/chat/completions")
+	req, _ := http.NewRequest(http.MethodPost, "http://"+f.sidecar.HTTPAddr()+httproute.PathRoute, strings.NewReader(body))
+	req.Header.Set(httproute.OriginalURIHeader, "/v1/chat/completions")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		f.t.Fatal(err)
@@ -160,7 +160,7 @@ func (f *fleet) pickAudit(pool, body string) *pb.PickResponse {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	resp, err := http.Post("http://"+f.sidecar.HTTPAddr()+server.PathPick, "application/json", strings.NewReader(string(js)))
+	resp, err := http.Post("http://"+f.sidecar.HTTPAddr()+httproute.PathPick, "application/json", strings.NewReader(string(js)))
 	if err != nil {
 		f.t.Fatal(err)
 	}

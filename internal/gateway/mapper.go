@@ -1,7 +1,7 @@
 // Package gateway turns a gateway's HTTP request (an OpenAI-style body and
 // its headers) into a pb.PickRequest, and a failed pick into an HTTP
 // answer. It is shared by the front ends that see HTTP requests rather than
-// PickRequests: the Envoy ext_proc endpoint picker (server/extproc) and the
+// PickRequests: the Envoy ext_proc endpoint picker (frontend/extproc) and the
 // HTTP /v1/route endpoint. A Mapper is safe for concurrent use; so are the
 // package's functions.
 package gateway

@@ -99,21 +99,12 @@ func New(t testing.TB) *PKI {
 	return p
 }
 
-// Securable is a daemon configuration the PKI can point at its files:
-// *server.DaemonConfig is one (this package cannot name it: the server's
-// own tests use this package).
-type Securable interface {
-	SetSecurity(tokensFile string, tls auth.TLSFiles)
-}
-
-// Secure is a daemon configuration option: the tokens file and, with
-// withTLS, TLS with the client CA.
-func (p *PKI) Secure(withTLS bool) func(Securable) {
-	return func(c Securable) {
-		var f auth.TLSFiles
-		if withTLS {
-			f = p.TLS
-		}
-		c.SetSecurity(p.TokensFile, f)
+// Files are the daemon configuration's security files: the tokens file
+// and, with withTLS, the TLS files with the client CA (zero without). Set
+// them as cfg.TokensFile, cfg.TLS = pki.Files(withTLS).
+func (p *PKI) Files(withTLS bool) (tokensFile string, tls auth.TLSFiles) {
+	if withTLS {
+		tls = p.TLS
 	}
+	return p.TokensFile, tls
 }

@@ -21,7 +21,7 @@ import (
 
 // secure is testpki's PKI.Secure as a startSidecar option.
 func secure(p *testpki.PKI, withTLS bool) func(*server.DaemonConfig) {
-	return func(c *server.DaemonConfig) { p.Secure(withTLS)(c) }
+	return func(c *server.DaemonConfig) { c.TokensFile, c.TLS = p.Files(withTLS) }
 }
 
 // dialAs connects over TLS (trusting the test CA) with the named identity's
