@@ -115,7 +115,6 @@ type Daemon struct {
 	metrics *http.Server
 	auth    authorizer  // nil: authentication off
 	tls     listenerTLS // nil: plaintext
-	guard   *streamGuard
 	picker  *httpPicker // POST /v1/pick and /v1/route on the HTTP listener
 	fronts  []*frontEnd // the front ends with a listener
 	ready   atomic.Bool
@@ -174,7 +173,7 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 		return nil, err
 	}
 	srv := d.srv
-	d.grpc = grpc.NewServer(append(middleware(log, d.tel, srv.obs, &d.calls, d.authFunc(), d.guard, cfg.testUnary),
+	d.grpc = grpc.NewServer(append(middleware(log, d.tel, srv.obs, &d.calls, d.authFunc(), cfg.testUnary),
 		d.serverOptions(&cfg)...)...)
 	srv.Register(d.grpc)
 	d.health = health.NewServer()

@@ -138,7 +138,9 @@ type ReporterStats struct {
 	// Events counts the block events sent, snapshots included.
 	Events uint64
 	// Resends counts whole-cache reports sent because the sidecar asked
-	// (resend_cache: a router replica joined).
+	// (resend_cache). Only routers that still run the removed
+	// --nats-catch-up resend mode ask; the Reporter keeps honouring them
+	// during an upgrade.
 	Resends uint64
 	// Interval is the report interval in force.
 	Interval time.Duration
