@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/protoconv"
 	"github.com/prefixroute/prefixroute/internal/state"
 )
@@ -52,6 +54,102 @@ func (ls *loadService) ReportLoad(stream reportStream) error {
 // client's CloseSend, once every report is acked.
 func (ls *loadService) ReportLoadBatch(stream batchStream) error {
 	return ls.s.serveReports(stream.Context(), batchWire{stream}, false)
+}
+
+// serveReports runs a report stream read through w (single: a ReportLoad
+// stream) until it ends, and returns its status. The stream holds one of
+// the guard's slots throughout.
+func (s *Server) serveReports(ctx context.Context, w reportWire, single bool) error {
+	if err := s.guard.take(ctx, "report streams"); err != nil {
+		return err
+	}
+	defer s.guard.give()
+	first, err := s.guard.recvFirst(ctx, w)
+	if err != nil {
+		return recvError(err)
+	}
+	what := "first message"
+	if single {
+		what = "first report"
+	}
+	if err := checkAckInterval(first.ackMs, what); err != nil {
+		return err
+	}
+	e := &reportEngine{s: s, wire: w, ctx: ctx, single: single, members: make(map[memberKey]*member)}
+	if c := auth.CallerFrom(ctx); c != nil && c.Bind != nil {
+		e.bound = c.Principal
+	}
+	e.acks = newAcker(first.ackMs, e.emit)
+	defer e.stop()
+	e.mu.Lock()
+	err = e.apply(first)
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	var replaced <-chan struct{}
+	if single {
+		replaced = e.only.sess.Done()
+	}
+	ended := make(chan error, 1)
+	go e.receive(ended)
+	return e.await(ended, replaced)
+}
+
+// await waits for the end of the stream, whose receive goroutine reports
+// on ended, sending deferred acks when due. replaced, when not nil, is
+// closed when a newer stream replaced the single member.
+func (e *reportEngine) await(ended <-chan error, replaced <-chan struct{}) error {
+	for {
+		select {
+		case err := <-ended:
+			return err
+		case <-e.acks.due():
+			e.mu.Lock()
+			err := e.acks.flush()
+			e.mu.Unlock()
+			if err != nil {
+				return err
+			}
+		case <-replaced:
+			return replacedError(e.only.id)
+		case <-e.s.stopping:
+			return status.Error(codes.Unavailable, "router shutting down; reconnect and resend the cache snapshot")
+		case <-e.ctx.Done():
+			// The client ended the stream (or its deadline passed): Canceled
+			// or DeadlineExceeded, logged as the client's doing.
+			return status.FromContextError(e.ctx.Err()).Err()
+		}
+	}
+}
+
+// receive applies the stream's messages until it ends, then sends why on
+// ended: nil after a clean end (the client's CloseSend; every report
+// acked), else the stream's error. It applies nothing once stop ran.
+func (e *reportEngine) receive(ended chan<- error) {
+	for {
+		m, err := e.wire.recv()
+		if err != nil {
+			if err = recvError(err); err == nil {
+				e.mu.Lock()
+				err = e.acks.flush() // the last reports are acked before the OK
+				e.mu.Unlock()
+			}
+			ended <- err
+			return
+		}
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return
+		}
+		err = e.apply(m)
+		e.mu.Unlock()
+		if err != nil {
+			ended <- err
+			return
+		}
+	}
 }
 
 // singleWire is the engine's view of a ReportLoad stream: a message is one

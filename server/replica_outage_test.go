@@ -40,7 +40,9 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 	for i, r := range rs {
 		id := ids[i]
 		in := report(r, rep(pool, "a", id))
-		reportLoop(t, in, 10*time.Millisecond, func() *pb.ReportLoadRequest {
+		// 40 reports/s: under the default limit of 50, which would end the
+		// stream once the burst is spent.
+		reportLoop(t, in, 25*time.Millisecond, func() *pb.ReportLoadRequest {
 			m := rep(pool, "a", id)
 			if id == "a-1" && busy.Load() {
 				m.QueueMs = f64(1e6)

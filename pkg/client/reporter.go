@@ -96,8 +96,8 @@ type ReporterOptions struct {
 	// AckInterval asks the sidecar for at most one ack per AckInterval
 	// (ack_interval_ms, whole milliseconds): each ack then covers every
 	// report before it, and an instance reporting every 100 ms costs the
-	// sidecar a tenth of the acks. The first report, a request to resend
-	// the cache and the stream's end are acked at once. Default
+	// sidecar a tenth of the acks. The first report and the stream's end
+	// are acked at once. Default
 	// DefaultAckInterval (1s); negative: an ack for every report; at most
 	// MaxAckInterval (60s). A sidecar older than this option acks every
 	// report, which the Reporter handles the same way.
