@@ -124,6 +124,13 @@ func TestReportLoadBatch(t *testing.T) {
 	same(t, "acks of the first message", acks, []string{"chat/a:1", "chat/b:1", "code/c:7"})
 	same(t, "ends", ended, nil)
 	same(t, "chat's instances", instanceStates(t, admin, "chat"), []string{"a=OK", "b=OK"})
+	// Counted under their pools, which the first reports created.
+	fams := obsScrape(t, d)
+	for pool, want := range map[string]float64{"chat": 2, "code": 1} {
+		if v, ok := obsValueOK(fams, "prefixroute_reports_total", map[string]string{"pool": pool, "deployment": "d"}); !ok || v != want {
+			t.Errorf("prefixroute_reports_total{pool=%q}: %v (found %v), want %v", pool, v, ok, want)
+		}
+	}
 
 	acks, _ = b.exchange(batch(brep("chat", "a", 2, false), brep("chat", "b", 2, false)))
 	same(t, "acks", acks, []string{"chat/a:2", "chat/b:2"})
