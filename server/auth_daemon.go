@@ -39,9 +39,9 @@ func (d *Daemon) startSecurity(cfg *DaemonConfig, meter metric.Meter) error {
 		d.log.Warn("--insecure: listeners may be reachable without authentication or TLS; see SECURITY.md",
 			"auth", d.auth != nil, "tls", d.tls != nil)
 	}
-	var err error
-	d.guard, err = newStreamGuard(cfg.Transport, meter)
-	return err
+	t := cfg.Transport
+	return d.srv.LimitReports(ReportLimits{MaxStreams: t.MaxReportStreams, PerSecond: t.ReportsPerSecond,
+		Burst: t.ReportBurst, FirstReportTimeout: t.FirstReportTimeout}, meter)
 }
 
 // authFunc is the auth interceptors' function, or nil when authentication

@@ -117,9 +117,8 @@ type Daemon struct {
 	metrics *http.Server
 	auth    frontend.Authorizer // nil: authentication off
 	tls     listenerTLS         // nil: plaintext
-	guard   *streamGuard
-	picker  *httproute.Handler // POST /v1/pick and /v1/route on the HTTP listener
-	fronts  []*frontEnd        // the front ends with a listener
+	picker  *httproute.Handler  // POST /v1/pick and /v1/route on the HTTP listener
+	fronts  []*frontEnd         // the front ends with a listener
 	ready   atomic.Bool
 	cancel  context.CancelFunc
 	done    chan error
@@ -173,7 +172,7 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 		return nil, err
 	}
 	srv := d.srv
-	d.grpc = grpc.NewServer(append(middleware(log, d.tel, srv, &d.calls, d.authFunc(), d.guard, cfg.testUnary),
+	d.grpc = grpc.NewServer(append(middleware(log, d.tel, srv, &d.calls, d.authFunc(), cfg.testUnary),
 		d.serverOptions(&cfg)...)...)
 	srv.Register(d.grpc)
 	d.health = health.NewServer()

@@ -63,7 +63,7 @@ func (d *Daemon) serveFrontEnds(cfg *DaemonConfig) error {
 		if creds != nil {
 			opts = append(opts, grpc.Creds(creds))
 		}
-		fe.grpc = grpc.NewServer(append(middleware(d.log, d.tel, d.srv, &d.calls, d.authFunc(), d.guard, cfg.testUnary), opts...)...)
+		fe.grpc = grpc.NewServer(append(middleware(d.log, d.tel, d.srv, &d.calls, d.authFunc(), cfg.testUnary), opts...)...)
 		names, err := fe.cfg.Register(fe.grpc, frontend.Deps{Picker: d.srv, Logger: d.log, Tracer: d.tel.tracer, MaxPrefixBlocks: d.srv.Limits().MaxPrefixBlocks,
 			Meter: d.tel.meter.Meter("github.com/prefixroute/prefixroute/server/" + fe.cfg.Name)})
 		if err != nil {

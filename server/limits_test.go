@@ -243,7 +243,7 @@ func TestFirstReportTimeout(t *testing.T) {
 	if el := time.Since(start); el > 5*time.Second {
 		t.Errorf("closed after %v", el)
 	}
-	testwait.Eventually(t, "the stream slot", func() bool { return d.guard.open.Load() == 0 })
+	testwait.Eventually(t, "the stream slot", func() bool { return d.srv.guard.open.Load() == 0 })
 	if err := sendReport(t, limitClients{load: load}, ident("chat", "a", "a-1")); err != nil {
 		t.Errorf("a stream after the timeout: %v", err)
 	}

@@ -5,15 +5,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/protoconv"
 	"github.com/prefixroute/prefixroute/internal/state"
+)
+
+// Limits of a ReportLoadBatch stream (SECURITY.md lists them). Each
+// instance on the stream also holds one of --max-report-streams and has the
+// token bucket of a report stream (--max-reports-per-second).
+const (
+	// MaxBatchReports is the most reports one ReportLoadBatchRequest may
+	// carry; a message with more ends the stream with InvalidArgument.
+	MaxBatchReports = 256
+	// MaxBatchInstances is the most instances one ReportLoadBatch stream
+	// may hold at once; the first report of one more ends that instance
+	// with ResourceExhausted.
+	MaxBatchInstances = 1024
 )
 
 type loadService struct {
@@ -21,150 +34,117 @@ type loadService struct {
 	s *Server
 }
 
-type reportStream = grpc.BidiStreamingServer[pb.ReportLoadRequest, pb.ReportLoadResponse]
+type (
+	reportStream = grpc.BidiStreamingServer[pb.ReportLoadRequest, pb.ReportLoadResponse]
+	batchStream  = grpc.BidiStreamingServer[pb.ReportLoadBatchRequest, pb.ReportLoadBatchResponse]
+)
 
 // ReportLoad implements LoadService.ReportLoad: the first message names the
 // instance and starts its session; every message is applied, then acked
 // (at once, or by a later cumulative ack when the stream set
-// ack_interval_ms: acker, load_ack.go).
+// ack_interval_ms: acker, load_ack.go). It is a report stream of one
+// member (load_engine.go) whose errors end the stream.
 func (ls *loadService) ReportLoad(stream reportStream) error {
-	s := ls.s
-	first, err := stream.Recv()
+	return ls.s.serveReports(stream.Context(), &singleWire{stream: stream}, true)
+}
+
+// ReportLoadBatch implements LoadService.ReportLoadBatch: the ReportLoad
+// streams of several instances on one stream; an instance's error ends
+// that instance alone (InstanceEnded). The stream ends OK after the
+// client's CloseSend, once every report is acked.
+func (ls *loadService) ReportLoadBatch(stream batchStream) error {
+	return ls.s.serveReports(stream.Context(), batchWire{stream}, false)
+}
+
+// serveReports runs a report stream read through w (single: a ReportLoad
+// stream) until it ends, and returns its status. The stream holds one of
+// the guard's slots throughout.
+func (s *Server) serveReports(ctx context.Context, w reportWire, single bool) error {
+	if err := s.guard.take(ctx, "report streams"); err != nil {
+		return err
+	}
+	defer s.guard.give()
+	first, err := s.guard.recvFirst(ctx, w)
 	if err != nil {
 		return recvError(err)
 	}
-	id := state.Identity{Pool: first.GetPool(), Deployment: first.GetDeployment(),
-		Instance: first.GetInstanceId(), Address: first.GetAddress()}
-	if err := s.reg.ValidateIdentity(id); err != nil {
-		return status.Error(codeOf(err), "first report of a stream: "+err.Error())
+	what := "first message"
+	if single {
+		what = "first report"
 	}
-	var rep state.Report
-	if err := ls.convert(first, &rep); err != nil {
+	if err := checkAckInterval(first.ackMs, what); err != nil {
 		return err
 	}
-	if err := checkAckInterval(first.GetAckIntervalMs(), "first report"); err != nil {
-		return err
+	e := &reportEngine{s: s, wire: w, ctx: ctx, single: single, members: make(map[memberKey]*member)}
+	if c := auth.CallerFrom(ctx); c != nil && c.Bind != nil {
+		e.bound = c.Principal
 	}
-	pool, err := s.reg.Ensure(id.Pool)
-	if err != nil {
-		return statusOf(err)
-	}
-	// Before Connect: from here on, other replicas' events for this
-	// instance no longer drive it, so none can replace the new session.
-	s.repl.StreamOpened(id.Pool, id.Instance)
-	sess, err := pool.Connect(s.opts.Now(), id)
-	if err != nil {
-		s.repl.StreamEnded(id.Pool, id.Instance, false)
-		return statusOf(err)
-	}
-	if prev, ok := sess.TookOver(); ok {
-		s.tookOver(stream.Context(), id, prev)
-	}
-	defer func() { sess.Close(s.opts.Now()) }()
-	defer s.repl.StreamEnded(id.Pool, id.Instance, true)
-	s.log.Debug("report stream opened", "pool", id.Pool, "deployment", id.Deployment, "instance", id.Instance, "address", id.Address)
-
-	l := &reportLoop{ls: ls, stream: stream, id: id, sess: sess, rep: &rep, lastSeq: first.GetSeq(),
-		counts: s.obs.reporting(id.Pool, id.Deployment)}
-	l.acks = newAcker(s, first.GetAckIntervalMs(), func(resend bool) error {
-		return stream.Send(&pb.ReportLoadResponse{Seq: l.ackSeq, ReportIntervalMs: s.reportIntervalMs(), ResendCache: resend})
-	})
-	defer l.stop() // first of the defers: no report is applied after StreamEnded
-	l.mu.Lock()
-	err = l.apply(first)
-	l.mu.Unlock()
+	e.acks = newAcker(first.ackMs, e.emit)
+	defer e.stop()
+	e.mu.Lock()
+	err = e.apply(first)
+	e.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	var replaced <-chan struct{}
+	if single {
+		replaced = e.only.sess.Done()
 	}
 	ended := make(chan error, 1)
-	go l.receive(ended)
-	return s.awaitEnd(stream.Context(), ended, l.acks, &l.mu, sess.Done(), func() error { return replacedError(id) })
+	go e.receive(ended)
+	return e.await(ended, replaced)
 }
 
-// awaitEnd waits for the end of a report stream whose receive goroutine
-// reports on ended, sending the deferred acks of acks (under mu) when due:
-// it returns the stream's status. replaced, when not nil, is closed when a
-// newer stream replaced the stream's instance; replacedErr is then the
-// status.
-func (s *Server) awaitEnd(ctx context.Context, ended <-chan error, acks *acker, mu *sync.Mutex,
-	replaced <-chan struct{}, replacedErr func() error) error {
+// await waits for the end of the stream, whose receive goroutine reports
+// on ended, sending deferred acks when due. replaced, when not nil, is
+// closed when a newer stream replaced the single member.
+func (e *reportEngine) await(ended <-chan error, replaced <-chan struct{}) error {
 	for {
 		select {
 		case err := <-ended:
 			return err
-		case <-acks.due():
-			mu.Lock()
-			err := acks.flush()
-			mu.Unlock()
+		case <-e.acks.due():
+			e.mu.Lock()
+			err := e.acks.flush()
+			e.mu.Unlock()
 			if err != nil {
 				return err
 			}
 		case <-replaced:
-			return replacedErr()
-		case <-s.stopping:
+			return replacedError(e.only.id)
+		case <-e.s.stopping:
 			return status.Error(codes.Unavailable, "router shutting down; reconnect and resend the cache snapshot")
-		case <-ctx.Done():
+		case <-e.ctx.Done():
 			// The client ended the stream (or its deadline passed): Canceled
 			// or DeadlineExceeded, logged as the client's doing.
-			return status.FromContextError(ctx.Err()).Err()
+			return status.FromContextError(e.ctx.Err()).Err()
 		}
 	}
 }
 
-// reportLoop is one ReportLoad stream after its first report. Its receive
-// goroutine reads, applies and acks each report; the handler's goroutine
-// waits for the stream's end and sends deferred acks. mu serialises
-// applying and Send between the two, and stop ends both.
-type reportLoop struct {
-	ls      *loadService
-	stream  reportStream
-	id      state.Identity
-	sess    *state.Session
-	counts  *depObs
-	acks    *acker
-	mu      sync.Mutex // held while applying a report or sending an ack
-	closed  bool       // set by stop: nothing is applied or sent after it
-	rep     *state.Report
-	lastSeq uint64 // of the latest report checked
-	ackSeq  uint64 // of the latest report applied
-}
-
-// receive applies the stream's reports until it ends (receiveReports).
-func (l *reportLoop) receive(ended chan<- error) {
-	receiveReports(l.stream.Recv, l.check, l.apply, &l.mu, &l.closed, l.acks, ended)
-}
-
-// receiveReports is the receive goroutine of a report stream: it receives
-// each message, checks it (check, without mu) and applies it (apply, under
-// mu, unless the stream's loop stopped: closed) until the stream ends, then
-// sends why on ended: nil after a clean end (the client's CloseSend; every
-// report acked), else the stream's error.
-func receiveReports[M any](recv func() (M, error), check, apply func(M) error, mu *sync.Mutex, closed *bool,
-	acks *acker, ended chan<- error) {
+// receive applies the stream's messages until it ends, then sends why on
+// ended: nil after a clean end (the client's CloseSend; every report
+// acked), else the stream's error. It applies nothing once stop ran.
+func (e *reportEngine) receive(ended chan<- error) {
 	for {
-		m, err := recv()
+		m, err := e.wire.recv()
 		if err != nil {
 			if err = recvError(err); err == nil {
-				mu.Lock()
-				err = acks.flush() // the last reports are acked before the OK
-				mu.Unlock()
+				e.mu.Lock()
+				err = e.acks.flush() // the last reports are acked before the OK
+				e.mu.Unlock()
 			}
 			ended <- err
 			return
 		}
-		if check != nil {
-			if err := check(m); err != nil {
-				ended <- err
-				return
-			}
-		}
-		mu.Lock()
-		if *closed {
-			mu.Unlock()
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
 			return
 		}
-		err = apply(m)
-		mu.Unlock()
+		err = e.apply(m)
+		e.mu.Unlock()
 		if err != nil {
 			ended <- err
 			return
@@ -172,47 +152,93 @@ func receiveReports[M any](recv func() (M, error), check, apply func(M) error, m
 	}
 }
 
-// check validates a later report of the stream and converts it into l.rep
-// (which only apply, under mu after it, reads).
-func (l *reportLoop) check(m *pb.ReportLoadRequest) error {
-	if err := sameIdentity(l.id, m); err != nil {
-		return err
-	}
-	if m.GetSeq() < l.lastSeq {
-		return status.Errorf(codes.InvalidArgument,
-			"report seq %d is below the stream's last seq %d: seq must not decrease on a stream; open a new stream to start over",
-			m.GetSeq(), l.lastSeq)
-	}
-	l.lastSeq = m.GetSeq()
-	return l.ls.convert(m, l.rep)
+// singleWire is the engine's view of a ReportLoad stream: a message is one
+// report; an ack is one ReportLoadResponse.
+type singleWire struct {
+	stream reportStream
+	one    [1]*pb.ReportLoadRequest
 }
 
-// apply applies the converted report m to the session, passes it to the
-// replicas and acks it. The caller holds mu.
-func (l *reportLoop) apply(m *pb.ReportLoadRequest) error {
-	s := l.ls.s
-	if err := l.sess.Report(s.opts.Now(), l.rep); err != nil {
-		return replacedError(l.id)
+func (w *singleWire) recv() (reportMsg, error) {
+	m, err := w.stream.Recv()
+	if err != nil {
+		return reportMsg{}, err
 	}
-	l.counts.reported() // observability hook (metrics.go)
-	s.repl.Reported(l.id, m)
-	l.ackSeq = m.GetSeq()
-	return l.acks.applied(false)
+	w.one[0] = m
+	return reportMsg{reports: w.one[:], ackMs: m.GetAckIntervalMs()}, nil
 }
 
-// stop ends the loop: the reports applied so far are acked when the
-// stream can still carry it, and the receive goroutine applies and sends
-// nothing more (it ends when Recv fails after the handler returns).
-func (l *reportLoop) stop() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.closed = true
-	l.acks.close()
+func (w *singleWire) send(due []*member, _ []*pb.InstanceEnded, iv uint32) error {
+	for _, mb := range due {
+		if mb.pending {
+			return w.stream.Send(&pb.ReportLoadResponse{Seq: mb.ackSeq, ReportIntervalMs: iv})
+		}
+	}
+	return nil
+}
+
+// batchWire is the engine's view of a ReportLoadBatch stream.
+type batchWire struct{ stream batchStream }
+
+func (w batchWire) recv() (reportMsg, error) {
+	m, err := w.stream.Recv()
+	if err != nil {
+		return reportMsg{}, err
+	}
+	if n := len(m.GetReports()); n > MaxBatchReports {
+		return reportMsg{}, status.Errorf(codes.InvalidArgument,
+			"ReportLoadBatch message with %d reports: the limit is %d; send the rest in the next message", n, MaxBatchReports)
+	}
+	return reportMsg{reports: m.GetReports(), closed: m.GetClosed(), ackMs: m.GetAckIntervalMs()}, nil
+}
+
+// send sends one message of its own each time: gRPC may read a sent
+// message later.
+func (w batchWire) send(due []*member, ended []*pb.InstanceEnded, iv uint32) error {
+	out := &pb.ReportLoadBatchResponse{Acks: make([]*pb.InstanceAck, 0, len(due)), Ended: ended}
+	for _, mb := range due {
+		if mb.pending {
+			out.Acks = append(out.Acks, &pb.InstanceAck{Instance: &pb.InstanceRef{Pool: mb.key.pool, InstanceId: mb.key.instance},
+				Ack: &pb.ReportLoadResponse{Seq: mb.ackSeq, ReportIntervalMs: iv}})
+		}
+	}
+	if len(out.Acks) == 0 && len(out.Ended) == 0 {
+		return nil
+	}
+	return w.stream.Send(out)
+}
+
+// batchRun is the reports of one message that go to one pool together:
+// one each of distinct open members, checked and converted (mb.rep).
+type batchRun struct {
+	pool *state.Pool // nil while empty
+	mbs  []*member
+	msgs []*pb.ReportLoadRequest
+	sess []*state.Session
+	reps []*state.Report
+	errs []error
+}
+
+func (rn *batchRun) add(mb *member, r *pb.ReportLoadRequest) {
+	rn.pool = mb.sess.Pool()
+	mb.inRun = true
+	rn.mbs, rn.msgs = append(rn.mbs, mb), append(rn.msgs, r)
+	rn.sess, rn.reps, rn.errs = append(rn.sess, mb.sess), append(rn.reps, &mb.rep), append(rn.errs, nil)
+}
+
+// reset empties the run, keeping its arrays.
+func (rn *batchRun) reset() {
+	clear(rn.mbs)
+	clear(rn.msgs)
+	clear(rn.sess)
+	clear(rn.reps)
+	clear(rn.errs)
+	rn.pool, rn.mbs, rn.msgs, rn.sess, rn.reps, rn.errs = nil, rn.mbs[:0], rn.msgs[:0], rn.sess[:0], rn.reps[:0], rn.errs[:0]
 }
 
 // convert fills rep from m and validates it.
-func (ls *loadService) convert(m *pb.ReportLoadRequest, rep *state.Report) error {
-	if err := protoconv.ReportOf(ls.s.reg, m, rep); err != nil {
+func (s *Server) convert(m *pb.ReportLoadRequest, rep *state.Report) error {
+	if err := protoconv.ReportOf(s.reg, m, rep); err != nil {
 		return status.Error(codeOf(err), fmt.Sprintf("report seq %d: %v", m.GetSeq(), err))
 	}
 	return nil

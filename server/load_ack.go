@@ -25,33 +25,25 @@ func checkAckInterval(ms uint32, what string) error {
 
 // acker paces a report stream's acks: one per report, or, when the stream
 // asked for an ack interval, at most one per interval covering every report
-// applied before it. What an ack holds is the stream's: emit sends it (one
-// ReportLoadResponse, or a ReportLoadBatchResponse for every instance with
-// reports not yet acked). Pacing is in real time (it is the transport's,
+// applied before it. What an ack holds is the stream's: emit sends it (the
+// engine's emit, load_engine.go). Pacing is in real time (it is the transport's,
 // not the pool's clock). Not safe for concurrent use, except due: the
 // stream's loop calls the rest under its mutex, as it sends.
 type acker struct {
-	emit   func(resend bool) error // sends the pending ack; resend: ask for the caches again
-	resend func() uint64           // the cluster's resend epoch
-	every  time.Duration           // 0: ack every report
+	emit  func() error  // sends the pending ack
+	every time.Duration // 0: ack every report
 
-	resendSeen uint64      // the resend epoch already passed on
-	sent       bool        // an ack went out on this stream
-	lastSent   time.Time   // when the latest ack went out
-	pending    bool        // a report applied and not yet acked
-	timer      *time.Timer // armed while an ack is deferred; nil when every is 0
-	armed      bool
+	sent     bool        // an ack went out on this stream
+	lastSent time.Time   // when the latest ack went out
+	pending  bool        // a report applied and not yet acked
+	timer    *time.Timer // armed while an ack is deferred; nil when every is 0
+	armed    bool
 }
 
 // newAcker returns the acker of a stream that asked for everyMs
 // (ack_interval_ms, already checked) and whose acks emit sends.
-func newAcker(s *Server, everyMs uint32, emit func(resend bool) error) *acker {
-	a := &acker{
-		emit:       emit,
-		resend:     s.repl.ResendEpoch,
-		every:      time.Duration(everyMs) * time.Millisecond,
-		resendSeen: s.repl.ResendEpoch(),
-	}
+func newAcker(everyMs uint32, emit func() error) *acker {
+	a := &acker{emit: emit, every: time.Duration(everyMs) * time.Millisecond}
 	if a.every > 0 {
 		a.timer = time.NewTimer(a.every)
 		a.timer.Stop() // armed by the first deferred ack
@@ -67,7 +59,7 @@ func (s *Server) reportIntervalMs() uint32 { return uint32(s.opts.ReportInterval
 // instance's first report on a batch stream).
 func (a *acker) applied(now bool) error {
 	a.pending = true
-	if now || a.every == 0 || !a.sent || a.resend() != a.resendSeen {
+	if now || a.every == 0 || !a.sent {
 		return a.flush()
 	}
 	if wait := a.every - time.Since(a.lastSent); wait > 0 {
@@ -96,12 +88,8 @@ func (a *acker) flush() error {
 	if !a.pending {
 		return nil
 	}
-	resend := false
-	if e := a.resend(); e != a.resendSeen {
-		resend, a.resendSeen = true, e
-	}
 	a.pending, a.sent, a.lastSent = false, true, time.Now()
-	return a.emit(resend)
+	return a.emit()
 }
 
 // arm starts the timer for a deferred ack unless it runs already.

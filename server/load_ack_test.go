@@ -15,14 +15,13 @@ import (
 )
 
 // TestAckerPacing drives the acker alone: which calls send an ack, with
-// which seq and resend flag. Real time does not matter here: the deferred
+// which seq. Real time does not matter here: the deferred
 // cases use an interval of an hour.
 func TestAckerPacing(t *testing.T) {
 	type step struct {
-		op     string // "apply" (with seq), "flush", "resend" (the cluster asks), "close"
-		seq    uint64
-		want   uint64 // seq of the ack sent; 0: none
-		resend bool   // the ack carries resend_cache
+		op   string // "apply" (with seq), "flush", "close"
+		seq  uint64
+		want uint64 // seq of the ack sent; 0: none
 	}
 	tests := []struct {
 		name  string
@@ -38,22 +37,15 @@ func TestAckerPacing(t *testing.T) {
 			{op: "flush", want: 3}, // one ack covers 2 and 3
 			{op: "flush"},          // nothing pending
 			{op: "apply", seq: 4}, {op: "close", want: 4}}},
-		{"a resend goes out at once", time.Hour, []step{
-			{op: "apply", seq: 1, want: 1}, {op: "apply", seq: 2},
-			{op: "resend"}, {op: "apply", seq: 3, want: 3, resend: true},
-			{op: "apply", seq: 4}, {op: "close", want: 4}}},
-		{"every report passes a resend on", 0, []step{
-			{op: "apply", seq: 1, want: 1}, {op: "resend"}, {op: "apply", seq: 2, want: 2, resend: true},
-			{op: "apply", seq: 3, want: 3}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var sent []*pb.ReportLoadResponse
-			var epoch, seq uint64
-			a := &acker{emit: func(resend bool) error {
-				sent = append(sent, &pb.ReportLoadResponse{Seq: seq, ResendCache: resend, ReportIntervalMs: 100})
+			var seq uint64
+			a := &acker{emit: func() error {
+				sent = append(sent, &pb.ReportLoadResponse{Seq: seq, ReportIntervalMs: 100})
 				return nil
-			}, resend: func() uint64 { return epoch }, every: tc.every}
+			}, every: tc.every}
 			if tc.every > 0 {
 				a.timer = time.NewTimer(tc.every)
 				a.timer.Stop()
@@ -70,8 +62,6 @@ func TestAckerPacing(t *testing.T) {
 					if err := a.flush(); err != nil {
 						t.Fatal(err)
 					}
-				case "resend":
-					epoch++
 				case "close":
 					a.close()
 				}
@@ -80,8 +70,8 @@ func TestAckerPacing(t *testing.T) {
 					t.Fatalf("step %d (%s %d): sent ack seq %d, want none", i, st.op, st.seq, got[0].GetSeq())
 				case st.want != 0 && len(got) != 1:
 					t.Fatalf("step %d (%s %d): sent %d acks, want one with seq %d", i, st.op, st.seq, len(got), st.want)
-				case st.want != 0 && (got[0].GetSeq() != st.want || got[0].GetResendCache() != st.resend || got[0].GetReportIntervalMs() != 100):
-					t.Fatalf("step %d (%s %d): ack %v, want seq %d resend %v interval 100", i, st.op, st.seq, got[0], st.want, st.resend)
+				case st.want != 0 && (got[0].GetSeq() != st.want || got[0].GetReportIntervalMs() != 100):
+					t.Fatalf("step %d (%s %d): ack %v, want seq %d interval 100", i, st.op, st.seq, got[0], st.want)
 				}
 			}
 		})

@@ -124,6 +124,13 @@ func TestReportLoadBatch(t *testing.T) {
 	same(t, "acks of the first message", acks, []string{"chat/a:1", "chat/b:1", "code/c:7"})
 	same(t, "ends", ended, nil)
 	same(t, "chat's instances", instanceStates(t, admin, "chat"), []string{"a=OK", "b=OK"})
+	// Counted under their pools, which the first reports created.
+	fams := obsScrape(t, d)
+	for pool, want := range map[string]float64{"chat": 2, "code": 1} {
+		if v, ok := obsValueOK(fams, "prefixroute_reports_total", map[string]string{"pool": pool, "deployment": "d"}); !ok || v != want {
+			t.Errorf("prefixroute_reports_total{pool=%q}: %v (found %v), want %v", pool, v, ok, want)
+		}
+	}
 
 	acks, _ = b.exchange(batch(brep("chat", "a", 2, false), brep("chat", "b", 2, false)))
 	same(t, "acks", acks, []string{"chat/a:2", "chat/b:2"})
@@ -294,44 +301,64 @@ func TestReportLoadBatchEdges(t *testing.T) {
 	}
 }
 
-// TestBatchEmitResend: when the cluster asks for the caches again, the
-// next answer acks every instance of the stream with resend_cache, those
-// with nothing pending and one ended since its last ack included; without
-// it, only the instances with reports pending.
-func TestBatchEmitResend(t *testing.T) {
-	st := &fuzzStream[pb.ReportLoadBatchRequest, pb.ReportLoadBatchResponse]{ctx: context.Background()}
-	b := &batchLoop{ls: &loadService{s: fuzzServer(t)}, stream: st, members: map[memberKey]*member{}}
-	mk := func(inst string, seq uint64, pending, open bool) *member {
-		mb := &member{key: memberKey{"chat", inst}, ackSeq: seq, pending: pending, queued: pending}
-		if open {
-			b.members[mb.key] = mb
-		}
-		if pending {
-			b.due = append(b.due, mb)
-		}
-		return mb
+// TestEngineEmit: an answer acks exactly the members with a report not
+// yet acked, one ended since its last ack included, then the ends; a
+// member acked already is left out, and with nothing to say nothing is
+// sent. The ReportLoad wire sends its one member's ack alone.
+func TestEngineEmit(t *testing.T) {
+	batch := &fuzzStream[pb.ReportLoadBatchRequest, pb.ReportLoadBatchResponse]{ctx: context.Background()}
+	single := &fuzzStream[pb.ReportLoadRequest, pb.ReportLoadResponse]{ctx: context.Background()}
+	s := fuzzServer(t)
+	gone := &pb.InstanceEnded{Instance: &pb.InstanceRef{Pool: "chat", InstanceId: "gone"}, Code: int32(codes.OK)}
+	tests := []struct {
+		name    string
+		wire    reportWire
+		pending map[string]uint64 // member: ackSeq, in due with a report pending
+		acked   []string          // members in due whose reports were acked already
+		ended   []*pb.InstanceEnded
+		sent    func() int
+		want    []string // the answer's acks then ends, nil: nothing sent
+	}{
+		{"batch: pending and ended", batchWire{batch}, map[string]uint64{"a": 3, "gone": 7}, []string{"b"},
+			[]*pb.InstanceEnded{gone}, func() int { return len(batch.acks) }, []string{"chat/a:3", "chat/gone:7", "chat/gone=OK"}},
+		{"batch: nothing pending", batchWire{batch}, nil, []string{"b"}, nil, func() int { return len(batch.acks) }, nil},
+		{"single: pending", &singleWire{stream: single}, map[string]uint64{"a": 9}, nil, nil,
+			func() int { return len(single.acks) }, []string{"seq 9"}},
+		{"single: acked already", &singleWire{stream: single}, nil, []string{"a"}, nil, func() int { return len(single.acks) }, nil},
 	}
-	mk("a", 3, true, true)
-	mk("b", 5, false, true)
-	mk("gone", 7, true, false) // ended after its report was applied
-	if err := b.emit(false); err != nil {
-		t.Fatal(err)
-	}
-	acks, _ := describe(st.acks[0])
-	same(t, "acks without a resend", acks, []string{"chat/a:3", "chat/gone:7"})
-	mk("a", 4, true, true)
-	if err := b.emit(true); err != nil {
-		t.Fatal(err)
-	}
-	acks, _ = describe(st.acks[1])
-	same(t, "acks of a resend", acks, []string{"chat/a:4", "chat/b:5"})
-	for _, a := range st.acks[1].GetAcks() {
-		if !a.GetAck().GetResendCache() {
-			t.Errorf("ack %v without resend_cache", a)
-		}
-	}
-	if err := b.emit(false); err != nil || len(st.acks) != 2 {
-		t.Fatalf("nothing pending: %v, %d answers sent, want 2", err, len(st.acks))
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &reportEngine{s: s, wire: tc.wire, members: map[memberKey]*member{}, ended: tc.ended}
+			for inst, seq := range tc.pending {
+				e.due = append(e.due, &member{key: memberKey{"chat", inst}, ackSeq: seq, pending: true, queued: true})
+			}
+			for _, inst := range tc.acked {
+				e.due = append(e.due, &member{key: memberKey{"chat", inst}, ackSeq: 1, queued: true})
+			}
+			before := tc.sent()
+			if err := e.emit(); err != nil {
+				t.Fatal(err)
+			}
+			if len(e.due) != 0 || e.ended != nil {
+				t.Errorf("after emit: %d due, %d ended, want none", len(e.due), len(e.ended))
+			}
+			if n := tc.sent() - before; tc.want == nil {
+				if n != 0 {
+					t.Fatalf("%d answers sent, want none", n)
+				}
+				return
+			} else if n != 1 {
+				t.Fatalf("%d answers sent, want 1", n)
+			}
+			var got []string
+			if _, ok := tc.wire.(batchWire); ok {
+				acks, ends := describe(batch.acks[len(batch.acks)-1])
+				got = append(acks, ends...)
+			} else {
+				got = []string{fmt.Sprintf("seq %d", single.acks[len(single.acks)-1].GetSeq())}
+			}
+			same(t, "answer", got, tc.want)
+		})
 	}
 }
 

@@ -37,8 +37,6 @@ import (
 //     which PickFor records itself: see pickrecord.go);
 //   - authentication and authorization (internal/auth), when authFn is not nil:
 //     the go-grpc-middleware auth interceptor with the tokens file's roles;
-//   - for ReportLoad only, the stream guard (limits.go): report streams per
-//     daemon, first-report deadline, reports per second, instance binding;
 //   - recovery (innermost but for test): a panic becomes codes.Internal, its
 //     stack is logged, the server keeps serving.
 //
@@ -46,7 +44,7 @@ import (
 // Validate method (the protovalidate annotations need the Buf Schema
 // Registry), so the handlers validate and answer InvalidArgument naming the
 // field. test, when not nil, is chained innermost (tests inject panics).
-func middleware(log *slog.Logger, tel *telemetry, srv *Server, calls *inflight, authFn auth.AuthFunc, guard *streamGuard,
+func middleware(log *slog.Logger, tel *telemetry, srv *Server, calls *inflight, authFn auth.AuthFunc,
 	test grpc.UnaryServerInterceptor) []grpc.ServerOption {
 	rpcLog := interceptorLogger(log.With("component", "grpc"))
 	logOpts := []logging.Option{logging.WithFieldsFromContext(logTraceID), logging.WithLevels(codeToLevel)}
@@ -70,7 +68,7 @@ func middleware(log *slog.Logger, tel *telemetry, srv *Server, calls *inflight, 
 		stream = append(stream, auth.StreamServerInterceptor(authFn))
 	}
 	unary = append(unary, recovery.UnaryServerInterceptor(rec))
-	stream = append(stream, guard.stream, recovery.StreamServerInterceptor(rec))
+	stream = append(stream, recovery.StreamServerInterceptor(rec))
 	if test != nil {
 		unary = append(unary, test)
 	}

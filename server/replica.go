@@ -31,10 +31,6 @@ type Replicator interface {
 	Reported(id state.Identity, m *pb.ReportLoadRequest)
 	// Picked passes on the work a pick of pool gave its instance.
 	Picked(pool string, out *state.Pick, hashes []uint64)
-	// ResendEpoch grows when another replica asks the instances to resend
-	// their caches: a report stream that sees it change sets resend_cache
-	// in its next ack.
-	ResendEpoch() uint64
 	// RegisterMetrics exports the replication's metrics on m.
 	RegisterMetrics(m metric.Meter) error
 }
@@ -52,7 +48,6 @@ func (standalone) StreamOpened(string, string)                    {}
 func (standalone) StreamEnded(string, string, bool)               {}
 func (standalone) Reported(state.Identity, *pb.ReportLoadRequest) {}
 func (standalone) Picked(string, *state.Pick, []uint64)           {}
-func (standalone) ResendEpoch() uint64                            { return 0 }
 func (standalone) RegisterMetrics(metric.Meter) error             { return nil }
 
 // replicaHost is the Server as a replica.Host: its configuration lock is
@@ -75,8 +70,7 @@ func newReplicator(s *Server, opts Options) (Replicator, error) {
 	if opts.Cluster == nil {
 		return standalone{store: s.store}, nil
 	}
-	r, err := replica.New(replicaHost{s}, replica.Options{Cluster: *opts.Cluster, CatchUp: opts.ClusterCatchUp,
-		Logger: opts.Logger, Now: opts.Now})
+	r, err := replica.New(replicaHost{s}, replica.Options{Cluster: *opts.Cluster, Logger: opts.Logger, Now: opts.Now})
 	if err != nil {
 		return nil, err
 	}

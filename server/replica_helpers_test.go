@@ -20,7 +20,7 @@ import (
 // Helpers of the replica tests (replica_*_test.go).
 
 // scrape fetches and parses a daemon's /metrics.
-func scrape(t *testing.T, e *servertest.Sidecar) map[string]*dto.MetricFamily {
+func scrape(t testing.TB, e *servertest.Sidecar) map[string]*dto.MetricFamily {
 	return server.ScrapeMetrics(t, e.D)
 }
 
@@ -45,6 +45,14 @@ func linkUp(t *testing.T, e *servertest.Sidecar) float64 {
 	if !ok {
 		t.Fatalf("no single prefixroute_cluster_link_up series; cluster families: %s", familyNames(fams, "prefixroute_cluster"))
 	}
+	return v
+}
+
+// reportsApplied is the load reports e applied from its own streams in
+// pool (prefixroute_reports_total of deployment "a").
+func reportsApplied(t *testing.T, e *servertest.Sidecar, pool string) float64 {
+	t.Helper()
+	v, _ := server.MetricValue(scrape(t, e), "prefixroute_reports_total", map[string]string{"pool": pool, "deployment": "a"})
 	return v
 }
 

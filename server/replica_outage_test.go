@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strings"
 	"sync/atomic"
@@ -39,7 +40,9 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 	for i, r := range rs {
 		id := ids[i]
 		in := report(r, rep(pool, "a", id))
-		reportLoop(t, in, 10*time.Millisecond, func() *pb.ReportLoadRequest {
+		// 40 reports/s: under the default limit of 50, which would end the
+		// stream once the burst is spent.
+		reportLoop(t, in, 25*time.Millisecond, func() *pb.ReportLoadRequest {
 			m := rep(pool, "a", id)
 			if id == "a-1" && busy.Load() {
 				m.QueueMs = f64(1e6)
@@ -83,7 +86,11 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 		took := servertest.Eventually(t, "link down on every replica", func() bool { return linkUp(t, r) == 0 })
 		t.Logf("replica %d: link down %v after NATS stopped", i+1, took)
 	}
-	time.Sleep(100 * time.Millisecond) // reports keep flowing to each replica
+	for i, r := range rs { // reports keep flowing to each replica
+		from := reportsApplied(t, r, pool)
+		servertest.Eventually(t, fmt.Sprintf("replica %d applying reports with NATS down", i+1),
+			func() bool { return reportsApplied(t, r, pool) >= from+5 })
+	}
 	for i, r := range rs {
 		got := picks(r, 30)
 		if len(instances(r, pool)) != len(ids) {

@@ -40,11 +40,6 @@ type Options struct {
 	// configuration in its bucket, reports and picks fanned out. nil is a
 	// single process on its data dir.
 	Cluster *cluster.Config
-	// ClusterCatchUp is how a replica catches up on the instances reporting
-	// to the others when it joins or reconnects: replica.CatchUpSnapshot (default:
-	// one peer sends its whole view) or replica.CatchUpResend (every instance
-	// resends its cache through its LoadAck). See BENCHMARKS.md.
-	ClusterCatchUp string
 }
 
 // Server implements PickService, LoadService and AdminService over one
@@ -58,10 +53,11 @@ type Server struct {
 	adminMu  sync.Mutex // orders store writes with their publication to the pools
 	stopping chan struct{}
 	stopOnce sync.Once
-	picks    sync.Pool  // of *pickScratch
-	obs      *observer  // observability hooks (metrics.go); nil records nothing
-	repl     Replicator // the cluster, or standalone (replica.go)
-	flaps    flapLog    // identity takeovers logged (load_flaps.go)
+	picks    sync.Pool    // of *pickScratch
+	obs      *observer    // observability hooks (metrics.go); nil records nothing
+	repl     Replicator   // the cluster, or standalone (replica.go)
+	flaps    flapLog      // identity takeovers logged (load_flaps.go)
+	guard    *reportGuard // report-stream limits (LimitReports); nil: none
 }
 
 // New opens the data dir, restores every configured pool and returns a

@@ -70,7 +70,11 @@ func run() int {
 		return 2
 	}
 	cfg.Server.Logger = log
-	cfg.Server.Cluster, cfg.Server.ClusterCatchUp = nats.config(), nats.catchUp
+	if nats.catchUp != "snapshot" {
+		fmt.Fprintf(os.Stderr, "prefixrouted: --nats-catch-up %q: only snapshot remains (resend was removed); drop the flag\n", nats.catchUp)
+		return 2
+	}
+	cfg.Server.Cluster = nats.config()
 	fe, err := ext.frontEnd()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "prefixrouted: %v\n", err)
@@ -144,7 +148,7 @@ func clusterFlags() *natsFlags {
 	flag.StringVar(&f.bucket, "nats-bucket", "prefixroute", "JetStream key-value bucket holding the pools' configuration")
 	flag.StringVar(&f.prefix, "nats-subject-prefix", "prefixroute", "subject prefix of the replicas' events and snapshots")
 	flag.IntVar(&f.replicas, "nats-replicas", 1, "JetStream replicas of the bucket when this replica creates it")
-	flag.StringVar(&f.catchUp, "nats-catch-up", "snapshot", "how a joining replica learns the others' instances: snapshot (from one peer) or resend (instances resend their caches)")
+	flag.StringVar(&f.catchUp, "nats-catch-up", "snapshot", "deprecated, accepts only snapshot: a joining replica learns the others' instances from one peer")
 	return f
 }
 

@@ -14,8 +14,7 @@ import (
 // (cluster.Handlers.OnEvents). An event that cannot be applied is logged,
 // once, and the batch goes on.
 func (r *Replica) onEvents(pool, origin string, sentAt time.Time, payloads [][]byte) {
-	if pool == allPools { // requests for every pool: only resend is sent so
-		r.resendEpoch.Add(1)
+	if pool == allPools { // requests for every pool: the resend requests of older replicas, ignored
 		r.applied.Add(uint64(len(payloads)))
 		return
 	}

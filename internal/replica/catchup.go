@@ -51,12 +51,8 @@ func (r *Replica) beginCatchUp() {
 }
 
 // beginRecording starts recording remote instances' events for the
-// snapshot to come (a no-op when already recording, or when catching up by
-// resend: resent caches come in order on the instances' own streams).
+// snapshot to come (a no-op when already recording).
 func (r *Replica) beginRecording() {
-	if r.catchUp != CatchUpSnapshot {
-		return
-	}
 	r.cu.recMu.Lock()
 	if r.cu.recording == nil {
 		r.cu.recording = make(map[instKey][][]byte)

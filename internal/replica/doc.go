@@ -38,7 +38,7 @@
 // # Catch-up
 //
 // A replica that joins or reconnects has missed events, which are not
-// persisted. With CatchUpSnapshot (the default) it asks one peer for its
+// persisted. It asks one peer for its
 // whole view (cluster.Link.RequestSnapshot):
 //
 //  1. From Dial (or the reconnect) on, the events of remote instances are
@@ -59,11 +59,9 @@
 //     replica of a cluster, which has heard from no other, starts from its
 //     own reports.
 //
-// With CatchUpResend the replica instead asks every peer (an event on the
-// subject of the empty pool name) to have its instances resend their
-// caches through their next LoadAck (resend_cache, ResendEpoch); the
-// resent reports arrive as ordinary events, in order, so nothing is
-// recorded. BENCHMARKS.md, "Clustering (NATS)", compares the two.
+// Older replicas could instead ask every peer (an event on the subject of
+// the empty pool name) to have its instances resend their caches; such
+// requests are now ignored.
 //
 // # Concurrency
 //

@@ -9,6 +9,7 @@ import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
 // xID is the instance of these tests; it reports to r1.
@@ -42,7 +43,7 @@ func TestReplicaSnapshotGapAskedAgain(t *testing.T) {
 	x := connect(t, r1, h1, xID)
 	next := uint64(1)
 	x.report(cacheReport(&next, 100))
-	eventually(t, 10*time.Second, "r2 has x's 100 blocks", func() bool { return cachedBlocks(h2, "chat") == 100 })
+	testwait.EventuallyWithin(t, 10*time.Second, "r2 has x's 100 blocks", func() bool { return cachedBlocks(h2, "chat") == 100 })
 
 	// r2 falls behind: its event handling is held while x reports 5 times.
 	r2.cu.applyMu.Lock()
@@ -56,14 +57,14 @@ func TestReplicaSnapshotGapAskedAgain(t *testing.T) {
 		x.report(cacheReport(&next, 10))
 	}
 	r3, h3 := startReplica(t, ns.URL(), "r3", 2*time.Second)
-	eventually(t, 10*time.Second, "r3 imported r2's stale view", func() bool { return cachedBlocks(h3, "chat") == 100 })
+	testwait.EventuallyWithin(t, 10*time.Second, "r3 imported r2's stale view", func() bool { return cachedBlocks(h3, "chat") == 100 })
 	r2.cu.applyMu.Unlock()
 	held = false
-	eventually(t, 10*time.Second, "r2 caught up", func() bool { return cachedBlocks(h2, "chat") == 150 })
+	testwait.EventuallyWithin(t, 10*time.Second, "r2 caught up", func() bool { return cachedBlocks(h2, "chat") == 150 })
 
 	// x's next report reveals the gap to r3.
 	x.report(cacheReport(&next, 1))
-	took := eventually(t, 10*time.Second, "r3 holds x's whole cache", func() bool { return cachedBlocks(h3, "chat") == 151 })
+	took := testwait.EventuallyWithin(t, 10*time.Second, "r3 holds x's whole cache", func() bool { return cachedBlocks(h3, "chat") == 151 })
 	st := r3.link.Load().Stats()
 	t.Logf("r3 whole %v after the report that revealed the gap; snapshots requested %d", took, st.SnapshotsRequested)
 	if st.SnapshotsRequested < 2 {
@@ -98,10 +99,16 @@ func TestReplicaSnapshotAskedAgainAfterFailure(t *testing.T) {
 	x.report(cacheReport(&next, 100))
 
 	r3, h3 := startReplica(t, ns.URL(), "r3", time.Second)
-	<-failed
+	select {
+	case <-failed:
+	case <-time.After(testwait.DefaultTimeout):
+		t.Fatalf("r3 asked r1 for no snapshot within %v", testwait.DefaultTimeout)
+	}
 	// r3 hears from r1 while its request is failing.
 	x.report(cacheReport(&next, 0))
-	took := eventually(t, 10*time.Second, "r3 has x's cache", func() bool { return cachedBlocks(h3, "chat") == 100 })
-	t.Logf("r3 has x's cache %v after the failed request; snapshots requested %d",
-		took, r3.link.Load().Stats().SnapshotsRequested)
+	took := testwait.EventuallyWithin(t, 10*time.Second, "r3 has x's cache", func() bool { return cachedBlocks(h3, "chat") == 100 })
+	if n := r3.link.Load().Stats().SnapshotsRequested; n < 2 {
+		t.Errorf("snapshots requested %d, want at least 2: the failed one, then the one asked again", n)
+	}
+	t.Logf("r3 has x's cache %v after the failed request", took)
 }

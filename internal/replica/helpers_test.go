@@ -138,17 +138,3 @@ func cachedBlocks(h *testHost, pool string) int {
 	}
 	return ins[0].CachedBlocks
 }
-
-// eventually polls cond every 5 ms until it holds, failing the test after
-// bound; it returns how long cond took.
-func eventually(t *testing.T, bound time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > bound {
-			t.Fatalf("%s: not after %v", what, bound)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start)
-}

@@ -3,7 +3,6 @@ package replica
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -37,24 +36,11 @@ type Host interface {
 	Install(pool string, pc store.PoolConfig) error
 }
 
-// How a replica that joins, or comes back after losing NATS, catches up on
-// the instances reporting to the others (Options.CatchUp; see the package
-// doc).
-const (
-	// CatchUpSnapshot asks one peer for its whole view (default).
-	CatchUpSnapshot = "snapshot"
-	// CatchUpResend asks every peer to have its instances resend their
-	// caches through the LoadAck (resend_cache), fanned out as reports.
-	CatchUpResend = "resend"
-)
-
 // Options configures a Replica. Zero fields take the defaults stated.
 type Options struct {
 	// Cluster is the link's configuration (cluster.Config.Validate);
 	// its zero fields take cluster's defaults.
 	Cluster cluster.Config
-	// CatchUp is CatchUpSnapshot (default) or CatchUpResend.
-	CatchUp string
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of the live state. Default time.Now.
@@ -64,11 +50,10 @@ type Options struct {
 // Replica joins a Host to the other replicas of the cluster through a
 // cluster.Link. Safe for concurrent use.
 type Replica struct {
-	h       Host
-	cfg     cluster.Config
-	log     *slog.Logger
-	now     func() time.Time
-	catchUp string
+	h   Host
+	cfg cluster.Config
+	log *slog.Logger
+	now func() time.Time
 
 	link atomic.Pointer[cluster.Link] // nil until the first Dial succeeds
 
@@ -86,9 +71,6 @@ type Replica struct {
 	closed chan struct{}  // closed by Close
 	once   sync.Once      // closes closed
 	wg     sync.WaitGroup // the background loop
-
-	// resendEpoch counts the resend requests of joining replicas (ResendEpoch).
-	resendEpoch atomic.Uint64
 }
 
 type instKey struct{ pool, instance string }
@@ -98,17 +80,10 @@ type instKey struct{ pool, instance string }
 const allPools = ""
 
 // New returns a Replica of h, not yet connected (Start). It refuses an
-// invalid cluster configuration or catch-up mode.
+// invalid cluster configuration.
 func New(h Host, opts Options) (*Replica, error) {
 	if err := opts.Cluster.Validate(); err != nil {
 		return nil, err
-	}
-	switch opts.CatchUp {
-	case "":
-		opts.CatchUp = CatchUpSnapshot
-	case CatchUpSnapshot, CatchUpResend:
-	default:
-		return nil, fmt.Errorf("cluster catch-up %q: want %q or %q", opts.CatchUp, CatchUpSnapshot, CatchUpResend)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -116,7 +91,7 @@ func New(h Host, opts Options) (*Replica, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &Replica{h: h, cfg: opts.Cluster.WithDefaults(), log: opts.Logger, now: opts.Now, catchUp: opts.CatchUp,
+	r := &Replica{h: h, cfg: opts.Cluster.WithDefaults(), log: opts.Logger, now: opts.Now,
 		revs: make(map[string]uint64), remote: make(map[instKey]*state.Session), local: make(map[instKey]int),
 		closed: make(chan struct{}), resync: make(chan struct{}, 1)}
 	r.cu.expect = make(map[instKey]uint64)
@@ -176,11 +151,7 @@ func (r *Replica) loop(dialing bool) {
 				cancel()
 			}
 		case <-r.resync:
-			if r.catchUp == CatchUpResend {
-				r.publish(allPools, &pb.ClusterEvent{Event: &pb.ClusterEvent_Resend{Resend: &pb.ResendRequest{}}})
-			} else {
-				r.pullSnapshot()
-			}
+			r.pullSnapshot()
 		}
 	}
 }
@@ -280,8 +251,3 @@ func (r *Replica) Picked(pool string, out *state.Pick, hashes []uint64) {
 	}
 	r.publish(pool, &pb.ClusterEvent{Event: &pb.ClusterEvent_Assigned{Assigned: ev}})
 }
-
-// ResendEpoch counts the resend requests of joining replicas
-// (CatchUpResend): a report stream that sees it grow asks its instance to
-// resend its cache in the next LoadAck.
-func (r *Replica) ResendEpoch() uint64 { return r.resendEpoch.Load() }

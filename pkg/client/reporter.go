@@ -96,8 +96,8 @@ type ReporterOptions struct {
 	// AckInterval asks the sidecar for at most one ack per AckInterval
 	// (ack_interval_ms, whole milliseconds): each ack then covers every
 	// report before it, and an instance reporting every 100 ms costs the
-	// sidecar a tenth of the acks. The first report, a request to resend
-	// the cache and the stream's end are acked at once. Default
+	// sidecar a tenth of the acks. The first report and the stream's end
+	// are acked at once. Default
 	// DefaultAckInterval (1s); negative: an ack for every report; at most
 	// MaxAckInterval (60s). A sidecar older than this option acks every
 	// report, which the Reporter handles the same way.
@@ -138,7 +138,9 @@ type ReporterStats struct {
 	// Events counts the block events sent, snapshots included.
 	Events uint64
 	// Resends counts whole-cache reports sent because the sidecar asked
-	// (resend_cache: a router replica joined).
+	// (resend_cache). Only routers that still run the removed
+	// --nats-catch-up resend mode ask; the Reporter keeps honouring them
+	// during an upgrade.
 	Resends uint64
 	// Interval is the report interval in force.
 	Interval time.Duration

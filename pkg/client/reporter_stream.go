@@ -206,7 +206,9 @@ func (r *Reporter) stream() (acked bool, err error) {
 			r.mu.Lock()
 			var b batch
 			if r.resend.Swap(false) && r.opts.CacheEvents {
-				// The sidecar asked for the whole cache (a replica joined).
+				// The sidecar asked for the whole cache (a router of an
+				// older version whose replica joined: current routers
+				// never set resend_cache).
 				b = batch{cleared: true, stored: r.book.begin()}
 				if r.opts.Snapshot != nil {
 					b.stored = r.opts.Snapshot()
@@ -296,6 +298,7 @@ func (r *Reporter) ack(a *pb.ReportLoadResponse) {
 			r.log.Debug("prefixroute: report interval set by the sidecar", "interval", d.String())
 		}
 	}
+	//lint:ignore SA1019 honoured while routers of an older version may ask (ReporterStats.Resends)
 	if a.GetResendCache() {
 		r.resend.Store(true)
 	}

@@ -99,6 +99,7 @@ func (x *ClusterEvent) GetAssigned() *PickAssigned {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in prefixroute/v1/cluster.proto.
 func (x *ClusterEvent) GetResend() *ResendRequest {
 	if x != nil {
 		if x, ok := x.Event.(*ClusterEvent_Resend); ok {
@@ -132,6 +133,10 @@ type ClusterEvent_Resend struct {
 	// resend: a replica that joined asks every replica to have its
 	// instances resend their caches (LoadService resend_cache); published
 	// on the subject of the empty pool name, meaning every pool.
+	// Deprecated: the resend catch-up was removed; replicas ignore it and
+	// never send it (they catch up by snapshot).
+	//
+	// Deprecated: Marked as deprecated in prefixroute/v1/cluster.proto.
 	Resend *ResendRequest `protobuf:"bytes,4,opt,name=resend,proto3,oneof"`
 }
 
@@ -144,6 +149,9 @@ func (*ClusterEvent_Assigned) isClusterEvent_Event() {}
 func (*ClusterEvent_Resend) isClusterEvent_Event() {}
 
 // ResendRequest asks for every instance's whole cache again.
+// Deprecated: see ClusterEvent.resend.
+//
+// Deprecated: Marked as deprecated in prefixroute/v1/cluster.proto.
 type ResendRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -455,14 +463,14 @@ var File_prefixroute_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1cprefixroute/v1/cluster.proto\x12\x0eprefixroute.v1\x1a\x19prefixroute/v1/load.proto\"\x83\x02\n" +
+	"\x1cprefixroute/v1/cluster.proto\x12\x0eprefixroute.v1\x1a\x19prefixroute/v1/load.proto\"\x87\x02\n" +
 	"\fClusterEvent\x12;\n" +
 	"\x06report\x18\x01 \x01(\v2!.prefixroute.v1.ReportLoadRequestH\x00R\x06report\x128\n" +
 	"\x06closed\x18\x02 \x01(\v2\x1e.prefixroute.v1.InstanceClosedH\x00R\x06closed\x12:\n" +
-	"\bassigned\x18\x03 \x01(\v2\x1c.prefixroute.v1.PickAssignedH\x00R\bassigned\x127\n" +
-	"\x06resend\x18\x04 \x01(\v2\x1d.prefixroute.v1.ResendRequestH\x00R\x06resendB\a\n" +
-	"\x05event\"\x0f\n" +
-	"\rResendRequest\"1\n" +
+	"\bassigned\x18\x03 \x01(\v2\x1c.prefixroute.v1.PickAssignedH\x00R\bassigned\x12;\n" +
+	"\x06resend\x18\x04 \x01(\v2\x1d.prefixroute.v1.ResendRequestB\x02\x18\x01H\x00R\x06resendB\a\n" +
+	"\x05event\"\x13\n" +
+	"\rResendRequest:\x02\x18\x01\"1\n" +
 	"\x0eInstanceClosed\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\"y\n" +

@@ -58,9 +58,8 @@ type ReportLoadRequest struct {
 	// ack_interval_ms, read from the stream's first report only: 0 (the
 	// default) acks every report; N in 1..60000 asks for at most one ack per
 	// N ms. An ack then covers every report of the stream up to its seq. The
-	// first report, an ack that carries resend_cache and the stream's clean
-	// end (after the client's CloseSend) are acked at once; any report not yet
-	// acked is acked within N ms. For reports every 100 ms, 1000 sends a tenth
+	// first report and the stream's clean end (after the client's CloseSend)
+	// are acked at once; any report not yet acked is acked within N ms. For reports every 100 ms, 1000 sends a tenth
 	// of the acks and saves the router (and the instance) their cost.
 	AckIntervalMs uint32 `protobuf:"varint,19,opt,name=ack_interval_ms,json=ackIntervalMs,proto3" json:"ack_interval_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -239,9 +238,13 @@ type ReportLoadResponse struct {
 	// report_interval_ms is the report interval the router wants.
 	ReportIntervalMs uint32 `protobuf:"varint,2,opt,name=report_interval_ms,json=reportIntervalMs,proto3" json:"report_interval_ms,omitempty"`
 	// resend_cache asks the instance to send its whole KV cache again
-	// (cache_cleared plus every stored block) in its next report: a router
-	// replica joined or lost its view. Instances without cache events ignore
-	// it.
+	// (cache_cleared plus every stored block) in its next report. Instances
+	// without cache events ignore it.
+	// Deprecated: only routers that still run the removed --nats-catch-up
+	// resend mode set it; current routers never do. Clients keep honouring
+	// it while such routers may remain.
+	//
+	// Deprecated: Marked as deprecated in prefixroute/v1/load.proto.
 	ResendCache   bool `protobuf:"varint,3,opt,name=resend_cache,json=resendCache,proto3" json:"resend_cache,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -291,6 +294,7 @@ func (x *ReportLoadResponse) GetReportIntervalMs() uint32 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in prefixroute/v1/load.proto.
 func (x *ReportLoadResponse) GetResendCache() bool {
 	if x != nil {
 		return x.ResendCache
@@ -627,11 +631,11 @@ const file_prefixroute_v1_load_proto_rawDesc = "" +
 	"\x14removed_block_hashes\x18\x11 \x03(\x04R\x12removedBlockHashes\x12#\n" +
 	"\rcache_cleared\x18\x12 \x01(\bR\fcacheCleared\x12&\n" +
 	"\x0fack_interval_ms\x18\x13 \x01(\rR\rackIntervalMsB\v\n" +
-	"\t_queue_ms\"w\n" +
+	"\t_queue_ms\"{\n" +
 	"\x12ReportLoadResponse\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
-	"\x12report_interval_ms\x18\x02 \x01(\rR\x10reportIntervalMs\x12!\n" +
-	"\fresend_cache\x18\x03 \x01(\bR\vresendCache\"\xb2\x01\n" +
+	"\x12report_interval_ms\x18\x02 \x01(\rR\x10reportIntervalMs\x12%\n" +
+	"\fresend_cache\x18\x03 \x01(\bB\x02\x18\x01R\vresendCache\"\xb2\x01\n" +
 	"\x16ReportLoadBatchRequest\x12;\n" +
 	"\areports\x18\x01 \x03(\v2!.prefixroute.v1.ReportLoadRequestR\areports\x123\n" +
 	"\x06closed\x18\x02 \x03(\v2\x1b.prefixroute.v1.InstanceRefR\x06closed\x12&\n" +
