@@ -64,7 +64,7 @@ run:
 	$(GO) run ./cmd/prefixrouted --listen $(LISTEN) --http-listen $(HTTP_LISTEN) --data-dir $(DATA_DIR)
 
 ## run-nats: a local NATS server with JetStream for several replicas
-## (README "Running several replicas"), state in ./data-nats.
+## (docs/replicas.md), state in ./data-nats.
 NATS_DIR ?= $(CURDIR)/data-nats
 run-nats: $(NATS_SERVER)
 	nats-server -js -a 127.0.0.1 -p 4222 -sd $(NATS_DIR)
@@ -243,7 +243,7 @@ test-deps:
 		(apt-get update && apt-get install -y $(TEST_DEBS))
 
 ## console-docs: the console's browser test with a 60 s ramp, writing the
-## README's screenshots to docs/console/ (and out/console/).
+## screenshots of docs/console.md to docs/console/ (and out/console/).
 .PHONY: console-docs
 console-docs: test-deps
 	CONSOLE_DOCS=1 $(GO) test -count=1 -run TestConsoleInBrowser ./frontend/console/

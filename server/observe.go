@@ -16,7 +16,7 @@ import (
 // observers on and off, and what the console and the middleware read.
 
 // DecisionLogConfig is the decision log's file, sampling and buffer
-// (README "Decision log").
+// (docs/operating.md, "Decision log").
 type DecisionLogConfig struct {
 	// Path is the file sampled Picks are appended to as JSON lines; ""
 	// turns the decision log off.

@@ -123,7 +123,7 @@ func (rec *pickRecord) blocks() int { return len(rec.req.GetPrefixHashes()) }
 // RecordServed writes to the decision log, when there is one, that the
 // gateway served the request of pool with id requestID on served, not on
 // chosen, the endpoint its pick returned (a retry or a fallback): a line
-// of kind "served_mismatch" (README "Decision log"). Every such report is
+// of kind "served_mismatch" (docs/operating.md, "Decision log"). Every such report is
 // written, unsampled. The caller counts it in its own metric. Safe for
 // concurrent use.
 func (s *Server) RecordServed(ctx context.Context, pool, requestID, chosen, served string) {

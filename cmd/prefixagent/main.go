@@ -1,7 +1,7 @@
 // Command prefixagent runs next to one vLLM or SGLang engine (or, with
 // --instance, every engine of a host, on one report stream) and keeps its
 // load and KV-cache contents in prefixrouted: see internal/agent and the
-// README section "Running next to vLLM / SGLang".
+// docs/engines.md.
 package main
 
 import (

@@ -11,7 +11,7 @@ import (
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
-// Exit codes. Scripts may rely on them; 'prefixctl help' and README "Exit codes"
+// Exit codes. Scripts may rely on them; 'prefixctl help' and docs/prefixctl.md "Exit codes"
 // document them.
 const (
 	exitOK          = 0 // done

@@ -1,7 +1,7 @@
 // Command prefixctl is the operator CLI of prefixroute: it sets deployment
 // weights and scheduling policies, lists pools and instances, and asks for
-// (and explains) routing decisions. See 'prefixctl help' and the README's
-// "prefixctl, the operator CLI". The command tree is github.com/spf13/cobra's
+// (and explains) routing decisions. See 'prefixctl help' and
+// docs/prefixctl.md. The command tree is github.com/spf13/cobra's
 // (tree.go); the commands are listed in main.go.
 package main
 

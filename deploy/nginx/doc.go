@@ -4,6 +4,6 @@
 // end-to-end test that runs them: a real nginx (Debian's nginx and
 // libnginx-mod-http-js, which 'make test-deps' installs), a real
 // prefixrouted and HTTP model-server stand-ins that report their load and
-// cache through pkg/client. README "Behind nginx (or any HTTP gateway)"
+// cache through pkg/client. docs/nginx.md
 // explains the setup.
 package nginx

@@ -1,6 +1,6 @@
 // prefixroute.js: nginx (njs) routes each OpenAI request through the
-// prefixrouted sidecar. Loaded by nginx.conf in this directory; README,
-// "Behind nginx (or any HTTP gateway)", explains both.
+// prefixrouted sidecar. Loaded by nginx.conf in this directory; docs/nginx.md
+// explains both.
 //
 // route:  the body goes, unchanged, to the sidecar's POST /v1/route (a
 //         subrequest to the internal location /_prefixroute/route; nginx

@@ -55,7 +55,7 @@ type Backend interface {
 	// change yet, or past its ring budget).
 	History(pool string) (frontend.History, bool)
 	// RecentDecisions are the decision log's latest lines of the pool,
-	// newest first (its JSON lines, README "Decision log"); false when
+	// newest first (its JSON lines, docs/operating.md "Decision log"); false when
 	// the decision log is off.
 	RecentDecisions(pool string) ([]json.RawMessage, bool)
 }

@@ -28,7 +28,7 @@
 //
 // Blocks whose engine hash covers more than the tokens (extra_keys: images,
 // cache_salt) and every block after them in the event; LoRA adapter blocks
-// (lora_id or lora_name set: a different prefix space, see the README);
+// (lora_id or lora_name set: a different prefix space, see docs/engines.md);
 // blocks on another medium than GPU (CPU offload tiers); and KV-cache
 // groups other than 0 of hybrid models. Each is counted in Stats.
 //
