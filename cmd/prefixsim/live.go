@@ -25,9 +25,7 @@ const minLiveReportInterval = 25 * time.Millisecond
 // runLive runs the scenario's router variants one after the other against
 // prefixrouted, each in a pool of its own: the one at --addr, or --replicas
 // started in-process on 127.0.0.1 with temporary data dirs (joined through
-// an in-process NATS server when more than one), a fresh set per variant
-// (with state.Limits.NoQueueLedger for a variant with queue_ledger: false,
-// BacklogWeight for backlog_weight: true).
+// an in-process NATS server when more than one), a fresh set per variant.
 // Baselines and formula-only variants (optimistic: false) are skipped.
 func runLive(ctx context.Context, sc *sim.Scenario, f *runFlags, stderr io.Writer) ([]*sim.Result, error) {
 	if f.addr != "" && f.replicas > 1 {
@@ -38,8 +36,6 @@ func runLive(ctx context.Context, sc *sim.Scenario, f *runFlags, stderr io.Write
 		if v.Baseline() || (v.Optimistic != nil && !*v.Optimistic) || (f.variants != "" && !contains(strings.Split(f.variants, ","), v.Name)) {
 			continue
 		}
-		limits := state.Limits{NoQueueLedger: v.QueueLedger != nil && !*v.QueueLedger, BacklogWeight: v.BacklogWeight,
-			BacklogBusy: v.BacklogBusy, BacklogExternality: v.BacklogExternality}
 		addrs := []string{f.addr}
 		stop := func() {}
 		if f.addr == "" {
@@ -48,12 +44,10 @@ func runLive(ctx context.Context, sc *sim.Scenario, f *runFlags, stderr io.Write
 			// stream to 50 reports/s by default).
 			interval := max(time.Duration(float64(sc.ReportInterval.D())/max(f.speed, 1e-9)), minLiveReportInterval)
 			var err error
-			addrs, stop, err = startRouters(max(f.replicas, 1), interval, limits)
+			addrs, stop, err = startRouters(max(f.replicas, 1), interval, state.Limits{})
 			if err != nil {
 				return nil, err
 			}
-		} else if limits != (state.Limits{}) {
-			return nil, fmt.Errorf("%s/%s: queue_ledger and backlog_weight need routers started here (no --addr)", sc.Name, v.Name)
 		}
 		opts := sim.LiveOptions{Addr: addrs[0], Replicas: addrs[1:], Pool: sc.Pool + "-" + v.Name, Duration: f.duration, Speed: f.speed, Seed: f.seed,
 			MaxRequests: f.maxRequests, Workers: f.workers}

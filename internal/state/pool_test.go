@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prefixroute/prefixroute/internal/readiness"
 	"github.com/prefixroute/prefixroute/scheduler"
 )
 
@@ -699,7 +698,7 @@ func TestValidatePick(t *testing.T) {
 // TestLimitsDefaults: zero and negative fields take their defaults.
 func TestLimitsDefaults(t *testing.T) {
 	want := Limits{DefaultMaxPools, DefaultMaxInstancesPerPool, DefaultMaxPrefixBlocks, DefaultMaxBlockEvents,
-		DefaultMaxExcludes, DefaultMaxBlocksPerInstance, DefaultMaxIndexPairs, DefaultMaxNameBytes, readiness.Config{}, false, false, false, false}
+		DefaultMaxExcludes, DefaultMaxBlocksPerInstance, DefaultMaxIndexPairs, DefaultMaxNameBytes}
 	if got := (Limits{}).withDefaults(); got != want {
 		t.Fatalf("zero: %+v", got)
 	}
