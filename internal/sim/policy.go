@@ -89,7 +89,7 @@ func parseSetting(f scheduler.PolicyField, v *yaml.Node) (policySetting, error) 
 	case scheduler.FieldDuration:
 		var d Duration
 		if err := d.UnmarshalYAML(v); err != nil {
-			return ps, fmt.Errorf("%s: %w", f.Key, err)
+			return ps, fmt.Errorf("%s: %q is not a duration; want e.g. \"2s\", \"500ms\" or a number of seconds", f.Key, v.Value)
 		}
 		ps.dur = d.D()
 	case scheduler.FieldEnum:

@@ -71,7 +71,7 @@ func TestPolicySpecErrors(t *testing.T) {
 		{"not a number", "policy: {lambda_h: lots}", `lambda_h: "lots" is not a number`},
 		{"not whole", "policy: {block_size_tokens: 1.5}", `block_size_tokens: "1.5" is not a whole number in [0, 4294967295]`},
 		{"bad enum", "policy: {on_saturation: drop}", `on_saturation must be least_loaded or shed, got "drop"`},
-		{"bad duration", "policy: {forget_after: soon}", `forget_after: line`},
+		{"bad duration", "policy: {forget_after: soon}", `line 7: forget_after: "soon" is not a duration`},
 		{"not a mapping", "policy: [lambda_h]", "policy must be a mapping"},
 		{"out of range", "policy: {max_kv_usage: 0}", "max_kv_usage must be in (0, 1], got 0"},
 	} {
