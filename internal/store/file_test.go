@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -209,5 +210,18 @@ func TestPolicyJSONCoversEveryField(t *testing.T) {
 		if !bytes.Contains(data, []byte(key)) {
 			t.Errorf("state file does not contain %s:\n%s", key, data)
 		}
+	}
+}
+
+// TestPolicyJSONLoadedReencodes: a policy object read from a file writes
+// back the keys it was read with.
+func TestPolicyJSONLoadedReencodes(t *testing.T) {
+	var j policyJSON
+	if err := json.Unmarshal([]byte(`{"lambda_h": 3, "strategy": "argmin"}`), &j); err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(&j)
+	if err != nil || string(data) != `{"lambda_h":3,"strategy":"argmin"}` {
+		t.Fatalf("Marshal = %s, %v", data, err)
 	}
 }

@@ -44,8 +44,12 @@ func encodePolicy(p scheduler.Policy) (*policyJSON, error) {
 	return &policyJSON{p: p}, nil
 }
 
-// MarshalJSON writes every field, in the table's order.
+// MarshalJSON writes every field, in the table's order (a loaded j, its
+// keys as loaded).
 func (j *policyJSON) MarshalJSON() ([]byte, error) {
+	if j.raw != nil {
+		return json.Marshal(j.raw)
+	}
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, f := range scheduler.PolicyFields() {
