@@ -79,7 +79,24 @@
 // instance by cumulative P(i|d); a draw past the last cumulative sum picks the
 // last entry with a positive probability.
 //
-// Optimistic accounting, the prefix index and weights live in the server: it
-// adds the chosen instance's InstanceResult.UncachedTokens to that instance's
+// Backlog weight (backlog.go): a state layer sets Request.PrefillWeight to
+// BacklogWeight of its pool, the larger of 1 + the fewest waiting requests
+// of any instance and 1 + ρ/(1 − ρ)², the M/M/1 externality of a unit of
+// work at the pool's prefill utilisation ρ (Utilisation: the larger of the
+// tokens picked per second of throughput and the share of busy instances,
+// both averaged over UtilisationTau), at most MaxBacklogWeight. It favours
+// cache hits as the pool fills.
+//
+// Queue ledger (ledger.go): the queue an instance reports is capped by the
+// predicted uncached tokens of its latest picks (LedgerQueue), since engines
+// report waiting requests' whole prompts.
+//
+// Policy fields (policy_fields.go): PolicyFields lists every Policy field
+// with its key, unit, range and accessor; the proto conversion, the state
+// file, the simulator's YAML and prefixctl are driven by it.
+//
+// Optimistic accounting, the prefix index, the sums the backlog weight reads
+// and the ledgers live in the state layer (internal/state): it adds the
+// chosen instance's InstanceResult.UncachedTokens to that instance's
 // AssignedTokens until its next report.
 package scheduler

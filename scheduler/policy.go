@@ -215,46 +215,15 @@ func (p *Policy) valid() bool {
 		p.OnSaturation < numSaturations
 }
 
-// explain returns a *PolicyError listing every invalid field of p, or nil.
+// explain returns a *PolicyError listing every invalid field of p, in
+// PolicyFields order, or nil.
 func (p *Policy) explain() error {
 	if p == nil {
 		return &PolicyError{Problems: []string{"policy is nil"}}
 	}
 	var c checker
-	if p.Strategy >= numStrategies {
-		c.add("strategy must be softmax, threshold or argmin, got %v", p.Strategy)
+	for i := range policyFields {
+		policyFields[i].check(p, &c)
 	}
-	c.float("lambda_h", p.LambdaH, 0, MaxLambdaH, "")
-	c.float("delta_ms", p.DeltaMs, MinDeltaMs, MaxDeltaMs, "ms")
-	c.float("threshold_ratio", p.ThresholdRatio, 0, MaxThresholdRatio, "")
-	c.float("threshold_min_ms", p.ThresholdMinMs, 0, MaxThresholdMinMs, "ms")
-	c.float("batch_wait_ms", p.BatchWaitMs, 0, MaxBatchWaitMs, "ms")
-	c.uint("block_size_tokens", uint64(p.BlockSizeTokens), 1, MaxBlockSizeTokens, "tokens")
-	c.float("default_prefill_tokens_per_second", p.DefaultPrefillTokensPerSecond,
-		MinPrefillTokensPerSecond, MaxPrefillTokensPerSecond, "tokens/s")
-	if v := p.MaxKVUsage; !(v > 0 && v <= 1) {
-		c.add("max_kv_usage must be in (0, 1], got %s", fmtNum(v))
-	}
-	c.float("max_queue_ms", p.MaxQueueMs, 0, MaxMaxQueueMs, "ms")
-	if v := p.DeploymentDeltaMs; v != 0 && !(v >= MinDeltaMs && v <= MaxDeltaMs) {
-		c.add("deployment_delta_ms must be 0 (off) or in [%s, %s] ms, got %s",
-			fmtNum(MinDeltaMs), fmtNum(MaxDeltaMs), fmtNum(v))
-	}
-	staleOK := p.StaleAfter >= MinStaleAfter && p.StaleAfter <= MaxStaleAfter
-	if !staleOK {
-		c.add("stale_after must be in [%v, %v], got %v", MinStaleAfter, MaxStaleAfter, p.StaleAfter)
-	}
-	switch {
-	case p.ForgetAfter > MaxForgetAfter:
-		c.add("forget_after must be in [stale_after, %v], got %v", MaxForgetAfter, p.ForgetAfter)
-	case p.ForgetAfter < p.StaleAfter && staleOK:
-		c.add("forget_after must be >= stale_after (%v), got %v", p.StaleAfter, p.ForgetAfter)
-	case p.ForgetAfter < p.StaleAfter:
-		c.add("forget_after must be >= stale_after, got %v (stale_after %v)", p.ForgetAfter, p.StaleAfter)
-	}
-	if p.OnSaturation >= numSaturations {
-		c.add("on_saturation must be least_loaded or shed, got %v", p.OnSaturation)
-	}
-	c.uint("default_kv_capacity_blocks", p.DefaultKVCapacityBlocks, 1, MaxDefaultKVCapacityBlocks, "blocks")
 	return c.err()
 }

@@ -58,6 +58,56 @@ func (c *checker) uint(name string, v, lo, hi uint64, unit string) {
 	}
 }
 
+// check adds f's problem in p to c, if any: its value outside its range.
+func (f *PolicyField) check(p *Policy, c *checker) {
+	if f.explain != nil {
+		f.explain(f, p, c)
+		return
+	}
+	switch f.Kind {
+	case FieldEnum:
+		if v := *f.Enum(p); int(v) >= len(f.Names) {
+			c.add("%s must be %s, got %s", f.Key, f.NameList(), nameOf(f.Names, int(v), f.enumType))
+		}
+	case FieldFloat:
+		v := *f.Float(p)
+		switch {
+		case f.ZeroOff && f.Min > 0:
+			if v != 0 && !(v >= f.Min && v <= f.Max) {
+				c.add("%s must be 0 (off) or in [%s, %s]%s, got %s", f.Key, fmtNum(f.Min), fmtNum(f.Max), withUnit(f.Unit), fmtNum(v))
+			}
+		case f.OpenMin:
+			if !(v > f.Min && v <= f.Max) {
+				c.add("%s must be in (%s, %s]%s, got %s", f.Key, fmtNum(f.Min), fmtNum(f.Max), withUnit(f.Unit), fmtNum(v))
+			}
+		default:
+			c.float(f.Key, v, f.Min, f.Max, f.Unit)
+		}
+	case FieldUint32:
+		c.uint(f.Key, uint64(*f.Uint32(p)), uint64(f.Min), uint64(f.Max), f.Unit)
+	case FieldUint64:
+		c.uint(f.Key, *f.Uint64(p), uint64(f.Min), uint64(f.Max), f.Unit)
+	case FieldDuration:
+		if v := *f.Duration(p); v < f.MinDuration || v > f.MaxDuration {
+			c.add("%s must be in [%v, %v], got %v", f.Key, f.MinDuration, f.MaxDuration, v)
+		}
+	}
+}
+
+// explainForgetAfter checks forget_after against [stale_after,
+// MaxForgetAfter], naming stale_after's value when it is valid itself.
+func explainForgetAfter(f *PolicyField, p *Policy, c *checker) {
+	staleOK := p.StaleAfter >= MinStaleAfter && p.StaleAfter <= MaxStaleAfter
+	switch {
+	case p.ForgetAfter > f.MaxDuration:
+		c.add("forget_after must be in [stale_after, %v], got %v", f.MaxDuration, p.ForgetAfter)
+	case p.ForgetAfter < p.StaleAfter && staleOK:
+		c.add("forget_after must be >= stale_after (%v), got %v", p.StaleAfter, p.ForgetAfter)
+	case p.ForgetAfter < p.StaleAfter:
+		c.add("forget_after must be >= stale_after, got %v (stale_after %v)", p.ForgetAfter, p.StaleAfter)
+	}
+}
+
 func (c *checker) err() error {
 	if len(c.problems) == 0 {
 		return nil

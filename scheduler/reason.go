@@ -10,8 +10,7 @@ import "strconv"
 //
 // Instances of a deployment that was not drawn keep ReasonNone: they took part
 // in the model, their P(i|d) and Joint are in the audit, and
-// Decision.Deployment says which deployment was drawn. (The draft's
-// ReasonDeploymentNotChosen was dropped for that reason.)
+// Decision.Deployment says which deployment was drawn.
 type Reason uint8
 
 // The reasons. The instance eligibility checks run in this order and the

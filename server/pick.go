@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"time"
 
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/frontend"
+	"github.com/prefixroute/prefixroute/internal/protoconv"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/scheduler"
 )
@@ -124,9 +123,10 @@ func pickResponse(pk *state.Pick, seed uint64, blocks int, promptTokens uint32) 
 
 // pickResponseAt renders a decision with the audit the level asks for.
 // Every message of the response comes from three allocations whatever the
-// pool's size: the response with its decision, policy, chosen instance and
-// durations in one block, and the deployments' messages and pointers in
-// two; FULL adds two more for the instances.
+// pool's size: the response with its decision and chosen instance in one
+// block, and the deployments' messages and pointers in two; FULL adds two
+// more for the instances. The policy's message is shared by the picks of
+// an equal policy (protoconv.SharedPolicyProto).
 func pickResponseAt(level pb.AuditLevel, pk *state.Pick, seed uint64, blocks int, promptTokens uint32) *pb.PickResponse {
 	d := &pk.Decision
 	snap := &pk.Snapshot
@@ -138,16 +138,8 @@ func pickResponseAt(level pb.AuditLevel, pk *state.Pick, seed uint64, blocks int
 	m := new(pickMessages)
 	resp, dec := &m.resp, &m.dec
 	resp.Address, resp.InstanceId, resp.Deployment = pk.Addresses[d.Instance], chosen.ID, snap.Deployments[d.Deployment].Name
-	pol := &pk.Config.Policy
-	m.policy = pb.Policy{
-		Strategy: strategyProto(pol.Strategy), LambdaH: &pol.LambdaH, DeltaMs: &pol.DeltaMs,
-		ThresholdRatio: &pol.ThresholdRatio, ThresholdMinMs: &pol.ThresholdMinMs, BatchWaitMs: &pol.BatchWaitMs,
-		BlockSizeTokens: &pol.BlockSizeTokens, DefaultPrefillTokensPerSecond: &pol.DefaultPrefillTokensPerSecond,
-		MaxKvUsage: &pol.MaxKVUsage, MaxQueueMs: &pol.MaxQueueMs, DeploymentDeltaMs: &pol.DeploymentDeltaMs,
-		StaleAfter: durationOf(&m.staleAfter, pol.StaleAfter), ForgetAfter: durationOf(&m.forgetAfter, pol.ForgetAfter),
-		DefaultKvCapacityBlocks: &pol.DefaultKVCapacityBlocks, OnSaturation: saturationProto(pol.OnSaturation),
-	}
-	dec.Strategy, dec.Policy = m.policy.Strategy, &m.policy
+	dec.Policy = protoconv.SharedPolicyProto(&pk.Config.Policy) // shared: read only
+	dec.Strategy = dec.Policy.Strategy
 	dec.DeploymentDraw, dec.InstanceDraw, dec.Seed = d.DeploymentDraw, d.InstanceDraw, seed
 	dec.WeightsVersion, dec.Blocks, dec.PromptTokens = pk.Config.WeightsVersion, uint32(blocks), promptTokens
 	dec.Saturated, dec.DrainMs = d.Saturated, d.DrainMs
@@ -179,18 +171,10 @@ func pickResponseAt(level pb.AuditLevel, pk *state.Pick, seed uint64, blocks int
 // pickMessages holds the messages of one audited response, allocated
 // together.
 type pickMessages struct {
-	resp                    pb.PickResponse
-	dec                     pb.Decision
-	policy                  pb.Policy
-	chosen                  pb.InstanceDecision
-	instances               [1]*pb.InstanceDecision
-	staleAfter, forgetAfter durationpb.Duration
-}
-
-// durationOf sets dst to v (as durationpb.New does) and returns it.
-func durationOf(dst *durationpb.Duration, v time.Duration) *durationpb.Duration {
-	dst.Seconds, dst.Nanos = int64(v/time.Second), int32(v%time.Second)
-	return dst
+	resp      pb.PickResponse
+	dec       pb.Decision
+	chosen    pb.InstanceDecision
+	instances [1]*pb.InstanceDecision
 }
 
 // instanceDecision fills dst with the audit of instance i of pk.

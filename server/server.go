@@ -12,6 +12,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/cluster"
+	"github.com/prefixroute/prefixroute/internal/readiness"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/internal/store"
 )
@@ -23,6 +24,10 @@ type Options struct {
 	DataDir string
 	// Limits bounds what clients can make the router hold; see state.Limits.
 	Limits state.Limits
+	// Migration configures each pool's migration-readiness tracker (the
+	// window of picks GetMigrationStatus reads, --migration-window); the
+	// zero value takes the defaults of readiness.Config.
+	Migration readiness.Config
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -81,14 +86,14 @@ func New(opts Options) (*Server, error) {
 	if opts.RampTick <= 0 {
 		opts.RampTick = 250 * time.Millisecond
 	}
-	if err := opts.Limits.Migration.Validate(); err != nil {
+	if err := opts.Migration.Validate(); err != nil {
 		return nil, fmt.Errorf("server: migration tracker (--migration-window): %w", err)
 	}
 	st, err := store.Open(opts.DataDir, store.Options{Now: opts.Now})
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, reg: state.NewRegistry(opts.Limits), store: st, stopping: make(chan struct{})}
+	s := &Server{opts: opts, log: opts.Logger, reg: state.NewRegistry(opts.Limits, state.WithMigration(opts.Migration)), store: st, stopping: make(chan struct{})}
 	s.picks.New = func() any { return newPickScratch() }
 	for name, pc := range st.Pools() {
 		p, err := s.reg.Ensure(name)

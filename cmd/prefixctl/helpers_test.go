@@ -28,7 +28,6 @@ func startDaemon(t *testing.T, frozen bool) *server.Daemon {
 	t.Helper()
 	opts := []servertest.Option{servertest.Config(func(c *server.DaemonConfig) {
 		c.HTTPListen = "off"
-		c.Server.Limits.BacklogWeight = true // as prefixrouted runs by default (--backlog-weight)
 	})}
 	if !frozen {
 		opts = append(opts, servertest.RealClock())

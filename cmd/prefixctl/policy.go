@@ -14,34 +14,34 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 // policyKey describes one Policy field for the table and the parser.
 type policyKey struct {
 	name    string // the proto field name
 	unit    string // "", "ms", "%", "tok", "tok/s", "blk", "dur"
+	zeroOff bool   // 0 turns it off (shown as "off")
 	meaning string
 }
 
-// policyKeys lists every Policy field in proto order (a test checks it
-// against the descriptor).
-var policyKeys = []policyKey{
-	{"strategy", "", "softmax, threshold or argmin"},
-	{"lambda_h", "", "x2 odds per +1/lambda_h hit ratio"},
-	{"delta_ms", "ms", "softmax: /2 odds per delta_ms"},
-	{"threshold_ratio", "%", "threshold band, of the min cost"},
-	{"threshold_min_ms", "ms", "threshold band, at least"},
-	{"batch_wait_ms", "ms", "added to every cost"},
-	{"block_size_tokens", "tok", "if an instance reports none"},
-	{"default_prefill_tokens_per_second", "tok/s", "if an instance reports none"},
-	{"max_kv_usage", "%", "exclude instances at or over"},
-	{"max_queue_ms", "ms", "exclude instances over (0 = off)"},
-	{"deployment_delta_ms", "ms", "deployment load term (0 = off)"},
-	{"stale_after", "dur", "exclude without a report for"},
-	{"forget_after", "dur", "forget disconnected after"},
-	{"default_kv_capacity_blocks", "blk", "index size if none reported"},
-	{"on_saturation", "", "if all saturated: least_loaded, shed"},
-}
+// policyKeys lists every Policy field in proto order, from
+// scheduler.PolicyFields (a test checks it against the descriptor).
+var policyKeys = func() []policyKey {
+	units := map[string]string{"ms": "ms", "tokens": "tok", "tokens/s": "tok/s", "blocks": "blk"}
+	var keys []policyKey
+	for _, f := range scheduler.PolicyFields() {
+		k := policyKey{name: f.Key, unit: units[f.Unit], zeroOff: f.ZeroOff, meaning: f.Meaning}
+		switch {
+		case f.Fraction:
+			k.unit = "%"
+		case f.Kind == scheduler.FieldDuration:
+			k.unit = "dur"
+		}
+		keys = append(keys, k)
+	}
+	return keys
+}()
 
 func policyKeyNames() []string {
 	out := make([]string, len(policyKeys))
@@ -186,7 +186,7 @@ func policyValue(p *pb.Policy, key *policyKey) string {
 	case "%":
 		return strconv.FormatFloat(v.Float()*100, 'g', 10, 64) + "%"
 	case "ms":
-		if v.Float() == 0 && strings.Contains(key.meaning, "0 = off") {
+		if v.Float() == 0 && key.zeroOff {
 			return "off"
 		}
 		return fmtNum(v.Float()) + " ms"

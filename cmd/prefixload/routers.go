@@ -18,7 +18,6 @@ type routerOptions struct {
 	natsURL    string        // an external NATS server (JetStream on) to join instead
 	n          int           // replicas
 	interval   time.Duration // --report-interval
-	extra      []string      // further prefixrouted flags
 }
 
 // routers are prefixrouted replicas running as child processes on
@@ -58,7 +57,7 @@ func startRouters(o routerOptions) (r *routers, err error) {
 		if o.n > 1 {
 			args = append(args, "--nats", url, "--nats-name", fmt.Sprintf("prefixload-r%d", i+1))
 		}
-		d, err := launch(o.daemon, append(args, o.extra...), dir, false)
+		d, err := launch(o.daemon, args, dir, false)
 		if err != nil {
 			return r, fmt.Errorf("router %d: %w", i+1, err)
 		}

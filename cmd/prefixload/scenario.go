@@ -159,7 +159,6 @@ func playScenario(ctx context.Context, name string, f *scenarioFlags, stdout, st
 // playVariant runs variant v against the router at --addr or a fresh set
 // started for it, in a pool of its own.
 func playVariant(ctx context.Context, sc *sim.Scenario, v sim.Variant, f *scenarioFlags, stderr io.Writer) (*sim.Result, error) {
-	model, set := modelFlags(v)
 	addrs := []string{f.addr}
 	if f.addr == "" {
 		interval := sc.ReportInterval.D()
@@ -167,14 +166,12 @@ func playVariant(ctx context.Context, sc *sim.Scenario, v sim.Variant, f *scenar
 			interval = v.ReportInterval.D()
 		}
 		r, err := startRouters(routerOptions{daemon: f.daemon, natsServer: f.natsServer, natsURL: f.natsURL, n: f.replicas,
-			interval: simlive.ReportInterval(interval, f.speed), extra: model})
+			interval: simlive.ReportInterval(interval, f.speed)})
 		if err != nil {
 			return nil, err
 		}
 		defer r.stop()
 		addrs = r.addrs()
-	} else if set {
-		return nil, fmt.Errorf("queue_ledger and backlog_* need routers started here (no --addr)")
 	}
 	opts := simlive.Options{Addr: addrs[0], Replicas: addrs[1:], Pool: sc.Pool + "-" + v.Name, Duration: f.duration,
 		Speed: f.speed, Seed: f.seed, MaxRequests: f.maxRequests, Workers: f.workers}

@@ -44,11 +44,7 @@ func run() int {
 	flag.IntVar(&cfg.Server.Limits.MaxPools, "max-pools", state.DefaultMaxPools, "most pools the router may hold")
 	flag.IntVar(&cfg.Server.Limits.MaxBlocksPerInstance, "max-blocks-per-instance", state.DefaultMaxBlocksPerInstance, "most prefix-index blocks held for one instance, whatever kv_capacity_blocks it reports")
 	flag.IntVar(&cfg.Server.Limits.MaxIndexPairs, "max-index-pairs", state.DefaultMaxIndexPairs, "most prefix-index (block, instance) pairs over all pools (36-82 bytes each)")
-	flag.BoolVar(&cfg.Server.Limits.BacklogWeight, "backlog-weight", true, "weigh every pick's prefill term by max(1 + least waiting requests, 1/(1 - utilisation)): favours cache hits as the pool fills (SIMULATION.md, util70)")
-	flag.BoolVar(&cfg.Server.Limits.BacklogBusy, "backlog-busy", true, "with --backlog-weight, take the utilisation as the larger of the prefill tokens picked per second of throughput and the share of instances whose reports show prefill work (SIMULATION.md section 5)")
-	flag.BoolVar(&cfg.Server.Limits.BacklogExternality, "backlog-externality", true, "with --backlog-weight, weigh by 1 + u/(1-u)^2, the queueing externality of a unit of work, instead of 1/(1-u) (SIMULATION.md section 5)")
-	flag.BoolVar(&cfg.Server.Limits.NoQueueLedger, "no-queue-ledger", false, "use reported queues as they are, not capped by the router's ledger of its latest picks")
-	flag.DurationVar(&cfg.Server.Limits.Migration.Window, "migration-window", readiness.DefaultWindow,
+	flag.DurationVar(&cfg.Server.Migration.Window, "migration-window", readiness.DefaultWindow,
 		fmt.Sprintf("window of picks GetMigrationStatus reads (prefixctl migration), in %d buckets", readiness.DefaultBuckets))
 	flag.StringVar(&cfg.DecisionLog, "decision-log", "", "append sampled Picks with their full decision to this file as JSON lines (off when empty)")
 	flag.Float64Var(&cfg.DecisionLogRate, "decision-log-rate", 0.01, "fraction of Picks the decision log samples, 0..1")

@@ -1,10 +1,16 @@
-// Package protoconv converts the API's load report message
-// (pb.ReportLoadRequest) to and from internal/state's types. Two callers
-// read the same message: the LoadService handler (server), from an
-// instance's stream, and the replication (internal/replica), from another
-// replica's cluster events and snapshots; both convert it here, so a field
-// added to the message is carried the same way by both. Pure functions,
-// safe for concurrent use.
+// Package protoconv converts the API's messages to and from the core's
+// types, so that a field added to a message is carried the same way by
+// every caller:
+//
+//   - the load report (pb.ReportLoadRequest ↔ state.Report), which the
+//     LoadService handler (server) reads from an instance's stream and the
+//     replication (internal/replica) from another replica's cluster events
+//     and snapshots;
+//   - the policy (pb.Policy ↔ scheduler.Policy), field by field as
+//     scheduler.PolicyFields lists them, for the admin service, the Pick
+//     audit and the simulator's live mode.
+//
+// Safe for concurrent use.
 package protoconv
 
 import (

@@ -3,55 +3,127 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
-	"google.golang.org/protobuf/types/known/durationpb"
+	"go.yaml.in/yaml/v3"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/protoconv"
 	"github.com/prefixroute/prefixroute/scheduler"
 )
 
-// PolicySpec is the part of a scheduler.Policy a scenario may set, by the
-// proto field names; nil fields keep the value underneath (the scenario's
-// policy, then scheduler.DefaultPolicy). A plain value.
+// PolicySpec is the scheduler.Policy fields a scenario or a variant sets,
+// by their keys in scheduler.PolicyFields (the proto field names); fields
+// it does not set keep the value underneath (the scenario's policy, then
+// scheduler.DefaultPolicy with the scenario's block_tokens). Numbers are
+// plain YAML numbers, durations as Duration ("2s" or seconds), enums by
+// name. A plain value.
 type PolicySpec struct {
-	Strategy          string    `yaml:"strategy"`
-	LambdaH           *float64  `yaml:"lambda_h"`
-	DeltaMs           *float64  `yaml:"delta_ms"`
-	ThresholdRatio    *float64  `yaml:"threshold_ratio"`
-	ThresholdMinMs    *float64  `yaml:"threshold_min_ms"`
-	BatchWaitMs       *float64  `yaml:"batch_wait_ms"`
-	MaxKVUsage        *float64  `yaml:"max_kv_usage"`
-	MaxQueueMs        *float64  `yaml:"max_queue_ms"`
-	DeploymentDeltaMs *float64  `yaml:"deployment_delta_ms"`
-	StaleAfter        *Duration `yaml:"stale_after"`
+	set []policySetting // in the order of the YAML mapping
 }
 
-// apply returns base with s's fields set.
+// policySetting is one field a PolicySpec sets.
+type policySetting struct {
+	field scheduler.PolicyField
+	float float64
+	uint  uint64
+	dur   time.Duration
+	enum  uint8
+}
+
+// UnmarshalYAML reads a mapping of policy keys to values; an unknown key,
+// a key given twice or a value of the wrong kind fails, naming its line.
+func (s *PolicySpec) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: policy must be a mapping of policy keys to values", n.Line)
+	}
+	*s = PolicySpec{}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		f, ok := scheduler.PolicyFieldByKey(k.Value)
+		if !ok {
+			keys := make([]string, 0, 16)
+			for _, f := range scheduler.PolicyFields() {
+				keys = append(keys, f.Key)
+			}
+			return fmt.Errorf("line %d: field %s not found in policy; keys: %s", k.Line, k.Value, strings.Join(keys, ", "))
+		}
+		if seen[f.Key] {
+			return fmt.Errorf("line %d: policy key %s given twice", k.Line, f.Key)
+		}
+		seen[f.Key] = true
+		ps, err := parseSetting(f, v)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", v.Line, err)
+		}
+		s.set = append(s.set, ps)
+	}
+	return nil
+}
+
+// parseSetting parses v as a value of field f.
+func parseSetting(f scheduler.PolicyField, v *yaml.Node) (policySetting, error) {
+	ps := policySetting{field: f}
+	if v.Kind != yaml.ScalarNode {
+		return ps, fmt.Errorf("%s: want a single value", f.Key)
+	}
+	var err error
+	switch f.Kind {
+	case scheduler.FieldFloat:
+		ps.float, err = strconv.ParseFloat(v.Value, 64)
+		if err != nil {
+			return ps, fmt.Errorf("%s: %q is not a number", f.Key, v.Value)
+		}
+	case scheduler.FieldUint32, scheduler.FieldUint64:
+		bits := 64
+		if f.Kind == scheduler.FieldUint32 {
+			bits = 32
+		}
+		ps.uint, err = strconv.ParseUint(v.Value, 10, bits)
+		if err != nil {
+			return ps, fmt.Errorf("%s: %q is not a whole number in [0, %d]", f.Key, v.Value, uint64(1)<<bits-1)
+		}
+	case scheduler.FieldDuration:
+		var d Duration
+		if err := d.UnmarshalYAML(v); err != nil {
+			return ps, fmt.Errorf("%s: %q is not a duration; want e.g. \"2s\", \"500ms\" or a number of seconds", f.Key, v.Value)
+		}
+		ps.dur = d.D()
+	case scheduler.FieldEnum:
+		e, ok := f.ParseEnum(v.Value)
+		if !ok {
+			return ps, fmt.Errorf("%w: %s must be %s, got %q", scheduler.ErrInvalidPolicy, f.Key, f.NameList(), v.Value)
+		}
+		ps.enum = e
+	}
+	return ps, nil
+}
+
+// apply returns base with s's fields set, validated. A stale_after set
+// without forget_after raises forget_after to at least it.
 func (s *PolicySpec) apply(base scheduler.Policy) (scheduler.Policy, error) {
 	p := base
-	if s.Strategy != "" {
-		st, err := scheduler.ParseStrategy(s.Strategy)
-		if err != nil {
-			return p, err
+	forgetSet := false
+	for _, ps := range s.set {
+		f := ps.field
+		switch f.Kind {
+		case scheduler.FieldFloat:
+			*f.Float(&p) = ps.float
+		case scheduler.FieldUint32:
+			*f.Uint32(&p) = uint32(ps.uint)
+		case scheduler.FieldUint64:
+			*f.Uint64(&p) = ps.uint
+		case scheduler.FieldDuration:
+			*f.Duration(&p) = ps.dur
+		case scheduler.FieldEnum:
+			*f.Enum(&p) = ps.enum
 		}
-		p.Strategy = st
+		forgetSet = forgetSet || f.Key == "forget_after"
 	}
-	set := func(dst *float64, v *float64) {
-		if v != nil {
-			*dst = *v
-		}
-	}
-	set(&p.LambdaH, s.LambdaH)
-	set(&p.DeltaMs, s.DeltaMs)
-	set(&p.ThresholdRatio, s.ThresholdRatio)
-	set(&p.ThresholdMinMs, s.ThresholdMinMs)
-	set(&p.BatchWaitMs, s.BatchWaitMs)
-	set(&p.MaxKVUsage, s.MaxKVUsage)
-	set(&p.MaxQueueMs, s.MaxQueueMs)
-	set(&p.DeploymentDeltaMs, s.DeploymentDeltaMs)
-	if s.StaleAfter != nil {
-		p.StaleAfter = s.StaleAfter.D()
+	if !forgetSet {
 		p.ForgetAfter = max(p.ForgetAfter, p.StaleAfter)
 	}
 	return p, p.Validate()
@@ -129,19 +201,16 @@ func (sc *Scenario) resolve(v *Variant) (*runConfig, error) {
 }
 
 // policyProto is p as a SetPolicy message for a server whose clock runs
-// speed times slower than the simulation's (live mode): every parameter in
-// ms is divided by speed, the default throughput multiplied.
+// speed times slower than the simulation's (live mode): every field in ms
+// is divided by speed, every throughput (tokens/s) multiplied.
 func policyProto(p scheduler.Policy, speed float64) *pb.Policy {
-	ms := func(v float64) *float64 { v /= speed; return &v }
-	strategy := map[scheduler.Strategy]pb.Strategy{scheduler.Softmax: pb.Strategy_STRATEGY_SOFTMAX,
-		scheduler.Threshold: pb.Strategy_STRATEGY_THRESHOLD, scheduler.Argmin: pb.Strategy_STRATEGY_ARGMIN}[p.Strategy]
-	tps := p.DefaultPrefillTokensPerSecond * speed
-	bs := p.BlockSizeTokens
-	return &pb.Policy{
-		Strategy: strategy, LambdaH: &p.LambdaH, DeltaMs: ms(p.DeltaMs), ThresholdRatio: &p.ThresholdRatio,
-		ThresholdMinMs: ms(p.ThresholdMinMs), BatchWaitMs: ms(p.BatchWaitMs), BlockSizeTokens: &bs,
-		DefaultPrefillTokensPerSecond: &tps, MaxKvUsage: &p.MaxKVUsage, MaxQueueMs: ms(p.MaxQueueMs),
-		DeploymentDeltaMs: ms(p.DeploymentDeltaMs),
-		StaleAfter:        durationpb.New(p.StaleAfter), ForgetAfter: durationpb.New(p.ForgetAfter),
+	for _, f := range scheduler.PolicyFields() {
+		switch f.Unit {
+		case "ms":
+			*f.Float(&p) /= speed
+		case "tokens/s":
+			*f.Float(&p) *= speed
+		}
 	}
+	return protoconv.PolicyProto(&p)
 }

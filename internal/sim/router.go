@@ -51,16 +51,12 @@ type stateRouter struct {
 }
 
 func newStateRouter(rc *runConfig, insts []*Instance, seed uint64) (*stateRouter, error) {
-	var limits state.Limits
-	limits.NoQueueLedger = rc.variant.QueueLedger != nil && !*rc.variant.QueueLedger
-	limits.BacklogWeight = rc.variant.BacklogWeight
-	limits.BacklogBusy = rc.variant.BacklogBusy
-	limits.BacklogExternality = rc.variant.BacklogExternality
+	var opts []state.Option
 	if rc.probe != nil {
-		limits.Migration = rc.probe.trackerConfig()
+		opts = append(opts, state.WithMigration(rc.probe.trackerConfig()))
 	}
 	pcg := rand.NewPCG(seed, 0x726f75746572)
-	sr := &stateRouter{reg: state.NewRegistry(limits), index: make(map[string]int, len(insts)),
+	sr := &stateRouter{reg: state.NewRegistry(state.Limits{}, opts...), index: make(map[string]int, len(insts)),
 		rng: rand.New(pcg), pcg: pcg, policy: rc.policy,
 		formula: rc.variant.Optimistic != nil && !*rc.variant.Optimistic}
 	if sr.formula {

@@ -139,18 +139,6 @@ type Variant struct {
 	// the reported load only. With cache events the approximate index is
 	// not used either. Default true; router variants only, not live.
 	Optimistic *bool `yaml:"optimistic"`
-	// QueueLedger false turns the router's queue ledger off
-	// (state.Limits.NoQueueLedger): reports' queue figures are used as
-	// reported. Default true; in live mode see LiveOptions.
-	QueueLedger *bool `yaml:"queue_ledger"`
-	// BacklogWeight turns state.Limits.BacklogWeight on: the prefill term
-	// weighs 1 + the fewest waiting requests of any instance. Default
-	// false.
-	BacklogWeight bool `yaml:"backlog_weight"`
-	// BacklogBusy and BacklogExternality turn state.Limits.BacklogBusy
-	// and BacklogExternality on (with BacklogWeight).
-	BacklogBusy        bool `yaml:"backlog_busy"`
-	BacklogExternality bool `yaml:"backlog_externality"`
 }
 
 // Baseline reports whether v is one of the simulator's own pickers.

@@ -56,8 +56,10 @@ workload: {rate: 1, classes: [{name: c, share: 1}]}
 		{"bad strategy", "variants: [{name: v, policy: {strategy: best}}]", "strategy must be"},
 		{"bad delta", "variants: [{name: v, policy: {delta_ms: -1}}]", "delta_ms must be in [0.001, 1000000] ms, got -1"},
 		{"duplicate variant", "variants: [{name: v}, {name: v}]", "unique"},
-		{"backlog_busy alone", "variants: [{name: v, backlog_busy: true}]", "need backlog_weight"},
-		{"backlog_externality on a baseline", "variants: [{name: v, picker: llmd, backlog_weight: true, backlog_externality: true}]", "apply to the router"},
+		// the backlog weight and the queue ledger are the model, not variant switches
+		{"backlog_weight is no switch", "variants: [{name: v, backlog_weight: true}]", "field backlog_weight not found"},
+		{"queue_ledger is no switch", "variants: [{name: v, queue_ledger: false}]", "field queue_ledger not found"},
+		{"optimistic on a baseline", "variants: [{name: v, picker: llmd, optimistic: false}]", "optimistic applies to the router, not to picker llmd"},
 		{"trace and classes", "routers: 2\nfocus: x", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

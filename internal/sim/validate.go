@@ -96,11 +96,8 @@ func (sc *Scenario) Validate() error {
 		if !slices.Contains([]string{"", "router", "round_robin", "random", "affinity", "llmd"}, v.Picker) {
 			bad("%s: picker must be router, round_robin, random, affinity or llmd", where)
 		}
-		if (v.Optimistic != nil || v.QueueLedger != nil || v.BacklogWeight || v.BacklogBusy || v.BacklogExternality) && v.Baseline() {
-			bad("%s: optimistic, queue_ledger and backlog_* apply to the router, not to picker %s", where, v.Picker)
-		}
-		if (v.BacklogBusy || v.BacklogExternality) && !v.BacklogWeight {
-			bad("%s: backlog_busy and backlog_externality need backlog_weight", where)
+		if v.Optimistic != nil && v.Baseline() {
+			bad("%s: optimistic applies to the router, not to picker %s", where, v.Picker)
 		}
 		if v.Routers < 0 || v.Routers > 64 {
 			bad("%s: routers must be in [0, 64]", where)

@@ -36,17 +36,10 @@ type benchPool struct {
 // request tail held by benchTailHolders instances. exact: instances report
 // cache events (and their holdings arrive as stored events); otherwise the
 // holdings are recorded as a pick would record them.
+// The pool's MaxInstancesPerPool is raised to n.
 func newBenchPool(b *testing.B, n, deps int, exact bool) *benchPool {
 	b.Helper()
-	return newBenchPoolLimits(b, n, deps, exact, Limits{})
-}
-
-// newBenchPoolLimits is newBenchPool with the pool's limits (its
-// MaxInstancesPerPool raised to n).
-func newBenchPoolLimits(b *testing.B, n, deps int, exact bool, lim Limits) *benchPool {
-	b.Helper()
-	lim.MaxInstancesPerPool = max(n, 4096)
-	_, p := newTestPool(b, lim)
+	_, p := newTestPool(b, Limits{MaxInstancesPerPool: max(n, 4096)})
 	cfg := DefaultConfig()
 	cfg.Weights = map[string]float64{}
 	for d := range deps {
@@ -140,19 +133,6 @@ func BenchmarkPickScale(b *testing.B) {
 				// After the loop: b.Loop's reset drops metrics reported before it.
 				b.ReportMetric(perInstance, "heap-B/instance")
 				b.ReportMetric(perPair, "heap-B/pair")
-			})
-		}
-	}
-}
-
-// BenchmarkPickScaleBacklog is BenchmarkPickScale's chosen-deployment pick
-// with the backlog weight on (prefixrouted's default), whose least-waiting
-// and throughput sums read every instance of the pool.
-func BenchmarkPickScaleBacklog(b *testing.B) {
-	for _, g := range []struct{ n, deps int }{{1000, 16}, {10000, 64}} {
-		for _, on := range []bool{false, true} {
-			b.Run(fmt.Sprintf("inst=%d/deps=%d/backlog=%v", g.n, g.deps, on), func(b *testing.B) {
-				benchPickOn(b, newBenchPoolLimits(b, g.n, g.deps, true, Limits{BacklogWeight: on}), g.n, true)
 			})
 		}
 	}

@@ -38,6 +38,7 @@
 // The router also remembers the predicted uncached tokens of each
 // instance's latest picks and caps a report's queue at what its waiting and
 // running picks will really prefill (ledger.go): engines report whole
-// prompts. With Limits.BacklogWeight a pick's prefill term is weighed by how
-// backlogged the pool is (backlog.go).
+// prompts. A pick's prefill term is weighed by how backlogged the pool is
+// (backlog.go). The math of both is the scheduler's (scheduler.LedgerQueue,
+// scheduler.BacklogWeight); this package keeps the sums they read.
 package state

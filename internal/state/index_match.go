@@ -225,8 +225,7 @@ const ring = 2 * peekAhead
 // peekAhead at a time: the cache line where each home slot starts and the
 // one where the slot after it ends, so that a 24-byte slot across two
 // lines, or a block one probe past its home, does not miss either (a
-// quarter of the slots straddle a line; measured on BenchmarkPickScale
-// 1,000 / 16, the second line takes about 10 % off the match).
+// quarter of the slots straddle a line).
 func (r *resolver) fill(end int) {
 	x := r.x
 	dir, depth, seed := x.dir, x.depth, x.seed

@@ -3,6 +3,8 @@ package state
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 func TestLedgerQueueFrom(t *testing.T) {
@@ -37,18 +39,18 @@ func TestLedgerQueueFrom(t *testing.T) {
 
 func TestLedgerRing(t *testing.T) {
 	var l ledger
-	for i := range LedgerPicks + 44 {
+	for i := range scheduler.LedgerPicks + 44 {
 		l.add(uint64(i))
 	}
-	got, ok := l.last(LedgerPicks)
+	got, ok := l.last(scheduler.LedgerPicks)
 	want := uint64(0)
-	for i := 44; i < LedgerPicks+44; i++ {
+	for i := 44; i < scheduler.LedgerPicks+44; i++ {
 		want += uint64(i)
 	}
 	if !ok || got != want {
-		t.Fatalf("last(%d) = %d, %v; want %d", LedgerPicks, got, ok, want)
+		t.Fatalf("last(%d) = %d, %v; want %d", scheduler.LedgerPicks, got, ok, want)
 	}
-	if _, ok := l.last(LedgerPicks + 1); ok {
+	if _, ok := l.last(scheduler.LedgerPicks + 1); ok {
 		t.Fatal("last beyond the ring answered")
 	}
 	l.add(1 << 40)
@@ -58,11 +60,11 @@ func TestLedgerRing(t *testing.T) {
 }
 
 // TestPoolQueueLedger: after two picks onto a, a report counting both
-// requests' whole prompts is capped at their uncached tokens; with
-// NoQueueLedger it is not.
+// requests' whole prompts is capped at their uncached tokens; a report of
+// three requests, more than the ledger holds picks of, stands.
 func TestPoolQueueLedger(t *testing.T) {
-	for _, off := range []bool{false, true} {
-		_, p := newTestPool(t, Limits{NoQueueLedger: off})
+	for _, waiting := range []uint32{2, 3} {
+		_, p := newTestPool(t, Limits{})
 		s := connect(t, p, t0, "d", "a", &Report{ReportsCacheEvents: true, PrefillTokensPerSecond: 10000, HasQueueMs: true,
 			Stored: []uint64{1, 2, 3}, BlockSizeTokens: 16})
 		rng := rand.New(rand.NewPCG(1, 2))
@@ -77,7 +79,7 @@ func TestPoolQueueLedger(t *testing.T) {
 			}
 		}
 		if err := s.Report(t0, &Report{ReportsCacheEvents: true, PrefillTokensPerSecond: 10000, BlockSizeTokens: 16,
-			WaitingRequests: 2, QueuedPrefillTokens: 128, QueueMs: 12.8, HasQueueMs: true}); err != nil {
+			WaitingRequests: waiting, QueuedPrefillTokens: 128, QueueMs: 12.8, HasQueueMs: true}); err != nil {
 			t.Fatal(err)
 		}
 		in := PickInput{Hashes: []uint64{1, 2, 3, 4}, PromptTokens: 64}
@@ -85,11 +87,11 @@ func TestPoolQueueLedger(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := 3.2 // 32 tokens at 10000 tokens/s
-		if off {
+		if waiting == 3 {
 			want = 12.8
 		}
 		if q := out.Decision.Instances[0].QueueMs; q != want {
-			t.Fatalf("NoQueueLedger %v: queue %v ms, want %v", off, q, want)
+			t.Fatalf("%d waiting: queue %v ms, want %v", waiting, q, want)
 		}
 	}
 }

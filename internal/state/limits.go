@@ -1,7 +1,5 @@
 package state
 
-import "github.com/prefixroute/prefixroute/internal/readiness"
-
 // Limits bounds what clients can make the state layer hold. The zero value of
 // a field means its default. Limits is a plain value, safe to copy.
 type Limits struct {
@@ -29,31 +27,6 @@ type Limits struct {
 	// MaxNameBytes bounds pool, deployment, instance id and address. Default
 	// 128 bytes.
 	MaxNameBytes int
-	// Migration configures each pool's migration-readiness tracker (the
-	// window of picks GetMigrationStatus reads); the zero value takes the
-	// defaults of readiness.Config (a 5 min window in 60 buckets, 256 hot
-	// prefixes, 8 deployments).
-	Migration readiness.Config
-	// NoQueueLedger turns the queue ledger off (see ledger): the scheduler
-	// then sees every report's queue figures as reported. Default false:
-	// the ledger caps them. For comparisons.
-	NoQueueLedger bool
-	// BacklogWeight weighs the prefill term of every pick's costs by 1 +
-	// the fewest requests any instance of the pool has waiting (see
-	// backlogWeight). Default false here, the model's cost exactly;
-	// prefixrouted turns it on (--backlog-weight, SIMULATION.md section 5).
-	BacklogWeight bool
-	// BacklogBusy makes the backlog weight's utilisation the larger of the
-	// prefill tokens picked per second of throughput and the fraction of
-	// instances whose reports show prefill work queued or running (see
-	// backlogWeight, reportsBusy). No effect without BacklogWeight.
-	// Default false; prefixrouted turns it on (--backlog-busy).
-	BacklogBusy bool
-	// BacklogExternality makes the backlog weight's utilisation term
-	// 1 + ρ/(1 − ρ)², the M/M/1 externality of a unit of work, instead of
-	// 1/(1 − ρ) (see utilWeight). No effect without BacklogWeight. Default
-	// false; prefixrouted turns it on (--backlog-externality).
-	BacklogExternality bool
 }
 
 // Default limits.

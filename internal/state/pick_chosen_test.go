@@ -18,8 +18,7 @@ import (
 // holding prefixes of a few chains. It returns the pool and the chains.
 func randomChosenPool(t *testing.T, rng *rand.Rand, seed uint64) (*Pool, [][]uint64, []*Session) {
 	t.Helper()
-	// Every third pool weighs prefill by its backlog (prefixrouted's default).
-	_, p := newTestPool(t, Limits{BacklogWeight: seed%3 == 0})
+	_, p := newTestPool(t, Limits{})
 	nd, n := 1+rng.IntN(6), 1+rng.IntN(80)
 	cfg := DefaultConfig()
 	cfg.Policy.Strategy = []scheduler.Strategy{scheduler.Softmax, scheduler.Threshold, scheduler.Argmin}[seed%3]

@@ -130,10 +130,7 @@ func (p *Pool) syncReport(in *instance) {
 	si := &p.tmpl[in.ord]
 	si.BlockSizeTokens = l.BlockSizeTokens
 	si.PrefillTokensPerSecond = l.PrefillTokensPerSecond
-	si.QueuedPrefillTokens, si.QueueMs = l.QueuedPrefillTokens, l.QueueMs
-	if !p.limits.NoQueueLedger {
-		si.QueuedPrefillTokens, si.QueueMs = in.ledger.queueFrom(l, p.defaultTPS())
-	}
+	si.QueuedPrefillTokens, si.QueueMs = in.ledger.queueFrom(l, p.defaultTPS())
 	si.HasQueueMs = l.HasQueueMs
 	si.AssignedTokens = in.assigned
 	si.KVUsage = l.KVCacheUsage
@@ -237,9 +234,9 @@ type deployment struct {
 	instances  int
 }
 
-func newPool(name string, limits Limits, budget *pairBudget) *Pool {
+func newPool(name string, limits Limits, migration readiness.Config, budget *pairBudget) *Pool {
 	p := &Pool{name: name, limits: limits, byID: make(map[string]*instance), index: newPrefixIndex(), budget: budget,
-		tracker: readiness.New(limits.Migration)}
+		tracker: readiness.New(migration)}
 	p.live = make([]uint64, p.index.words)
 	p.dstart = []int{0}
 	p.elig = make([]uint64, p.index.words)

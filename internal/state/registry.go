@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prefixroute/prefixroute/internal/readiness"
 	"github.com/prefixroute/prefixroute/scheduler"
 )
 
@@ -14,19 +15,34 @@ import (
 // pool map has its own lock, held only to look a pool up or add one; each
 // Pool then has its own.
 type Registry struct {
-	limits Limits
-	budget *pairBudget
+	limits    Limits
+	migration readiness.Config
+	budget    *pairBudget
 
 	mu    sync.RWMutex
 	pools map[string]*Pool
 }
 
 // NewRegistry returns an empty registry with the given limits (zero fields
-// take their defaults).
-func NewRegistry(limits Limits) *Registry {
+// take their defaults) and options.
+func NewRegistry(limits Limits, opts ...Option) *Registry {
 	l := limits.withDefaults()
-	return &Registry{limits: l, budget: &pairBudget{max: int64(l.MaxIndexPairs)}, pools: make(map[string]*Pool)}
+	r := &Registry{limits: l, budget: &pairBudget{max: int64(l.MaxIndexPairs)}, pools: make(map[string]*Pool)}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
+
+// Option configures a Registry at NewRegistry.
+type Option func(*Registry)
+
+// WithMigration configures each pool's migration-readiness tracker (the
+// window of picks GetMigrationStatus reads). Without it, or with the zero
+// value, the trackers take the defaults of readiness.Config (a 5 min window
+// in 60 buckets, 256 hot prefixes, 8 deployments). The caller validates c
+// (readiness.Config.Validate).
+func WithMigration(c readiness.Config) Option { return func(r *Registry) { r.migration = c } }
 
 // Limits returns the registry's limits with defaults filled in.
 func (r *Registry) Limits() Limits { return r.limits }
@@ -59,7 +75,7 @@ func (r *Registry) Ensure(name string) (*Pool, error) {
 	if len(r.pools) >= r.limits.MaxPools {
 		return nil, fmt.Errorf("%w: %d pools, the limit is %d", ErrTooManyPools, len(r.pools), r.limits.MaxPools)
 	}
-	p := newPool(name, r.limits, r.budget)
+	p := newPool(name, r.limits, r.migration, r.budget)
 	r.pools[name] = p
 	return p, nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -42,6 +43,8 @@ func TestOpenCorruptState(t *testing.T) {
 			`pool "chat": policy: unknown strategy "fastest"`},
 		{"policy out of range", `{"format": 1, "pools": {"chat": {"policy": {"delta_ms": 0}}}}`,
 			`pool "chat": policy: invalid policy: delta_ms must be in [0.001, 1000000] ms, got 0`},
+		{"wrong kind", `{"format": 1, "pools": {"chat": {"policy": {"block_size_tokens": "16"}}}}`,
+			`pool "chat": policy: block_size_tokens: json: cannot unmarshal string`},
 		{"bad duration", `{"format": 1, "pools": {"chat": {"policy": {"stale_after": "2 seconds"}}}}`,
 			`stale_after: "2 seconds" is not a duration`},
 		{"unknown ramp state", `{"format": 1, "pools": {"chat": {"ramp": {"id": 1, "state": "stopped", "steps": [{"weights": {"b": 1}, "after": "1m"}]}}}}`,
@@ -131,6 +134,17 @@ func TestPolicyJSONDefaults(t *testing.T) {
 		{`{}`, func(*scheduler.Policy) {}},
 		{`{"lambda_h": 3}`, func(p *scheduler.Policy) { p.LambdaH = 3 }},
 		{`{"lambda_h": 0}`, func(p *scheduler.Policy) { p.LambdaH = 0 }}, // 0 is a value, not "absent"
+		{`{"lambda_h": null}`, func(*scheduler.Policy) {}},
+		// every key as the state file of 16a42ca wrote it
+		{`{"strategy": "argmin", "lambda_h": 5, "delta_ms": 10, "threshold_ratio": 0.2, "threshold_min_ms": 30,
+			"batch_wait_ms": 1, "block_size_tokens": 32, "default_prefill_tokens_per_second": 20000, "max_kv_usage": 0.9,
+			"max_queue_ms": 100, "deployment_delta_ms": 50, "stale_after": "3s", "forget_after": "1m0s",
+			"default_kv_capacity_blocks": 1000, "on_saturation": "shed"}`, func(p *scheduler.Policy) {
+			*p = scheduler.Policy{Strategy: scheduler.Argmin, LambdaH: 5, DeltaMs: 10, ThresholdRatio: 0.2, ThresholdMinMs: 30,
+				BatchWaitMs: 1, BlockSizeTokens: 32, DefaultPrefillTokensPerSecond: 20000, MaxKVUsage: 0.9, MaxQueueMs: 100,
+				DeploymentDeltaMs: 50, StaleAfter: 3 * time.Second, ForgetAfter: time.Minute, DefaultKVCapacityBlocks: 1000,
+				OnSaturation: scheduler.SaturationShed}
+		}},
 		{`{"strategy": "threshold", "forget_after": "1m30s", "block_size_tokens": 64}`, func(p *scheduler.Policy) {
 			p.Strategy, p.ForgetAfter, p.BlockSizeTokens = scheduler.Threshold, 90*time.Second, 64
 		}},
@@ -196,5 +210,18 @@ func TestPolicyJSONCoversEveryField(t *testing.T) {
 		if !bytes.Contains(data, []byte(key)) {
 			t.Errorf("state file does not contain %s:\n%s", key, data)
 		}
+	}
+}
+
+// TestPolicyJSONLoadedReencodes: a policy object read from a file writes
+// back the keys it was read with.
+func TestPolicyJSONLoadedReencodes(t *testing.T) {
+	var j policyJSON
+	if err := json.Unmarshal([]byte(`{"lambda_h": 3, "strategy": "argmin"}`), &j); err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(&j)
+	if err != nil || string(data) != `{"lambda_h":3,"strategy":"argmin"}` {
+		t.Fatalf("Marshal = %s, %v", data, err)
 	}
 }

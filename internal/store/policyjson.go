@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -12,132 +14,134 @@ import (
 func defaultPolicy() scheduler.Policy { return scheduler.DefaultPolicy() }
 
 // policyJSON is a scheduler.Policy as the state file and the audit log hold
-// it: one snake_case field per Policy field, durations as Go duration strings
-// ("2s", "1m30s", "250ms"), the strategy by name (scheduler.Strategy.String,
-// scheduler.ParseStrategy). A field that is absent when loading takes its
-// default value. Every Policy field must appear here; TestPolicyJSONCoversEveryField
-// fails when one is missing.
+// it: one key per scheduler.PolicyFields row, its proto name, in the
+// table's order; durations as Go duration strings ("2s", "1m30s",
+// "250ms"), enums by name ("argmin", "shed"), numbers as numbers. A key
+// that is absent (or null) when loading takes its default value; an
+// unknown key is refused. The keys are the field names the state file has
+// always used, so older files load. A plain value.
 type policyJSON struct {
-	Strategy                      *string  `json:"strategy,omitempty"`
-	LambdaH                       *float64 `json:"lambda_h,omitempty"`
-	DeltaMs                       *float64 `json:"delta_ms,omitempty"`
-	ThresholdRatio                *float64 `json:"threshold_ratio,omitempty"`
-	ThresholdMinMs                *float64 `json:"threshold_min_ms,omitempty"`
-	BatchWaitMs                   *float64 `json:"batch_wait_ms,omitempty"`
-	BlockSizeTokens               *uint32  `json:"block_size_tokens,omitempty"`
-	DefaultPrefillTokensPerSecond *float64 `json:"default_prefill_tokens_per_second,omitempty"`
-	MaxKVUsage                    *float64 `json:"max_kv_usage,omitempty"`
-	MaxQueueMs                    *float64 `json:"max_queue_ms,omitempty"`
-	DeploymentDeltaMs             *float64 `json:"deployment_delta_ms,omitempty"`
-	StaleAfter                    *string  `json:"stale_after,omitempty"`
-	ForgetAfter                   *string  `json:"forget_after,omitempty"`
-	DefaultKVCapacityBlocks       *uint64  `json:"default_kv_capacity_blocks,omitempty"`
-	OnSaturation                  *string  `json:"on_saturation,omitempty"`
+	p   scheduler.Policy           // encoded
+	raw map[string]json.RawMessage // loaded, read by decode
 }
 
-// encodePolicy returns p with every field set. It fails, wrapping
-// ErrInvalidPolicy, on what JSON cannot carry: an unknown strategy, a NaN or
-// an infinity.
+// encodePolicy returns p as its state file object. It fails, wrapping
+// ErrInvalidPolicy, on what JSON cannot carry: an unknown enum value, a NaN
+// or an infinity.
 func encodePolicy(p scheduler.Policy) (*policyJSON, error) {
-	name := p.Strategy.String()
-	if s, err := scheduler.ParseStrategy(name); err != nil || s != p.Strategy {
-		return nil, invalid(fmt.Sprintf("unknown strategy %d; want softmax, threshold or argmin", p.Strategy),
-			ErrInvalidPolicy)
-	}
-	sat := p.OnSaturation.String()
-	if v, err := scheduler.ParseSaturation(sat); err != nil || v != p.OnSaturation {
-		return nil, invalid(fmt.Sprintf("unknown on_saturation %d; want shed or least_loaded", p.OnSaturation),
-			ErrInvalidPolicy)
-	}
-	floats := []struct {
-		field string
-		v     float64
-	}{
-		{"lambda_h", p.LambdaH}, {"delta_ms", p.DeltaMs},
-		{"threshold_ratio", p.ThresholdRatio}, {"threshold_min_ms", p.ThresholdMinMs},
-		{"batch_wait_ms", p.BatchWaitMs}, {"default_prefill_tokens_per_second", p.DefaultPrefillTokensPerSecond},
-		{"max_kv_usage", p.MaxKVUsage}, {"max_queue_ms", p.MaxQueueMs},
-		{"deployment_delta_ms", p.DeploymentDeltaMs},
-	}
-	for _, f := range floats {
-		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
-			return nil, invalid(fmt.Sprintf("%s is %s; want a finite number", f.field, formatFloat(f.v)),
-				ErrInvalidPolicy)
+	for _, f := range scheduler.PolicyFields() {
+		switch f.Kind {
+		case scheduler.FieldEnum:
+			if v := *f.Enum(&p); int(v) >= len(f.Names) {
+				return nil, invalid(fmt.Sprintf("unknown %s %d; want %s", f.Key, v, f.NameList()), ErrInvalidPolicy)
+			}
+		case scheduler.FieldFloat:
+			if v := *f.Float(&p); math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, invalid(fmt.Sprintf("%s is %s; want a finite number", f.Key, formatFloat(v)), ErrInvalidPolicy)
+			}
 		}
 	}
-	return &policyJSON{
-		Strategy:                      &name,
-		LambdaH:                       &p.LambdaH,
-		DeltaMs:                       &p.DeltaMs,
-		ThresholdRatio:                &p.ThresholdRatio,
-		ThresholdMinMs:                &p.ThresholdMinMs,
-		BatchWaitMs:                   &p.BatchWaitMs,
-		BlockSizeTokens:               &p.BlockSizeTokens,
-		DefaultPrefillTokensPerSecond: &p.DefaultPrefillTokensPerSecond,
-		MaxKVUsage:                    &p.MaxKVUsage,
-		MaxQueueMs:                    &p.MaxQueueMs,
-		DeploymentDeltaMs:             &p.DeploymentDeltaMs,
-		StaleAfter:                    ptr(p.StaleAfter.String()),
-		ForgetAfter:                   ptr(p.ForgetAfter.String()),
-		DefaultKVCapacityBlocks:       &p.DefaultKVCapacityBlocks,
-		OnSaturation:                  &sat,
-	}, nil
+	return &policyJSON{p: p}, nil
 }
 
-// decode returns the policy j describes, starting from the default policy
-// for every absent field. The result must pass Policy.Validate, so that a
-// hand-edited file cannot give the scheduler a policy it refuses.
+// MarshalJSON writes every field, in the table's order (a loaded j, its
+// keys as loaded).
+func (j *policyJSON) MarshalJSON() ([]byte, error) {
+	if j.raw != nil {
+		return json.Marshal(j.raw)
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range scheduler.PolicyFields() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		var v any
+		switch f.Kind {
+		case scheduler.FieldFloat:
+			v = *f.Float(&j.p)
+		case scheduler.FieldUint32:
+			v = *f.Uint32(&j.p)
+		case scheduler.FieldUint64:
+			v = *f.Uint64(&j.p)
+		case scheduler.FieldDuration:
+			v = f.Duration(&j.p).String()
+		case scheduler.FieldEnum:
+			v, _ = f.EnumName(*f.Enum(&j.p))
+		}
+		key, _ := json.Marshal(f.Key)
+		val, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Key, err)
+		}
+		b.Write(key)
+		b.WriteByte(':')
+		b.Write(val)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON keeps the object's values for decode; an unknown key
+// fails.
+func (j *policyJSON) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	for key := range raw {
+		if _, ok := scheduler.PolicyFieldByKey(key); !ok {
+			return fmt.Errorf("json: unknown field %q in policy", key)
+		}
+	}
+	*j = policyJSON{raw: raw}
+	return nil
+}
+
+// decode returns the policy j describes, the default policy's value for
+// every absent (or null) key; a value of the wrong kind fails, naming the
+// key. The result must pass Policy.Validate, so that a hand-edited file
+// cannot give the scheduler a policy it refuses.
 func (j *policyJSON) decode() (scheduler.Policy, error) {
 	p := defaultPolicy()
-	if j.Strategy != nil {
-		s, err := scheduler.ParseStrategy(*j.Strategy)
-		if err != nil {
-			return p, fmt.Errorf("unknown strategy %q; want softmax, threshold or argmin", *j.Strategy)
-		}
-		p.Strategy = s
-	}
-	if j.OnSaturation != nil {
-		v, err := scheduler.ParseSaturation(*j.OnSaturation)
-		if err != nil {
-			return p, fmt.Errorf("unknown on_saturation %q; want shed or least_loaded", *j.OnSaturation)
-		}
-		p.OnSaturation = v
-	}
-	setIf(&p.LambdaH, j.LambdaH)
-	setIf(&p.DeltaMs, j.DeltaMs)
-	setIf(&p.ThresholdRatio, j.ThresholdRatio)
-	setIf(&p.ThresholdMinMs, j.ThresholdMinMs)
-	setIf(&p.BatchWaitMs, j.BatchWaitMs)
-	setIf(&p.BlockSizeTokens, j.BlockSizeTokens)
-	setIf(&p.DefaultPrefillTokensPerSecond, j.DefaultPrefillTokensPerSecond)
-	setIf(&p.MaxKVUsage, j.MaxKVUsage)
-	setIf(&p.MaxQueueMs, j.MaxQueueMs)
-	setIf(&p.DeploymentDeltaMs, j.DeploymentDeltaMs)
-	setIf(&p.DefaultKVCapacityBlocks, j.DefaultKVCapacityBlocks)
-	for _, d := range []struct {
-		field string
-		s     *string
-		dst   *time.Duration
-	}{{"stale_after", j.StaleAfter, &p.StaleAfter}, {"forget_after", j.ForgetAfter, &p.ForgetAfter}} {
-		if d.s == nil {
+	for _, f := range scheduler.PolicyFields() {
+		v, ok := j.raw[f.Key]
+		if !ok || string(v) == "null" {
 			continue
 		}
-		v, err := time.ParseDuration(*d.s)
-		if err != nil {
-			return p, fmt.Errorf("%s: %q is not a duration; want e.g. \"2s\" or \"500ms\"", d.field, *d.s)
+		var err error
+		switch f.Kind {
+		case scheduler.FieldFloat:
+			err = json.Unmarshal(v, f.Float(&p))
+		case scheduler.FieldUint32:
+			err = json.Unmarshal(v, f.Uint32(&p))
+		case scheduler.FieldUint64:
+			err = json.Unmarshal(v, f.Uint64(&p))
+		case scheduler.FieldDuration, scheduler.FieldEnum:
+			var s string
+			if err = json.Unmarshal(v, &s); err != nil {
+				break
+			}
+			if f.Kind == scheduler.FieldEnum {
+				e, ok := f.ParseEnum(s)
+				if !ok {
+					return p, fmt.Errorf("unknown %s %q; want %s", f.Key, s, f.NameList())
+				}
+				*f.Enum(&p) = e
+				break
+			}
+			d, perr := time.ParseDuration(s)
+			if perr != nil {
+				return p, fmt.Errorf("%s: %q is not a duration; want e.g. \"2s\" or \"500ms\"", f.Key, s)
+			}
+			*f.Duration(&p) = d
 		}
-		*d.dst = v
+		if err != nil {
+			return p, fmt.Errorf("%s: %w", f.Key, err)
+		}
 	}
 	if err := p.Validate(); err != nil {
 		return p, err
 	}
 	return p, nil
 }
-
-func setIf[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
-	}
-}
-
-func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,153 @@
+package scheduler
+
+import (
+	"slices"
+	"time"
+)
+
+// FieldKind is the Go type of a Policy field, which says which accessor of
+// its PolicyField is set. A plain value.
+type FieldKind uint8
+
+const (
+	// FieldFloat is a float64 (PolicyField.Float).
+	FieldFloat FieldKind = iota
+	// FieldUint32 is a uint32 (PolicyField.Uint32).
+	FieldUint32
+	// FieldUint64 is a uint64 (PolicyField.Uint64).
+	FieldUint64
+	// FieldDuration is a time.Duration (PolicyField.Duration).
+	FieldDuration
+	// FieldEnum is a Strategy or a Saturation, named by PolicyField.Names
+	// (PolicyField.Enum).
+	FieldEnum
+)
+
+// PolicyField is one field of Policy: its name everywhere outside Go (the
+// proto field, the state file's and the simulator's keys, prefixctl's
+// KEY=VALUE), its kind, unit and range, and an accessor. The one list of
+// Policy fields (PolicyFields) drives Validate's messages, the proto
+// conversion (internal/protoconv), the state file (internal/store), the
+// simulator's YAML (internal/sim) and prefixctl's policy commands. A plain
+// value, safe for concurrent reads.
+type PolicyField struct {
+	// Key is the proto field name, e.g. "delta_ms".
+	Key  string
+	Kind FieldKind
+	// Unit is the unit of the value as messages print it: "ms", "tokens",
+	// "tokens/s", "blocks", or "" (a plain number, a duration, a name).
+	Unit string
+	// Fraction marks a share of 1 (shown as a percentage by prefixctl).
+	Fraction bool
+	// ZeroOff marks a field whose 0 turns what it governs off.
+	ZeroOff bool
+	// Min and Max bound a FieldFloat, FieldUint32 or FieldUint64 value,
+	// inclusive, except Min when OpenMin: (Min, Max]. With ZeroOff and
+	// Min > 0, 0 is valid too.
+	Min, Max float64
+	OpenMin  bool
+	// MinDuration and MaxDuration bound a FieldDuration value, inclusive.
+	// forget_after's lower bound is stale_after's value instead.
+	MinDuration, MaxDuration time.Duration
+	// Names are a FieldEnum's value names by value, e.g. softmax,
+	// threshold, argmin.
+	Names []string
+	// enumType names an unknown FieldEnum value in messages: "Strategy(7)".
+	enumType string
+	// Meaning is one line for prefixctl's policy table.
+	Meaning string
+	// The accessor of the field's kind returns a pointer to the field of p;
+	// the others are nil.
+	Float    func(p *Policy) *float64
+	Uint32   func(p *Policy) *uint32
+	Uint64   func(p *Policy) *uint64
+	Duration func(p *Policy) *time.Duration
+	Enum     func(p *Policy) *uint8
+	// explain, when set, replaces the range check of Validate's
+	// explanation.
+	explain func(f *PolicyField, p *Policy, c *checker)
+}
+
+// policyFields is the table behind PolicyFields, in proto field order.
+var policyFields = []PolicyField{
+	{Key: "strategy", Kind: FieldEnum, Names: strategyNames[:], enumType: "Strategy", Meaning: "softmax, threshold or argmin",
+		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.Strategy) }},
+	{Key: "lambda_h", Kind: FieldFloat, Max: MaxLambdaH, Meaning: "x2 odds per +1/lambda_h hit ratio",
+		Float: func(p *Policy) *float64 { return &p.LambdaH }},
+	{Key: "delta_ms", Kind: FieldFloat, Unit: "ms", Min: MinDeltaMs, Max: MaxDeltaMs, Meaning: "softmax: /2 odds per delta_ms",
+		Float: func(p *Policy) *float64 { return &p.DeltaMs }},
+	{Key: "threshold_ratio", Kind: FieldFloat, Fraction: true, Max: MaxThresholdRatio, Meaning: "threshold band, of the min cost",
+		Float: func(p *Policy) *float64 { return &p.ThresholdRatio }},
+	{Key: "threshold_min_ms", Kind: FieldFloat, Unit: "ms", Max: MaxThresholdMinMs, Meaning: "threshold band, at least",
+		Float: func(p *Policy) *float64 { return &p.ThresholdMinMs }},
+	{Key: "batch_wait_ms", Kind: FieldFloat, Unit: "ms", Max: MaxBatchWaitMs, Meaning: "added to every cost",
+		Float: func(p *Policy) *float64 { return &p.BatchWaitMs }},
+	{Key: "block_size_tokens", Kind: FieldUint32, Unit: "tokens", Min: 1, Max: MaxBlockSizeTokens, Meaning: "if an instance reports none",
+		Uint32: func(p *Policy) *uint32 { return &p.BlockSizeTokens }},
+	{Key: "default_prefill_tokens_per_second", Kind: FieldFloat, Unit: "tokens/s", Min: MinPrefillTokensPerSecond,
+		Max: MaxPrefillTokensPerSecond, Meaning: "if an instance reports none",
+		Float: func(p *Policy) *float64 { return &p.DefaultPrefillTokensPerSecond }},
+	{Key: "max_kv_usage", Kind: FieldFloat, Fraction: true, Min: 0, OpenMin: true, Max: 1, Meaning: "exclude instances at or over",
+		Float: func(p *Policy) *float64 { return &p.MaxKVUsage }},
+	{Key: "max_queue_ms", Kind: FieldFloat, Unit: "ms", ZeroOff: true, Max: MaxMaxQueueMs, Meaning: "exclude instances over (0 = off)",
+		Float: func(p *Policy) *float64 { return &p.MaxQueueMs }},
+	{Key: "deployment_delta_ms", Kind: FieldFloat, Unit: "ms", ZeroOff: true, Min: MinDeltaMs, Max: MaxDeltaMs,
+		Meaning: "deployment load term (0 = off)", Float: func(p *Policy) *float64 { return &p.DeploymentDeltaMs }},
+	{Key: "stale_after", Kind: FieldDuration, MinDuration: MinStaleAfter, MaxDuration: MaxStaleAfter,
+		Meaning: "exclude without a report for", Duration: func(p *Policy) *time.Duration { return &p.StaleAfter }},
+	{Key: "forget_after", Kind: FieldDuration, MaxDuration: MaxForgetAfter, Meaning: "forget disconnected after",
+		Duration: func(p *Policy) *time.Duration { return &p.ForgetAfter }, explain: explainForgetAfter},
+	{Key: "default_kv_capacity_blocks", Kind: FieldUint64, Unit: "blocks", Min: 1, Max: float64(MaxDefaultKVCapacityBlocks),
+		Meaning: "index size if none reported", Uint64: func(p *Policy) *uint64 { return &p.DefaultKVCapacityBlocks }},
+	{Key: "on_saturation", Kind: FieldEnum, Names: saturationNames[:], enumType: "Saturation", Meaning: "if all saturated: least_loaded, shed",
+		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.OnSaturation) }},
+}
+
+// PolicyFields returns every Policy field, in the proto's field order (a
+// copy; the rows' accessors are shared). Safe for concurrent use.
+func PolicyFields() []PolicyField { return slices.Clone(policyFields) }
+
+// PolicyFieldByKey returns the field named key, and false when there is
+// none. Safe for concurrent use.
+func PolicyFieldByKey(key string) (PolicyField, bool) {
+	for i := range policyFields {
+		if policyFields[i].Key == key {
+			return policyFields[i], true
+		}
+	}
+	return PolicyField{}, false
+}
+
+// EnumName returns the name of value v of a FieldEnum field, and false
+// when v is not one of its values.
+func (f *PolicyField) EnumName(v uint8) (string, bool) {
+	if int(v) < len(f.Names) {
+		return f.Names[v], true
+	}
+	return "", false
+}
+
+// ParseEnum returns the value named s of a FieldEnum field (case and
+// surrounding spaces ignored), and false when s names none.
+func (f *PolicyField) ParseEnum(s string) (uint8, bool) {
+	i, ok := lookupName(f.Names, s)
+	return uint8(i), ok
+}
+
+// NameList is a FieldEnum's names as a message lists them: "a, b or c".
+func (f *PolicyField) NameList() string { return orList(f.Names) }
+
+// orList joins names as "a, b or c".
+func orList(names []string) string {
+	switch len(names) {
+	case 0:
+		return ""
+	case 1:
+		return names[0]
+	}
+	s := names[0]
+	for _, n := range names[1 : len(names)-1] {
+		s += ", " + n
+	}
+	return s + " or " + names[len(names)-1]
+}
