@@ -76,8 +76,11 @@ func (s *Server) serveReports(ctx context.Context, w reportWire, single bool) er
 		return err
 	}
 	e := &reportEngine{s: s, wire: w, ctx: ctx, single: single, members: make(map[memberKey]*member)}
-	if c := auth.CallerFrom(ctx); c != nil && c.Bind != nil {
-		e.bound = c.Principal
+	if c := auth.CallerFrom(ctx); c != nil {
+		e.who = c.Name
+		if c.Bind != nil {
+			e.bound = c.Principal
+		}
 	}
 	e.acks = newAcker(first.ackMs, e.emit)
 	defer e.stop()
