@@ -46,8 +46,8 @@ func (e *reportEngine) refused(id state.Identity, err error) error {
 	}
 	return status.Errorf(codes.PermissionDenied,
 		"identity %q is bound to %s, which does not cover instance %q of pool %q where it lives now (deployment %q); "+
-			"this stream reports it in deployment %q: instance ids are unique per pool, so use an id of your own deployment (%v)",
-		e.bound.Name, e.bound.Bind, te.Instance, te.Pool, te.From, te.To, codeOf(err))
+			"this stream reports it in deployment %q: instance ids are unique per pool, so report an id of your own deployment",
+		e.bound.Name, e.bound.Bind, te.Instance, te.Pool, te.From, te.To)
 }
 
 // tookOver counts, and logs at WARN, what the new session sess of id took
