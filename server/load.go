@@ -58,16 +58,14 @@ func (ls *loadService) ReportLoadBatch(stream batchStream) error {
 
 // serveReports runs a report stream read through w (single: a ReportLoad
 // stream) until it ends, and returns its status. The stream holds one of
-// the guard's slots throughout.
+// the guard's slots throughout: from its opening, or for an authenticated
+// caller from its first message (admit, load_admit.go).
 func (s *Server) serveReports(ctx context.Context, w reportWire, single bool) error {
-	if err := s.guard.take(ctx, "report streams"); err != nil {
-		return err
-	}
-	defer s.guard.give()
-	first, err := s.guard.recvFirst(ctx, w)
+	first, give, err := s.admit(ctx, w, single)
 	if err != nil {
 		return recvError(err)
 	}
+	defer give()
 	what := "first message"
 	if single {
 		what = "first report"

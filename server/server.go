@@ -63,6 +63,7 @@ type Server struct {
 	repl      Replicator   // the cluster, or standalone (replica.go)
 	flaps     flapLog      // identity takeovers logged (load_flaps.go)
 	takeovers flapLog      // cross-deployment takeovers logged (load_takeover.go)
+	waits     waiting      // report streams before their first message, per identity (load_admit.go)
 	guard     *reportGuard // report-stream limits (LimitReports); nil: none
 }
 
