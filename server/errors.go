@@ -33,6 +33,8 @@ func codeOf(err error) codes.Code {
 		return codes.ResourceExhausted
 	case errors.Is(err, state.ErrSessionEnded):
 		return codes.Aborted
+	case errors.Is(err, state.ErrTakeoverRefused):
+		return codes.PermissionDenied
 	case errors.Is(err, store.ErrVersionMismatch):
 		return codes.Aborted
 	case errors.Is(err, store.ErrPersist), errors.Is(err, replica.ErrClusterUnavailable):

@@ -58,16 +58,14 @@ func (ls *loadService) ReportLoadBatch(stream batchStream) error {
 
 // serveReports runs a report stream read through w (single: a ReportLoad
 // stream) until it ends, and returns its status. The stream holds one of
-// the guard's slots throughout.
+// the guard's slots throughout: from its opening, or for an authenticated
+// caller from its first message (admit, load_admit.go).
 func (s *Server) serveReports(ctx context.Context, w reportWire, single bool) error {
-	if err := s.guard.take(ctx, "report streams"); err != nil {
-		return err
-	}
-	defer s.guard.give()
-	first, err := s.guard.recvFirst(ctx, w)
+	first, give, err := s.admit(ctx, w, single)
 	if err != nil {
 		return recvError(err)
 	}
+	defer give()
 	what := "first message"
 	if single {
 		what = "first report"
@@ -76,8 +74,11 @@ func (s *Server) serveReports(ctx context.Context, w reportWire, single bool) er
 		return err
 	}
 	e := &reportEngine{s: s, wire: w, ctx: ctx, single: single, members: make(map[memberKey]*member)}
-	if c := auth.CallerFrom(ctx); c != nil && c.Bind != nil {
-		e.bound = c.Principal
+	if c := auth.CallerFrom(ctx); c != nil {
+		e.who = c.Name
+		if c.Bind != nil {
+			e.bound = c.Principal
+		}
 	}
 	e.acks = newAcker(first.ackMs, e.emit)
 	defer e.stop()

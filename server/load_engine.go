@@ -60,6 +60,7 @@ type reportEngine struct {
 	ctx     context.Context
 	single  bool            // ReportLoad: one member, whose error ends the stream
 	bound   *auth.Principal // nil: no binding to check
+	who     string          // the caller's identity, for logs ("" unauthenticated)
 	acks    *acker
 	mu      sync.Mutex
 	closed  bool
@@ -197,14 +198,12 @@ func (e *reportEngine) open(k memberKey, r *pb.ReportLoadRequest) (*member, erro
 	// Before Connect: from here on, other replicas' events for this
 	// instance no longer drive it, so none can replace the new session.
 	s.repl.StreamOpened(id.Pool, id.Instance)
-	if mb.sess, err = pool.Connect(s.opts.Now(), id); err != nil {
+	if mb.sess, err = pool.ConnectIf(s.opts.Now(), id, e.covers()); err != nil {
 		s.repl.StreamEnded(id.Pool, id.Instance, false)
 		e.giveSlot()
-		return nil, statusOf(err)
+		return nil, e.refused(id, err)
 	}
-	if prev, ok := mb.sess.TookOver(); ok {
-		s.tookOver(e.ctx, id, prev)
-	}
+	e.tookOver(id, mb.sess)
 	e.members[k] = mb
 	if e.single {
 		e.only = mb

@@ -71,8 +71,8 @@ type observer struct {
 	reg  *state.Registry
 	dlog *decisionLog // nil when off
 
-	excluded, panics, flaps metric.Int64Counter
-	latency                 metric.Float64Histogram
+	excluded, panics, flaps, takeovers metric.Int64Counter
+	latency                            metric.Float64Histogram
 
 	mu    sync.RWMutex
 	pools map[string]*poolObs
@@ -119,6 +119,8 @@ func newObserver(m metric.Meter, reg *state.Registry, now func() time.Time) (*ob
 		"Instances left out of Pick decisions, by reason (eligibility checks and the threshold/argmin strategies): one per instance per decision.")
 	o.flaps = counter("prefixroute_instance_identity_flaps", "{takeover}",
 		"ReportLoad streams that replaced a stream still open for the same instance id, by pool and deployment: a reconnect counts once; steady growth means two instances share one id.")
+	o.takeovers = counter("prefixroute_instance_takeovers", "{takeover}",
+		"Report streams that took over an existing instance id, by pool and outcome: replaced (a stream still open in the same deployment), moved (the instance came back in another deployment), refused (the caller's binding does not cover the deployment where the instance lives; PermissionDenied).")
 	o.panics = counter("prefixroute_panics_recovered", "{panic}", "Panics in gRPC handlers turned into Internal by the recovery interceptor.")
 	var err error
 	o.latency, err = m.Float64Histogram("prefixroute_pick_duration", metric.WithUnit("s"),
@@ -275,6 +277,16 @@ func (o *observer) identityFlap(ctx context.Context, pool, deployment string) {
 		return
 	}
 	o.flaps.Add(ctx, 1, o.pool(pool).dep(deployment).attrs...)
+}
+
+// takeover counts a report stream's takeover of an existing instance id by
+// outcome ("replaced", "moved" or "refused"). The pool label is bounded as
+// the pick metrics' are.
+func (o *observer) takeover(ctx context.Context, pool, outcome string) {
+	if o == nil {
+		return
+	}
+	o.takeovers.Add(ctx, 1, metric.WithAttributes(attribute.String("pool", o.pool(pool).name), attribute.String("outcome", outcome)))
 }
 
 // reporting returns the counters of a report stream's deployment, looked

@@ -55,14 +55,16 @@ type Server struct {
 	reg   *state.Registry
 	store *store.Store
 
-	adminMu  sync.Mutex // orders store writes with their publication to the pools
-	stopping chan struct{}
-	stopOnce sync.Once
-	picks    sync.Pool    // of *pickScratch
-	obs      *observer    // observability hooks (metrics.go); nil records nothing
-	repl     Replicator   // the cluster, or standalone (replica.go)
-	flaps    flapLog      // identity takeovers logged (load_flaps.go)
-	guard    *reportGuard // report-stream limits (LimitReports); nil: none
+	adminMu   sync.Mutex // orders store writes with their publication to the pools
+	stopping  chan struct{}
+	stopOnce  sync.Once
+	picks     sync.Pool    // of *pickScratch
+	obs       *observer    // observability hooks (metrics.go); nil records nothing
+	repl      Replicator   // the cluster, or standalone (replica.go)
+	flaps     flapLog      // identity takeovers logged (load_flaps.go)
+	takeovers flapLog      // cross-deployment takeovers logged (load_takeover.go)
+	waits     waiting      // report streams before their first message, per identity (load_admit.go)
+	guard     *reportGuard // report-stream limits (LimitReports); nil: none
 }
 
 // New opens the data dir, restores every configured pool and returns a

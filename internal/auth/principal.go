@@ -118,6 +118,16 @@ func (p *Principal) CheckReport(r *pb.ReportLoadRequest) error {
 	return nil
 }
 
+// Covers reports whether the principal's binding covers an instance that
+// lives in pool, deployment under id instance: true without a binding.
+// A report stream may take over (replace, or move to another deployment)
+// only an instance its principal covers where the instance lives now.
+func (p *Principal) Covers(pool, deployment, instance string) bool {
+	b := p.Bind
+	return b == nil || (b.Pool == pool && (b.Deployment == "" || b.Deployment == deployment) &&
+		(b.Instance == "" || b.Instance == instance))
+}
+
 // Caller is the authenticated caller of one call: a principal and how it
 // proved itself. It travels in the call's context (CallerFrom). Immutable.
 type Caller struct {

@@ -21,4 +21,7 @@ var (
 	// ErrSessionEnded: the session was replaced by a newer stream for the same
 	// instance, or the instance was forgotten.
 	ErrSessionEnded = errors.New("report session ended")
+	// ErrTakeoverRefused: a report stream's caller may not take over the
+	// instance where it lives now (ConnectIf; a *TakeoverError says where).
+	ErrTakeoverRefused = errors.New("instance takeover refused")
 )

@@ -56,29 +56,47 @@ type Session struct {
 	in   *instance
 	num  uint64
 	done chan struct{}
-	// tookOver: Connect replaced a session still open, from prevAddress.
-	tookOver    bool
-	prevAddress string
+	took Takeover // what Connect took over (takeover.go)
 }
 
 // TookOver reports whether Connect replaced a session of the instance that
 // was still open, and the address that session had: a reconnect before
 // the old stream's end was noticed, or two streams sharing an instance id.
-func (s *Session) TookOver() (prevAddress string, ok bool) { return s.prevAddress, s.tookOver }
+// A move to another deployment is not one of these (see Takeover).
+func (s *Session) TookOver() (prevAddress string, ok bool) {
+	return s.took.PrevAddress, s.took.Live && s.took.MovedFrom == ""
+}
 
 // Done is closed when the session has been replaced.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
 // Connect starts a report session for id, replacing any live session of the
 // same instance (whose Done is closed). An instance that comes back in
-// another deployment is forgotten and added anew.
+// another deployment is forgotten and added anew. It is ConnectIf with no
+// check: for callers that checked the identity elsewhere (other replicas'
+// events, the simulator).
 func (p *Pool) Connect(now time.Time, id Identity) (*Session, error) {
+	return p.ConnectIf(now, id, nil)
+}
+
+// ConnectIf is Connect, except that when the new session would take over
+// the instance (replace its open session, or move it from another
+// deployment) covers decides first, given the instance's identity where it
+// lives now: when it says no, nothing changes and the error is a
+// *TakeoverError (ErrTakeoverRefused). A nil covers allows every takeover.
+// Instance ids are unique per pool, not per deployment, so this is what
+// keeps a caller bound to one deployment off another's instances.
+func (p *Pool) ConnectIf(now time.Time, id Identity, covers Covers) (*Session, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer p.settle()
 	in := p.byID[id.Instance]
+	took, taking := isTakeover(in, id)
+	if taking && covers != nil && !covers(in.id) {
+		return nil, &TakeoverError{Pool: p.name, Instance: id.Instance, From: in.id.Deployment, To: id.Deployment, Live: took.Live}
+	}
 	forgot := false
-	if in != nil && in.id.Deployment != id.Deployment {
+	if took.MovedFrom != "" {
 		p.forget(in)
 		in, forgot = nil, true
 	}
@@ -101,12 +119,11 @@ func (p *Pool) Connect(now time.Time, id Identity) (*Session, error) {
 		p.rebuildDeployments()
 		p.applyCapacity(in)
 	}
-	tookOver, prev := in.session != nil, in.id.Address
-	if tookOver {
+	if in.session != nil {
 		close(in.session.done)
 	}
 	p.sessions++
-	s := &Session{pool: p, in: in, num: p.sessions, done: make(chan struct{}), tookOver: tookOver, prevAddress: prev}
+	s := &Session{pool: p, in: in, num: p.sessions, done: make(chan struct{}), took: took}
 	in.session = s
 	in.id.Address = id.Address
 	in.connected = true
