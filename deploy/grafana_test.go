@@ -18,12 +18,12 @@ import (
 	"github.com/prometheus/common/model"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // dashboard is the part of a Grafana dashboard the test reads.
@@ -137,7 +137,7 @@ func exported(fams map[string]*dto.MetricFamily, name string) bool {
 func scrapeLiveDaemon(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
 	ns := natstest.Start(t)
-	d := servertest.Start(t, servertest.RealClock(), servertest.Config(func(c *server.DaemonConfig) {
+	d := servertest.Start(t, servertest.RealClock(), servertest.Config(func(c *daemon.Config) {
 		c.Server.Cluster = &cluster.Config{URLs: []string{ns.URL()}, Name: "r1", FlushInterval: time.Millisecond,
 			ApplyTimeout: 5 * time.Second, ReconnectWait: 50 * time.Millisecond, ReconnectJitter: 10 * time.Millisecond}
 	})).D

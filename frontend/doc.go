@@ -9,5 +9,5 @@
 // frontend/extproc (the Envoy ext_proc endpoint picker), frontend/httproute
 // (POST /v1/pick and /v1/route) and frontend/console (the operator console
 // at /ui/). They import frontend, never server or daemon; the daemon
-// (server.Start) builds them and hands them the server as a Picker.
+// (daemon.Start) builds them and hands them the server as a Picker.
 package frontend

@@ -9,8 +9,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/servertest"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // benchEnv starts a daemon with n idle instances over deps deployments, each
@@ -96,7 +96,7 @@ func BenchmarkReportIngest(b *testing.B) {
 		b.Run(fmt.Sprintf("events=%d", events), func(b *testing.B) {
 			// No per-stream rate limit: this measures how fast the router
 			// can apply reports, not the limit.
-			e := servertest.Start(b, servertest.Config(func(c *server.DaemonConfig) { c.Transport.ReportsPerSecond, c.Transport.ReportBurst = 1e9, 1e9 }))
+			e := servertest.Start(b, servertest.Config(func(c *daemon.Config) { c.Transport.ReportsPerSecond, c.Transport.ReportBurst = 1e9, 1e9 }))
 			stream, err := e.Load.ReportLoad(context.Background())
 			if err != nil {
 				b.Fatal(err)

@@ -15,11 +15,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/internal/testwait"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // BenchmarkClusterPublishPath is what the publishing replica does per
@@ -93,7 +93,7 @@ func BenchmarkClusterApply(b *testing.B) {
 	for _, events := range []int{0, 64} {
 		b.Run(fmt.Sprintf("events=%d", events), func(b *testing.B) {
 			ns := natstest.Start(b)
-			r2 := servertest.Start(b, servertest.Config(func(c *server.DaemonConfig) {
+			r2 := servertest.Start(b, servertest.Config(func(c *daemon.Config) {
 				c.Server.RampTick = time.Hour
 				c.Server.Cluster = cbClusterConfig(ns.URL(), "r2")
 			}))
@@ -159,7 +159,7 @@ func BenchmarkClusterPropagation(b *testing.B) {
 		b.Run(fmt.Sprintf("cluster=on/events=%d", events), func(b *testing.B) {
 			// No per-stream rate limit: reports follow each other as soon
 			// as the previous one is visible on r2.
-			r1, r2 := cbStart(b, true, func(c *server.DaemonConfig) {
+			r1, r2 := cbStart(b, true, func(c *daemon.Config) {
 				c.Transport.ReportsPerSecond, c.Transport.ReportBurst = 1e9, 1e9
 			})
 			m := rep("m", "d", "a")

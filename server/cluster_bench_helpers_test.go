@@ -13,11 +13,11 @@ import (
 	"time"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/internal/testwait"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // cbMode is a benchmark's mode: clustering off, on (r1 and r2 joined), or
@@ -44,15 +44,15 @@ func cbClusterConfig(url, name string) *cluster.Config {
 // cbStart starts the daemon measured, r1, with mutate applied; when on,
 // r1 and a second replica r2 are joined through a new in-process NATS
 // server, otherwise r2 is nil.
-func cbStart(b *testing.B, on bool, mutate func(*server.DaemonConfig)) (r1, r2 *servertest.Sidecar) {
+func cbStart(b *testing.B, on bool, mutate func(*daemon.Config)) (r1, r2 *servertest.Sidecar) {
 	return cbStartMode(b, cbMode{on: on}, mutate)
 }
 
 // cbStartMode is cbStart in mode m: solo starts r1 joined, without r2.
-func cbStartMode(b *testing.B, m cbMode, mutate func(*server.DaemonConfig)) (r1, r2 *servertest.Sidecar) {
+func cbStartMode(b *testing.B, m cbMode, mutate func(*daemon.Config)) (r1, r2 *servertest.Sidecar) {
 	b.Helper()
-	cfg := func(name string, ns *natstest.Server) func(*server.DaemonConfig) {
-		return func(c *server.DaemonConfig) {
+	cfg := func(name string, ns *natstest.Server) func(*daemon.Config) {
+		return func(c *daemon.Config) {
 			c.Server.RampTick = time.Hour
 			if ns != nil {
 				c.Server.Cluster = cbClusterConfig(ns.URL(), name)
@@ -104,7 +104,7 @@ type cbCounters struct{ events, bytes map[string]float64 }
 
 func cbScrape(b *testing.B, e *servertest.Sidecar) cbCounters {
 	b.Helper()
-	fams := server.ScrapeMetrics(b, e.D)
+	fams := e.Metrics()
 	out := cbCounters{events: map[string]float64{}, bytes: map[string]float64{}}
 	for name, f := range fams {
 		var into map[string]float64

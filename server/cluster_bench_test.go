@@ -23,8 +23,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/testwait"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // BenchmarkClusterPick is BenchmarkPickVsEmptyCall with clustering off
@@ -126,7 +126,7 @@ func BenchmarkClusterReportIngest(b *testing.B) {
 				b.Run(fmt.Sprintf("events=%d", events), func(b *testing.B) {
 					// No per-stream rate limit: this measures how fast the
 					// router can apply reports, not the limit.
-					r1, r2 := cbStartMode(b, mode, func(c *server.DaemonConfig) {
+					r1, r2 := cbStartMode(b, mode, func(c *daemon.Config) {
 						c.Transport.ReportsPerSecond, c.Transport.ReportBurst = 1e9, 1e9
 					})
 					var before, before2 cbCounters

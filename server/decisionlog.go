@@ -70,12 +70,12 @@ type servedLine struct {
 	Served    string    `json:"served"`
 }
 
-// decisionLine is the JSON line. Request is the PickRequest without its
+// DecisionLine is the JSON line. Request is the PickRequest without its
 // prefix hashes, which PrefixBlocks counts and FirstHash / LastHash
 // summarise (with chained hashes the last one names the whole prefix).
 // Response is the PickResponse with the full audit, whatever audit level the
 // request asked for (Request.audit says what the client got).
-type decisionLine struct {
+type DecisionLine struct {
 	Time            time.Time       `json:"time"`
 	DurationSeconds float64         `json:"duration_seconds"`
 	TraceID         string          `json:"trace_id,omitempty"`
@@ -251,7 +251,7 @@ func (r *decisionRecord) marshal() ([]byte, error) {
 	q := r.req
 	summary := proto.Clone(q).(*pb.PickRequest)
 	summary.PrefixHashes = nil
-	line := decisionLine{Time: r.start.UTC(), DurationSeconds: r.elapsed.Seconds(), Code: status.Code(r.err).String(),
+	line := DecisionLine{Time: r.start.UTC(), DurationSeconds: r.elapsed.Seconds(), Code: status.Code(r.err).String(),
 		PrefixBlocks: len(q.GetPrefixHashes())}
 	if h := q.GetPrefixHashes(); len(h) > 0 {
 		line.FirstHash, line.LastHash = strconv.FormatUint(h[0], 10), strconv.FormatUint(h[len(h)-1], 10)

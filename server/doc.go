@@ -1,21 +1,22 @@
-// Package server is prefixroute's gRPC layer and daemon: the handlers of
-// PickService, LoadService and AdminService (pick.go, load.go, admin.go,
-// ramp.go, migration.go), their interceptors (middleware.go, limits.go,
-// auth*.go), the observability of a Pick (pickrecord.go, metrics*.go,
-// span.go, decisionlog.go, observe.go) and the daemon that wires them to
-// listeners (daemon*.go, telemetry.go). The model itself lives below it:
+// Package server is prefixroute's gRPC layer: the handlers of PickService,
+// LoadService and AdminService (pick.go, admin.go, ramp.go, migration.go),
+// the one report-stream engine of ReportLoad and ReportLoadBatch (load*.go,
+// with its per-member limits), the observability of a Pick (pickrecord.go,
+// metrics*.go, span.go, decisionlog.go, pickring.go, history.go) and the
+// control loops (ramp_driver.go, Sweep). Package daemon wires a Server to
+// its listeners, middleware, TLS and tokens; the front ends other than
+// gRPC live under frontend/ and see a Server as a frontend.Picker. The
+// model itself lives below it:
 // scheduler (the pure decision), internal/state (live pools, prefix index,
 // optimistic accounting), internal/store (durable configuration and audit
 // log), internal/readiness (migration readiness), internal/rollout (ramps).
 //
-// # Running a daemon
+// # Serving
 //
-// Start binds the gRPC listener (and the HTTP one of /healthz, /readyz,
-// /metrics and the HTTP front ends unless HTTPListen is "off", and the
-// read-only one of the probes and /metrics when MetricsListen is set), opens the data dir and serves until
-// Shutdown; prefixrouted is a thin flag parser around it. See Example.
-// A Server without a Daemon (New, then Register on a grpc.Server of one's
-// own) serves the same services without metrics, traces or decision log.
+// New opens the data dir; Register puts the services on a grpc.Server.
+// daemon.Start does that with every listener, the interceptor chain,
+// metrics, traces and the decision log (Observe, LimitReports); a Server
+// served on a grpc.Server of one's own has neither until those are called.
 //
 // # One Pick through the packages
 //
@@ -37,7 +38,7 @@
 // server) turns its request into a pb.PickRequest and calls PickFor with
 // the caller's trace context in ctx and a frontend.PickMeta; it gets the same
 // metrics, span attributes, decision-log line and log line as a gRPC Pick.
-// The operator console (server/console, at /ui/ on the HTTP listener) is
+// The operator console (frontend/console, at /ui/ on the HTTP listener) is
 // one: its Explain calls PickFor, and its other pages call the
-// AdminService implementation, through consoleBackend (console_backend.go).
+// AdminService implementation (Server.Admin).
 package server

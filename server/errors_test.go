@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/server"
 )
@@ -196,8 +197,8 @@ func TestAdminBadPoolName(t *testing.T) {
 // TestReportIntervalOverRateLimitRefused: the daemon does not ask instances
 // for more reports than it lets a stream send.
 func TestReportIntervalOverRateLimitRefused(t *testing.T) {
-	_, err := server.Start(server.DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off",
-		Transport: server.TransportLimits{ReportsPerSecond: 50},
+	_, err := daemon.Start(daemon.Config{Listen: "127.0.0.1:0", HTTPListen: "off",
+		Transport: daemon.TransportLimits{ReportsPerSecond: 50},
 		Server:    server.Options{DataDir: t.TempDir(), ReportInterval: 10 * time.Millisecond}})
 	if err == nil || !strings.Contains(err.Error(), "100 reports/s, over the limit of 50 reports/s") {
 		t.Fatalf("Start: %v", err)

@@ -135,3 +135,13 @@ func (g *reportGuard) recvFirst(ctx context.Context, w reportWire) (reportMsg, e
 			g.l.FirstReportTimeout)
 	}
 }
+
+// OpenReportStreams is how many --max-report-streams slots are held now:
+// open report streams plus instances open on ReportLoadBatch streams; 0
+// before LimitReports. Safe for concurrent use.
+func (s *Server) OpenReportStreams() int64 {
+	if s.guard == nil {
+		return 0
+	}
+	return s.guard.open.Load()
+}

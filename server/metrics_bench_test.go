@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/frontend"
@@ -105,69 +102,6 @@ func BenchmarkPickHooks(b *testing.B) {
 					_, err = ps.Pick(ctx, req)
 				}
 				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-// BenchmarkPickGRPC measures a whole Pick over loopback gRPC: against a
-// bare grpc.Server with the services registered (middleware=off), and
-// against the daemon (middleware=on: otelgrpc stats handler, logging,
-// observer, recovery, with tracing off as by default).
-func BenchmarkPickGRPC(b *testing.B) {
-	for _, mw := range []bool{false, true} {
-		b.Run(fmt.Sprintf("middleware=%v", map[bool]string{false: "off", true: "on"}[mw]), func(b *testing.B) {
-			var s *Server
-			var addr string
-			if mw {
-				d, err := Start(DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off",
-					Server: Options{DataDir: b.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer func() {
-					if err := d.Shutdown(context.Background()); err != nil {
-						b.Errorf("Shutdown: %v", err)
-					}
-				}()
-				s, addr = d.Server(), d.Addr()
-			} else {
-				var err error
-				if s, err = New(Options{DataDir: b.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
-					b.Fatal(err)
-				}
-				defer func() {
-					if err := s.Close(); err != nil {
-						b.Errorf("Server.Close: %v", err)
-					}
-				}()
-				lis, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					b.Fatal(err)
-				}
-				gs := grpc.NewServer()
-				s.Register(gs)
-				go func() {
-					if err := gs.Serve(lis); err != nil {
-						b.Errorf("Serve: %v", err)
-					}
-				}()
-				defer gs.Stop()
-				addr = lis.Addr().String()
-			}
-			obsFreshInstance(b, s)
-			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cc.Close()
-			client := pb.NewPickServiceClient(cc)
-			req := obsPickRequest()
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := client.Pick(context.Background(), req); err != nil {
 					b.Fatal(err)
 				}
 			}

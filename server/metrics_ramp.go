@@ -10,12 +10,12 @@ import (
 	"github.com/prefixroute/prefixroute/internal/rollout"
 )
 
-// Ramp states as prefixroute_ramp_state labels them: the rollout states,
+// RampStateLabels are the ramp states as prefixroute_ramp_state labels them: the rollout states,
 // with a pause made by auto-hold or the drain guard (not by an operator)
 // told apart as auto_held, the one to alert on.
-var rampStateLabels = []string{"running", "paused", "auto_held", "done", "aborted"}
+var RampStateLabels = []string{"running", "paused", "auto_held", "done", "aborted"}
 
-// rampStateLabel is r's state label (rampStateLabels).
+// rampStateLabel is r's state label (RampStateLabels).
 func rampStateLabel(r *rollout.Ramp) string {
 	if r.State == rollout.Paused && (strings.HasPrefix(r.Reason, "auto-hold") || strings.HasPrefix(r.Reason, "drain guard")) {
 		return "auto_held"
@@ -51,7 +51,7 @@ func (s *Server) registerRampGauges(m metric.Meter) error {
 			}
 			pool := attribute.String("pool", name)
 			cur := rampStateLabel(r)
-			for _, st := range rampStateLabels {
+			for _, st := range RampStateLabels {
 				v := int64(0)
 				if st == cur {
 					v = 1

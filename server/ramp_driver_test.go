@@ -35,18 +35,6 @@ func rampDriverServer(t *testing.T, clock *testwait.Clock, logs *testwait.SyncBu
 	return s
 }
 
-// logged returns the log lines whose message is msg.
-func logged(t *testing.T, logs *testwait.SyncBuffer, msg string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, l := range logLines(t, logs) {
-		if l["msg"] == msg {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // TestRampAutoHoldLogsAPauseNotMade: when auto-hold must pause a ramp but
 // the pause cannot even be prepared (store.UpdateRampEdit refuses it), the
 // driver logs why instead of returning silently. The registry accepts
@@ -70,7 +58,7 @@ func TestRampAutoHoldLogsAPauseNotMade(t *testing.T) {
 	if s.stepRamp(pool, &r) {
 		t.Fatal("stepRamp applied a step")
 	}
-	got := logged(t, &logs, "ramp auto-hold: cannot pause; retrying on the next tick")
+	got := logs.Logged(t, "ramp auto-hold: cannot pause; retrying on the next tick")
 	if len(got) != 1 {
 		t.Fatalf("%d lines say the pause was not made, want 1; logs:\n%s", len(got), logs.String())
 	}
@@ -106,7 +94,7 @@ func TestRampStepLogsAStepNotInForce(t *testing.T) {
 	if n := s.AdvanceRamps(); n != 1 {
 		t.Fatalf("AdvanceRamps applied %d steps, want 1 (stored)", n)
 	}
-	got := logged(t, &logs, "ramp step stored but not in force")
+	got := logs.Logged(t, "ramp step stored but not in force")
 	if len(got) != 1 {
 		t.Fatalf("%d lines say the step is not in force, want 1; logs:\n%s", len(got), logs.String())
 	}

@@ -10,13 +10,13 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/servertest"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // manualRamps slows the ramp ticker to once an hour: the test applies due
 // steps itself with AdvanceRamps, at fake-clock times it chooses.
-var manualRamps = servertest.Config(func(c *server.DaemonConfig) { c.Server.RampTick = time.Hour })
+var manualRamps = servertest.Config(func(c *daemon.Config) { c.Server.RampTick = time.Hour })
 
 // weights reads pool's weights from e.
 func weights(e *servertest.Sidecar, pool string) *pb.GetWeightsResponse {

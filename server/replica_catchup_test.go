@@ -11,10 +11,10 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // TestReplicaJoinDuringCacheChurn: replica 3 joins while the instances'
@@ -116,7 +116,7 @@ func TestReplicaJoinDuringCacheChurn(t *testing.T) {
 	servertest.Eventually(t, "the churn under way on every instance", func() bool { return churned.Load() >= 2*n })
 	logs := &logRecorder{}
 	joining := churned.Load()
-	r3 := servertest.Start(t, servertest.Replica(ns.URL(), "r3"), servertest.Config(func(c *server.DaemonConfig) {
+	r3 := servertest.Start(t, servertest.Replica(ns.URL(), "r3"), servertest.Config(func(c *daemon.Config) {
 		c.Server.Logger = slog.New(logs)
 	}))
 	// The overlap the test is named for: replica 3 catches up (it

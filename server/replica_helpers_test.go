@@ -14,14 +14,13 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/servertest"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // Helpers of the replica tests (replica_*_test.go).
 
 // scrape fetches and parses a daemon's /metrics.
 func scrape(t testing.TB, e *servertest.Sidecar) map[string]*dto.MetricFamily {
-	return server.ScrapeMetrics(t, e.D)
+	return e.Metrics()
 }
 
 // familyNames lists the families whose name starts with prefix, for
@@ -41,7 +40,7 @@ func familyNames(fams map[string]*dto.MetricFamily, prefix string) string {
 func linkUp(t *testing.T, e *servertest.Sidecar) float64 {
 	t.Helper()
 	fams := scrape(t, e)
-	v, ok := server.MetricValue(fams, "prefixroute_cluster_link_up", nil)
+	v, ok := servertest.MetricValue(fams, "prefixroute_cluster_link_up", nil)
 	if !ok {
 		t.Fatalf("no single prefixroute_cluster_link_up series; cluster families: %s", familyNames(fams, "prefixroute_cluster"))
 	}
@@ -52,7 +51,7 @@ func linkUp(t *testing.T, e *servertest.Sidecar) float64 {
 // pool (prefixroute_reports_total of deployment "a").
 func reportsApplied(t *testing.T, e *servertest.Sidecar, pool string) float64 {
 	t.Helper()
-	v, _ := server.MetricValue(scrape(t, e), "prefixroute_reports_total", map[string]string{"pool": pool, "deployment": "a"})
+	v, _ := servertest.MetricValue(scrape(t, e), "prefixroute_reports_total", map[string]string{"pool": pool, "deployment": "a"})
 	return v
 }
 

@@ -11,10 +11,10 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // blockHash is block j of instance i: distinct, spread over 64 bits like
@@ -96,8 +96,8 @@ func startJoinFleet(tb testing.TB, n, m int) *joinFleet {
 }
 
 // logTo records replica k's logs (k: 0 to 2).
-func (f *joinFleet) logTo(k int) func(*server.DaemonConfig) {
-	return func(c *server.DaemonConfig) { c.Server.Logger = slog.New(f.logs[k]) }
+func (f *joinFleet) logTo(k int) func(*daemon.Config) {
+	return func(c *daemon.Config) { c.Server.Logger = slog.New(f.logs[k]) }
 }
 
 // join starts replica 3 and waits until it holds what replica 1 holds
@@ -156,7 +156,7 @@ func (f *joinFleet) dump(tb testing.TB, rs ...*servertest.Sidecar) {
 	for k, r := range rs {
 		fams := scrape(tb, r)
 		for _, dir := range []string{"published", "received", "dropped", "applied"} {
-			v, _ := server.MetricValue(fams, "prefixroute_cluster_events_total", map[string]string{"direction": dir})
+			v, _ := servertest.MetricValue(fams, "prefixroute_cluster_events_total", map[string]string{"direction": dir})
 			tb.Logf("replica %d: events %s %v", k+1, dir, v)
 		}
 		tb.Logf("replica %d: %d instances", k+1, len(instances(r, "chat")))

@@ -6,7 +6,6 @@ import (
 
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/servertest"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // TestReplicaClusterMetrics scrapes a replica's /metrics:
@@ -25,7 +24,7 @@ func TestReplicaClusterMetrics(t *testing.T) {
 	events := func(e *servertest.Sidecar, dir string) float64 {
 		t.Helper()
 		fams := scrape(t, e)
-		v, ok := server.MetricValue(fams, "prefixroute_cluster_events_total", map[string]string{"direction": dir})
+		v, ok := servertest.MetricValue(fams, "prefixroute_cluster_events_total", map[string]string{"direction": dir})
 		if !ok {
 			t.Fatalf("no single prefixroute_cluster_events_total{direction=%q}; cluster families: %s",
 				dir, familyNames(fams, "prefixroute_cluster"))
@@ -58,7 +57,7 @@ func TestReplicaClusterMetrics(t *testing.T) {
 	took = servertest.EventuallyWithin(t, 20*time.Second, "link_up 1 after NATS restarts", func() bool { return linkUp(t, r1) == 1 && linkUp(t, r2) == 1 })
 	t.Logf("link_up 1 on both replicas %v after NATS restarted", took)
 	fams := scrape(t, r1)
-	if v, ok := server.MetricValue(fams, "prefixroute_cluster_reconnects_total", nil); !ok || v < 1 {
+	if v, ok := servertest.MetricValue(fams, "prefixroute_cluster_reconnects_total", nil); !ok || v < 1 {
 		t.Errorf("prefixroute_cluster_reconnects_total = %v (found %v) after a restart, want >= 1; families: %s",
 			v, ok, familyNames(fams, "prefixroute_cluster"))
 	}

@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/server"
 )
 
@@ -58,7 +59,7 @@ func (e *takeoverEnv) openSilent(who string, n int, batch bool, wait time.Durati
 func TestSilentStreamsStayInsideTheIdentity(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		t.Run(map[bool]string{false: "ReportLoad", true: "ReportLoadBatch"}[batch], func(t *testing.T) {
-			e := startTakeover(t, func(c *server.DaemonConfig) {
+			e := startTakeover(t, func(c *daemon.Config) {
 				c.Transport.MaxReportStreams, c.Transport.FirstReportTimeout = 4, time.Minute
 			})
 			refused := e.openSilent("inst-pa-a1", server.MaxFirstReportWaits+3, batch, 2*time.Second)

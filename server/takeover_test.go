@@ -16,10 +16,10 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/internal/testpki"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // takeoverIdentities are the tokens file of the takeover tests: the
@@ -60,7 +60,7 @@ type takeoverEnv struct {
 	log *syncBuffer
 }
 
-func startTakeover(t *testing.T, mutate func(*server.DaemonConfig)) *takeoverEnv {
+func startTakeover(t *testing.T, mutate func(*daemon.Config)) *takeoverEnv {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("identities:\n")
@@ -76,7 +76,7 @@ func startTakeover(t *testing.T, mutate func(*server.DaemonConfig)) *takeoverEnv
 	}
 	e := &takeoverEnv{t: t, log: &syncBuffer{}}
 	e.sc = servertest.Start(t, servertest.Logger(slog.New(slog.NewTextHandler(e.log, nil))),
-		servertest.Config(func(c *server.DaemonConfig) {
+		servertest.Config(func(c *daemon.Config) {
 			c.TokensFile = file
 			if mutate != nil {
 				mutate(c)

@@ -9,19 +9,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/testpki"
 	"github.com/prefixroute/prefixroute/server"
 )
 
 // startSecureDaemon runs a real sidecar on loopback with the tokens file
 // and, with withTLS, TLS and the client CA of p; its clock stands still.
-func startSecureDaemon(t *testing.T, p *testpki.PKI, withTLS bool) *server.Daemon {
+func startSecureDaemon(t *testing.T, p *testpki.PKI, withTLS bool) *daemon.Daemon {
 	t.Helper()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	cfg := server.DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off", Server: server.Options{DataDir: t.TempDir(),
+	cfg := daemon.Config{Listen: "127.0.0.1:0", HTTPListen: "off", Server: server.Options{DataDir: t.TempDir(),
 		Now: func() time.Time { return at }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	cfg.TokensFile, cfg.TLS = p.Files(withTLS)
-	d, err := server.Start(cfg)
+	d, err := daemon.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

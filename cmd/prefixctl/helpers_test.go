@@ -13,9 +13,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // TestMain fails the package's tests if they leave goroutines running.
@@ -24,9 +24,9 @@ func TestMain(m *testing.M) { servertest.VerifyNoLeaks(m) }
 // startDaemon runs a real sidecar on 127.0.0.1:0 with a temp data dir
 // (servertest.Start), stopped at the end of the test. With frozen, its clock
 // stands still (no instance ever goes stale); else it is the real clock.
-func startDaemon(t *testing.T, frozen bool) *server.Daemon {
+func startDaemon(t *testing.T, frozen bool) *daemon.Daemon {
 	t.Helper()
-	opts := []servertest.Option{servertest.Config(func(c *server.DaemonConfig) {
+	opts := []servertest.Option{servertest.Config(func(c *daemon.Config) {
 		c.HTTPListen = "off"
 	})}
 	if !frozen {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/readiness"
@@ -34,10 +35,10 @@ func main() {
 // run parses the flags, serves until SIGTERM or SIGINT, shuts down and
 // returns the exit code: 0 after a clean shutdown.
 func run() int {
-	var cfg server.DaemonConfig
-	flag.StringVar(&cfg.Listen, "listen", server.DefaultListen, "gRPC listen address")
-	flag.StringVar(&cfg.HTTPListen, "http-listen", server.DefaultHTTPListen, `HTTP listen address for /healthz, /readyz, /metrics, the HTTP front ends /v1/route and /v1/pick and the console /ui/ ("off" to disable); loopback unless --tokens-file is set`)
-	flag.StringVar(&cfg.MetricsListen, "metrics-listen", server.DefaultMetricsListen, `read-only HTTP listen address for /healthz, /readyz and /metrics alone, allowed on any address without --tokens-file ("off" to disable)`)
+	var cfg daemon.Config
+	flag.StringVar(&cfg.Listen, "listen", daemon.DefaultListen, "gRPC listen address")
+	flag.StringVar(&cfg.HTTPListen, "http-listen", daemon.DefaultHTTPListen, `HTTP listen address for /healthz, /readyz, /metrics, the HTTP front ends /v1/route and /v1/pick and the console /ui/ ("off" to disable); loopback unless --tokens-file is set`)
+	flag.StringVar(&cfg.MetricsListen, "metrics-listen", daemon.DefaultMetricsListen, `read-only HTTP listen address for /healthz, /readyz and /metrics alone, allowed on any address without --tokens-file ("off" to disable)`)
 	flag.StringVar(&cfg.Server.DataDir, "data-dir", "./data", "directory for durable weights, policies and the audit log")
 	flag.IntVar(&cfg.Server.Limits.MaxPrefixBlocks, "max-prefix-blocks", state.DefaultMaxPrefixBlocks, "most prefix hashes one Pick may carry")
 	flag.IntVar(&cfg.Server.Limits.MaxInstancesPerPool, "max-instances-per-pool", state.DefaultMaxInstancesPerPool, "most instances one pool may hold")
@@ -81,7 +82,7 @@ func run() int {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 
-	d, err := server.Start(cfg)
+	d, err := daemon.Start(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "prefixrouted: %v\n", err)
 		return 1
@@ -111,18 +112,18 @@ func run() int {
 
 // securityFlags are the flags of SECURITY.md: authentication, TLS and the
 // transport limits.
-func securityFlags(cfg *server.DaemonConfig) {
+func securityFlags(cfg *daemon.Config) {
 	flag.StringVar(&cfg.TokensFile, "tokens-file", "", "identities, roles and token hashes (SECURITY.md); reloaded on change. Without it every call is allowed and listeners must be on loopback")
 	flag.StringVar(&cfg.TLS.CertFile, "tls-cert", "", "PEM certificate (chain) of both listeners; reloaded on change")
 	flag.StringVar(&cfg.TLS.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
 	flag.StringVar(&cfg.TLS.ClientCAFile, "tls-client-ca", "", "PEM CA bundle verifying client certificates, which the tokens file maps to identities")
 	flag.BoolVar(&cfg.Insecure, "insecure", false, "allow non-loopback listeners without --tokens-file, or gRPC without TLS")
-	flag.IntVar(&cfg.MaxRecvMsgBytes, "max-message-bytes", server.DefaultMaxRecvMsgBytes, "largest gRPC message accepted")
-	flag.IntVar(&cfg.Transport.MaxConnections, "max-connections", server.DefaultMaxConnections, "open gRPC connections; more wait to be accepted")
-	flag.IntVar(&cfg.Transport.MaxReportStreams, "max-report-streams", server.DefaultMaxReportStreams, "open ReportLoad streams per daemon")
-	flag.Float64Var(&cfg.Transport.ReportsPerSecond, "max-reports-per-second", server.DefaultReportsPerSecond, "reports per second per stream (token bucket)")
-	flag.IntVar(&cfg.Transport.ReportBurst, "report-burst", server.DefaultReportBurst, "burst of the per-stream report token bucket")
-	flag.DurationVar(&cfg.Transport.FirstReportTimeout, "first-report-timeout", server.DefaultFirstReportTimeout, "how long a new ReportLoad stream may wait before its first report")
+	flag.IntVar(&cfg.MaxRecvMsgBytes, "max-message-bytes", daemon.DefaultMaxRecvMsgBytes, "largest gRPC message accepted")
+	flag.IntVar(&cfg.Transport.MaxConnections, "max-connections", daemon.DefaultMaxConnections, "open gRPC connections; more wait to be accepted")
+	flag.IntVar(&cfg.Transport.MaxReportStreams, "max-report-streams", daemon.DefaultMaxReportStreams, "open ReportLoad streams per daemon")
+	flag.Float64Var(&cfg.Transport.ReportsPerSecond, "max-reports-per-second", daemon.DefaultReportsPerSecond, "reports per second per stream (token bucket)")
+	flag.IntVar(&cfg.Transport.ReportBurst, "report-burst", daemon.DefaultReportBurst, "burst of the per-stream report token bucket")
+	flag.DurationVar(&cfg.Transport.FirstReportTimeout, "first-report-timeout", daemon.DefaultFirstReportTimeout, "how long a new ReportLoad stream may wait before its first report")
 }
 
 // natsFlags are the flags of "Running several replicas" (README).

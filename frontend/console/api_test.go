@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/frontend/console"
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/servertest"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // answer is one HTTP answer of the console: status, the error body's
@@ -192,7 +192,7 @@ func TestConsoleRateLimit(t *testing.T) {
 // check of the loopback-only mode is off.
 func TestConsoleAuthorization(t *testing.T) {
 	tokens := writeTokens(t, map[string]string{"reader": "operator-read", "op": "operator", "gw": "gateway"})
-	sc := servertest.Start(t, servertest.Config(func(c *server.DaemonConfig) { c.TokensFile = tokens }))
+	sc := servertest.Start(t, servertest.Config(func(c *daemon.Config) { c.TokensFile = tokens }))
 	addr := sc.HTTPAddr()
 	bearer := func(who string) map[string]string {
 		return map[string]string{"Authorization": "Bearer " + who + "-token"}

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/servertest"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // The browser test: real headless Chromium (Debian's chromium, which 'make
@@ -181,7 +181,7 @@ func (b *browser) noErrorsBut(expected string) {
 // and the table, Pause on a running ramp, an explain of a cached prompt.
 func TestConsoleInBrowser(t *testing.T) {
 	dlog := filepath.Join(t.TempDir(), "decisions.jsonl")
-	f := startFleet(t, servertest.Config(func(c *server.DaemonConfig) { c.DecisionLog, c.DecisionLogRate = dlog, 1 }))
+	f := startFleet(t, servertest.Config(func(c *daemon.Config) { c.DecisionLog, c.DecisionLogRate = dlog, 1 }))
 	f.run(f.sc.Conn)
 	b := newBrowser(t, f.sc.HTTPAddr())
 	defer b.noErrors()
@@ -324,7 +324,7 @@ func docsCutover(t *testing.T, f *fleet, b *browser) {
 // it in the tab's session storage, sends it, and shows the pools.
 func TestConsoleSignIn(t *testing.T) {
 	tokens := writeTokens(t, map[string]string{"reader": "operator-read"})
-	sc := servertest.Start(t, servertest.Config(func(c *server.DaemonConfig) { c.TokensFile = tokens }))
+	sc := servertest.Start(t, servertest.Config(func(c *daemon.Config) { c.TokensFile = tokens }))
 	b := newBrowser(t, sc.HTTPAddr())
 	b.run(chromedp.Navigate(b.base + "#/"))
 	b.waitJS(`!document.querySelector('#login').hidden && document.activeElement.id === "token"`)

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/frontend/console"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/internal/testpki"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // TestConsoleClientCertificate: over TLS with a client CA, a verified
@@ -22,7 +22,7 @@ import (
 // refused, and no credentials at all is 401.
 func TestConsoleClientCertificate(t *testing.T) {
 	pki := testpki.New(t)
-	sc := servertest.Start(t, servertest.Config(func(c *server.DaemonConfig) { c.TokensFile, c.TLS = pki.Files(true) }))
+	sc := servertest.Start(t, servertest.Config(func(c *daemon.Config) { c.TokensFile, c.TLS = pki.Files(true) }))
 	get := func(cert string, method, path, body string) (int, string) {
 		t.Helper()
 		cfg := &tls.Config{RootCAs: pki.CA.Pool(), MinVersion: tls.VersionTLS12}

@@ -12,9 +12,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/frontend/extproc"
 	"github.com/prefixroute/prefixroute/internal/servertest"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // TestRequestIDAndTrace: the pick of an ext_proc request carries the
@@ -22,7 +22,7 @@ import (
 // gRPC Pick does.
 func TestRequestIDAndTrace(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "decisions.jsonl")
-	e := start(t, extproc.Options{}, func(c *server.DaemonConfig) { c.DecisionLog, c.DecisionLogRate = path, 1 })
+	e := start(t, extproc.Options{}, func(c *daemon.Config) { c.DecisionLog, c.DecisionLogRate = path, 1 })
 	threeDeployments(e)
 	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	rs, err := e.exchange(context.Background(), reqHeaders("POST", "/v1/chat/completions", false, duplex,
@@ -78,7 +78,7 @@ func TestPickSpan(t *testing.T) {
 // endpoint; the pick's own line stays as it was.
 func TestServedMismatchInDecisionLog(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "decisions.jsonl")
-	e := start(t, extproc.Options{}, func(c *server.DaemonConfig) { c.DecisionLog, c.DecisionLogRate = path, 1 })
+	e := start(t, extproc.Options{}, func(c *daemon.Config) { c.DecisionLog, c.DecisionLogRate = path, 1 })
 	threeDeployments(e)
 	rs, err := e.exchange(context.Background(), reqHeaders("POST", "/v1/chat/completions", false, duplex, "x-request-id", "req-7"),
 		reqBody(chatBody("llama", 300, 2), true), respHeaders("10.9.9.9:1"))

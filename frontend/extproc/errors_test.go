@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/frontend/extproc"
 	"github.com/prefixroute/prefixroute/internal/gateway"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // TestErrorClasses: each class of failed request is an ImmediateResponse
@@ -97,7 +97,7 @@ func checkImmediate(t *testing.T, rs []*extprocv3.ProcessingResponse, code int, 
 }
 
 func TestSubsetErrors(t *testing.T) {
-	e := start(t, extproc.Options{Fallbacks: 2}, func(c *server.DaemonConfig) { c.Server.Limits.MaxExcludes = 2 })
+	e := start(t, extproc.Options{Fallbacks: 2}, func(c *daemon.Config) { c.Server.Limits.MaxExcludes = 2 })
 	for i, a := range []string{"10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000", "10.0.0.4:8000"} {
 		e.instance("llama", "blue", "i"+string(rune('1'+i)), a, 0)
 	}

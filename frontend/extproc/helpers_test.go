@@ -18,10 +18,10 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/frontend/extproc"
 	"github.com/prefixroute/prefixroute/internal/servertest"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // TestMain fails the package's tests if they leave goroutines running.
@@ -38,9 +38,9 @@ type env struct {
 
 // start runs a daemon serving a Processor with opts (Fallbacks as given:
 // 0 means none) over plaintext.
-func start(t testing.TB, opts extproc.Options, mutate ...func(*server.DaemonConfig)) *env {
+func start(t testing.TB, opts extproc.Options, mutate ...func(*daemon.Config)) *env {
 	t.Helper()
-	o := []servertest.Option{servertest.Config(func(c *server.DaemonConfig) {
+	o := []servertest.Option{servertest.Config(func(c *daemon.Config) {
 		c.FrontEnds = append(c.FrontEnds, extproc.FrontEnd("127.0.0.1:0", frontend.TLSPlaintext, opts))
 	})}
 	for _, m := range mutate {

@@ -13,12 +13,12 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/frontend/extproc"
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/internal/testpki"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // secureFrontEnd starts a daemon with the test PKI's tokens file (and its
@@ -27,7 +27,7 @@ import (
 func secureFrontEnd(t *testing.T, mode frontend.TLSMode, daemonTLS bool, tlsConf func(*testpki.PKI) *tls.Config) extprocv3.ExternalProcessorClient {
 	t.Helper()
 	pki := testpki.New(t)
-	sc := servertest.Start(t, servertest.Config(func(c *server.DaemonConfig) {
+	sc := servertest.Start(t, servertest.Config(func(c *daemon.Config) {
 		c.TokensFile, c.TLS = pki.Files(daemonTLS)
 		c.FrontEnds = append(c.FrontEnds, extproc.FrontEnd("127.0.0.1:0", mode, extproc.Options{}))
 	}))

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/servertest"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // httpAnswer is one response of the HTTP listener, read whole.
@@ -28,7 +28,7 @@ type httpAnswer struct {
 
 // post sends body to the daemon's HTTP listener at path (with query) and
 // reads the answer.
-func post(t testing.TB, d *server.Daemon, path, body string, header http.Header) httpAnswer {
+func post(t testing.TB, d *daemon.Daemon, path, body string, header http.Header) httpAnswer {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, "http://"+d.HTTPAddr()+path, strings.NewReader(body))
 	if err != nil {
@@ -99,7 +99,7 @@ func TestHTTPPickMatchesGRPC(t *testing.T) {
 // TestHTTPPickErrors: every bad request gets the gRPC code's HTTP status
 // and the status as JSON, naming what was wrong.
 func TestHTTPPickErrors(t *testing.T) {
-	e := servertest.Start(t, servertest.Config(func(c *server.DaemonConfig) { c.MaxRecvMsgBytes = 1024 }))
+	e := servertest.Start(t, servertest.Config(func(c *daemon.Config) { c.MaxRecvMsgBytes = 1024 }))
 	report(e, rep("chat", "a", "a-1"))
 	for _, tc := range []struct {
 		name, body string
@@ -176,7 +176,7 @@ func TestHTTPPickErrors(t *testing.T) {
 // one is.
 func TestHTTPPickDecisionLog(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "decisions.jsonl")
-	e := servertest.Start(t, servertest.Config(func(c *server.DaemonConfig) { c.DecisionLog, c.DecisionLogRate = path, 1 }))
+	e := servertest.Start(t, servertest.Config(func(c *daemon.Config) { c.DecisionLog, c.DecisionLogRate = path, 1 }))
 	report(e, rep("chat", "a", "a-1"))
 	if a := post(t, e.D, "/v1/pick", `{"pool":"chat","requestId":"http-7","seed":"5"}`, nil); a.status != 200 {
 		t.Fatalf("status %d: %s", a.status, a.body)

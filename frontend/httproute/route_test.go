@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/frontend/httproute"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/internal/servertest"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // chatBody is an OpenAI chat request for model with one user message.
@@ -36,7 +36,7 @@ type openAIError struct {
 // other eligible instances as fallbacks, and the choice in x-prefixroute-*
 // headers; the pool comes from ?pool=, the model map or the model.
 func TestHTTPRoute(t *testing.T) {
-	e := servertest.Start(t, servertest.Config(func(c *server.DaemonConfig) {
+	e := servertest.Start(t, servertest.Config(func(c *daemon.Config) {
 		c.Gateway = gateway.Config{ModelPools: map[string]string{"gpt-x": "chat"}}
 	}))
 	report(e, rep("chat", "a", "a-1"))
@@ -78,7 +78,7 @@ func TestHTTPRoute(t *testing.T) {
 // TestHTTPRouteErrors: a request that gets no instance gets the gateway
 // package's status, reason header and OpenAI-style JSON error.
 func TestHTTPRouteErrors(t *testing.T) {
-	e := servertest.Start(t, servertest.Config(func(c *server.DaemonConfig) { c.Gateway.MaxBodyBytes = 1024 }))
+	e := servertest.Start(t, servertest.Config(func(c *daemon.Config) { c.Gateway.MaxBodyBytes = 1024 }))
 	report(e, rep("chat", "a", "a-1"))
 	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "drained", Weights: map[string]float64{"a": 0}, AllowDrain: true}); err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestHTTPRouteErrors(t *testing.T) {
 // body is.
 func TestHTTPRouteTraceAndDecisionLog(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "decisions.jsonl")
-	e := servertest.Start(t, servertest.Config(func(c *server.DaemonConfig) { c.DecisionLog, c.DecisionLogRate = path, 1 }))
+	e := servertest.Start(t, servertest.Config(func(c *daemon.Config) { c.DecisionLog, c.DecisionLogRate = path, 1 }))
 	report(e, rep("chat", "a", "a-1"))
 	h := routeHeader("/v1/chat/completions")
 	h.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/pkg/client"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // debianPython is the interpreter with Debian's python3-zmq and
@@ -109,7 +109,7 @@ func TestMain(m *testing.M) { servertest.VerifyNoLeaks(m) }
 func startRouter(t testing.TB) string {
 	t.Helper()
 	return servertest.Start(t, servertest.RealClock(),
-		servertest.Config(func(c *server.DaemonConfig) { c.HTTPListen = "off" })).Addr()
+		servertest.Config(func(c *daemon.Config) { c.HTTPListen = "off" })).Addr()
 }
 
 const pool, blockSize = "llama", 16

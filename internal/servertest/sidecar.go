@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/server"
 )
@@ -21,7 +22,7 @@ import (
 // more than once but not concurrently.
 type Sidecar struct {
 	T     testing.TB
-	D     *server.Daemon
+	D     *daemon.Daemon
 	Dir   string // the data dir
 	Clock *Clock // nil with RealClock
 	Conn  *grpc.ClientConn
@@ -37,7 +38,7 @@ type options struct {
 	dir      string
 	real     bool
 	logger   *slog.Logger
-	mutators []func(*server.DaemonConfig)
+	mutators []func(*daemon.Config)
 }
 
 // Dir uses dir as the data dir instead of a new temporary one (to restart a
@@ -52,7 +53,7 @@ func Logger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // Config applies mutate to the daemon's configuration after the harness's
 // defaults (loopback listeners, data dir, clock, quiet logger).
-func Config(mutate func(*server.DaemonConfig)) Option {
+func Config(mutate func(*daemon.Config)) Option {
 	return func(o *options) { o.mutators = append(o.mutators, mutate) }
 }
 
@@ -60,7 +61,7 @@ func Config(mutate func(*server.DaemonConfig)) Option {
 // the short flush, apply and reconnect intervals every replica test uses,
 // and the ramp driver slowed to once an hour (tests step ramps themselves).
 func Replica(url, name string) Option {
-	return Config(func(c *server.DaemonConfig) {
+	return Config(func(c *daemon.Config) {
 		c.Server.RampTick = time.Hour
 		c.Server.Cluster = &cluster.Config{URLs: []string{url}, Name: name, FlushInterval: time.Millisecond,
 			ApplyTimeout: 2 * time.Second, ReconnectWait: 50 * time.Millisecond, ReconnectJitter: 10 * time.Millisecond}
@@ -84,7 +85,7 @@ func Start(t testing.TB, opts ...Option) *Sidecar {
 		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Sidecar{T: t, Dir: o.dir}
-	cfg := server.DaemonConfig{
+	cfg := daemon.Config{
 		Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0",
 		Server: server.Options{DataDir: o.dir, Logger: o.logger},
 	}
@@ -95,7 +96,7 @@ func Start(t testing.TB, opts ...Option) *Sidecar {
 	for _, m := range o.mutators {
 		m(&cfg)
 	}
-	d, err := server.Start(cfg)
+	d, err := daemon.Start(cfg)
 	if err != nil {
 		t.Fatalf("start prefixrouted: %v", err)
 	}

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/internal/sim"
 	"github.com/prefixroute/prefixroute/internal/simout"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // startDaemon runs prefixrouted in-process on 127.0.0.1:0 until the test
@@ -24,7 +24,7 @@ func startDaemon(t *testing.T, reportInterval time.Duration) string {
 // (servertest.Start on the real clock).
 func startReplica(t *testing.T, reportInterval time.Duration, c *cluster.Config) string {
 	t.Helper()
-	return servertest.Start(t, servertest.RealClock(), servertest.Config(func(d *server.DaemonConfig) {
+	return servertest.Start(t, servertest.RealClock(), servertest.Config(func(d *daemon.Config) {
 		d.HTTPListen, d.Server.ReportInterval, d.Server.Cluster = "off", reportInterval, c
 	})).Addr()
 }

@@ -17,7 +17,7 @@ import (
 // Connection defaults of Dial.
 const (
 	// DefaultAddr is where a sidecar serves gRPC when its --listen is not
-	// set: loopback port 50051 (server.DefaultListen is this constant).
+	// set: loopback port 50051 (daemon.DefaultListen is this constant).
 	DefaultAddr = "127.0.0.1:50051"
 	// KeepaliveTime is how long a connection may sit without traffic before
 	// the client pings the sidecar: 10s, the shortest gRPC-Go allows (the
@@ -67,7 +67,7 @@ func Dial(target string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 			MinConnectTimeout: 5 * time.Second,
 		}),
 		grpc.WithChainUnaryInterceptor(markUnreachable),
-		// Static windows (the sidecar's, server.StreamWindowBytes and
+		// Static windows (the sidecar's, daemon.StreamWindowBytes and
 		// ConnWindowBytes): the dynamic window pings the sidecar after
 		// nearly every ack or Pick answer, which costs both sides a
 		// write and a read each.

@@ -13,15 +13,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/testpki"
 	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // secure is testpki's PKI.Secure as a startSidecar option.
-func secure(p *testpki.PKI, withTLS bool) func(*server.DaemonConfig) {
-	return func(c *server.DaemonConfig) { c.TokensFile, c.TLS = p.Files(withTLS) }
+func secure(p *testpki.PKI, withTLS bool) func(*daemon.Config) {
+	return func(c *daemon.Config) { c.TokensFile, c.TLS = p.Files(withTLS) }
 }
 
 // dialAs connects over TLS (trusting the test CA) with the named identity's

@@ -11,10 +11,10 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // quiet is a logger that drops everything.
@@ -34,9 +34,9 @@ type sidecar struct {
 // startSidecar runs a daemon on addr ("127.0.0.1:0" for a free port) with
 // the data dir dir (a new temp dir when ""), stopped at the end of the test.
 // opts may set limits and the report interval.
-func startSidecar(t testing.TB, addr, dir string, opts ...func(*server.DaemonConfig)) *sidecar {
+func startSidecar(t testing.TB, addr, dir string, opts ...func(*daemon.Config)) *sidecar {
 	t.Helper()
-	o := []servertest.Option{servertest.Config(func(c *server.DaemonConfig) { c.Listen, c.HTTPListen = addr, "off" })}
+	o := []servertest.Option{servertest.Config(func(c *daemon.Config) { c.Listen, c.HTTPListen = addr, "off" })}
 	if dir != "" {
 		o = append(o, servertest.Dir(dir))
 	}
@@ -52,7 +52,7 @@ func (s *sidecar) stop() { s.Stop() }
 
 // restart stops the daemon and starts a new one on the same address and
 // data dir.
-func (s *sidecar) restart(opts ...func(*server.DaemonConfig)) *sidecar {
+func (s *sidecar) restart(opts ...func(*daemon.Config)) *sidecar {
 	s.t.Helper()
 	s.stop()
 	return startSidecar(s.t, s.addr, s.Dir, opts...)

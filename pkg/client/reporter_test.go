@@ -11,11 +11,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
 	"github.com/prefixroute/prefixroute/pkg/prefixhash"
-	"github.com/prefixroute/prefixroute/server"
 )
 
 // TestReporterReconnectsAfterRestart: the sidecar restarts on the same
@@ -124,8 +124,8 @@ func TestReporterEvents(t *testing.T) {
 // go out in several messages, at the sidecar's real limit and at a lower
 // one; a Reporter that ignores a lower limit gets its reports rejected.
 func TestReporterSplitsEvents(t *testing.T) {
-	limit := func(n int) func(*server.DaemonConfig) {
-		return func(c *server.DaemonConfig) { c.Server.Limits.MaxBlockEvents = n }
+	limit := func(n int) func(*daemon.Config) {
+		return func(c *daemon.Config) { c.Server.Limits.MaxBlockEvents = n }
 	}
 	type split struct {
 		name         string
@@ -193,7 +193,7 @@ func TestReporterSplitsEvents(t *testing.T) {
 // TestReporterFollowsInterval: the Reporter adopts the report interval the
 // sidecar asks for in its acks.
 func TestReporterFollowsInterval(t *testing.T) {
-	s := startSidecar(t, "127.0.0.1:0", "", func(c *server.DaemonConfig) { c.Server.ReportInterval = 35 * time.Millisecond })
+	s := startSidecar(t, "127.0.0.1:0", "", func(c *daemon.Config) { c.Server.ReportInterval = 35 * time.Millisecond })
 	r := reporter(t, dial(t, s.addr), client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a-1",
 		Interval: time.Second})
 	testwait.EventuallyOK(t, func() string {
@@ -208,7 +208,7 @@ func TestReporterFollowsInterval(t *testing.T) {
 // every 25 ms the sidecar acks about one report in forty; with a negative
 // AckInterval it acks every one.
 func TestReporterAckInterval(t *testing.T) {
-	s := startSidecar(t, "127.0.0.1:0", "", func(c *server.DaemonConfig) { c.Server.ReportInterval = 25 * time.Millisecond })
+	s := startSidecar(t, "127.0.0.1:0", "", func(c *daemon.Config) { c.Server.ReportInterval = 25 * time.Millisecond })
 	cc := dial(t, s.addr)
 	paced := reporter(t, cc, client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a-1"})
 	every := reporter(t, cc, client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "a-2", AckInterval: -1})
@@ -251,7 +251,7 @@ func TestReporterLoad(t *testing.T) {
 // TestReporterFlush: with the periodic report an hour away, Flush sends
 // the queued events at once.
 func TestReporterFlush(t *testing.T) {
-	s := startSidecar(t, "127.0.0.1:0", "", func(c *server.DaemonConfig) { c.Server.ReportInterval = time.Hour })
+	s := startSidecar(t, "127.0.0.1:0", "", func(c *daemon.Config) { c.Server.ReportInterval = time.Hour })
 	cc := dial(t, s.addr)
 	r := reporter(t, cc, client.ReporterOptions{Pool: "m", Deployment: "A", InstanceID: "f-1", CacheEvents: true, Interval: time.Hour})
 	testwait.EventuallyOK(t, func() string {

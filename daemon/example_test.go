@@ -1,4 +1,4 @@
-package server_test
+package daemon_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/server"
 )
 
@@ -26,7 +27,7 @@ func Example() {
 			panic(err)
 		}
 	}()
-	d, err := server.Start(server.DaemonConfig{
+	d, err := daemon.Start(daemon.Config{
 		Listen: "127.0.0.1:0", HTTPListen: "off",
 		Server: server.Options{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 	})

@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"crypto/tls"
@@ -10,6 +10,7 @@ import (
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/testpki"
 	"github.com/prefixroute/prefixroute/internal/testwait"
+	"github.com/prefixroute/prefixroute/server"
 )
 
 // serialOf handshakes with addr and returns the server certificate's
@@ -98,13 +99,13 @@ func TestTLSConfigErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Start(DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off", TLS: tc.f, Server: Options{DataDir: t.TempDir()}})
+			_, err := Start(Config{Listen: "127.0.0.1:0", HTTPListen: "off", TLS: tc.f, Server: server.Options{DataDir: t.TempDir()}})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Start: %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}
-	_, err := Start(DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off", TLS: good, Server: Options{DataDir: t.TempDir()}})
+	_, err := Start(Config{Listen: "127.0.0.1:0", HTTPListen: "off", TLS: good, Server: server.Options{DataDir: t.TempDir()}})
 	if err == nil || !strings.Contains(err.Error(), "--tls-client-ca needs --tokens-file") {
 		t.Fatalf("client CA without tokens file: %v", err)
 	}

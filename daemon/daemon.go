@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"context"
@@ -22,9 +22,10 @@ import (
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/pkg/client"
+	"github.com/prefixroute/prefixroute/server"
 )
 
-// Defaults of DaemonConfig, which prefixrouted's flags show.
+// Defaults of Config, which prefixrouted's flags show.
 const (
 	// DefaultListen is the gRPC address: loopback, the safe default
 	// without a tokens file (127.0.0.1:50051, client.DefaultAddr, which
@@ -42,9 +43,9 @@ const (
 	DefaultMaxConcurrentStreams = 1024
 )
 
-// DaemonConfig is what prefixrouted runs with. Zero fields take the defaults
+// Config is what prefixrouted runs with. Zero fields take the defaults
 // stated.
-type DaemonConfig struct {
+type Config struct {
 	// Listen is the gRPC address. Default DefaultListen (127.0.0.1:50051).
 	Listen string
 	// HTTPListen is the address of /healthz, /readyz, /metrics and /ui/. Default
@@ -62,7 +63,7 @@ type DaemonConfig struct {
 	// MaxConcurrentStreams bounds the streams of one connection. Default 1024.
 	MaxConcurrentStreams uint32
 	// Server configures the services.
-	Server Options
+	Server server.Options
 	// DecisionLog is a file to append sampled Picks to as JSON lines (see
 	// README "Decision log"); "" turns the decision log off.
 	DecisionLog string
@@ -107,7 +108,7 @@ type DaemonConfig struct {
 type Daemon struct {
 	log     *slog.Logger
 	tel     *telemetry
-	srv     *Server
+	srv     *server.Server
 	grpc    *grpc.Server
 	health  *health.Server
 	lis     net.Listener
@@ -131,7 +132,7 @@ type Daemon struct {
 // Start opens the data dir, sets up telemetry (traces per the OTEL_*
 // environment, metrics for /metrics), binds both listeners and serves until
 // Shutdown.
-func Start(cfg DaemonConfig) (*Daemon, error) {
+func Start(cfg Config) (*Daemon, error) {
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen
 	}
@@ -210,16 +211,16 @@ func Start(cfg DaemonConfig) (*Daemon, error) {
 // start acquires what Start needs, in order: telemetry, the server with its
 // observer, the decision log, both listeners. On error the caller releases
 // what was acquired.
-func (d *Daemon) start(cfg *DaemonConfig) error {
+func (d *Daemon) start(cfg *Config) error {
 	var err error
 	if d.tel, err = newTelemetry(context.Background()); err != nil {
 		return err
 	}
-	if d.srv, err = New(cfg.Server); err != nil {
+	if d.srv, err = server.New(cfg.Server); err != nil {
 		return err
 	}
 	meter := d.tel.meter.Meter("github.com/prefixroute/prefixroute/server")
-	if err := d.srv.Observe(meter, DecisionLogConfig{Path: cfg.DecisionLog, Rate: cfg.DecisionLogRate, Buffer: cfg.DecisionLogBuffer}); err != nil {
+	if err := d.srv.Observe(meter, server.DecisionLogConfig{Path: cfg.DecisionLog, Rate: cfg.DecisionLogRate, Buffer: cfg.DecisionLogBuffer}); err != nil {
 		return err
 	}
 	if err := d.startSecurity(cfg, meter); err != nil {
@@ -304,7 +305,7 @@ func (d *Daemon) MetricsAddr() string {
 }
 
 // Server is the daemon's services and state.
-func (d *Daemon) Server() *Server { return d.srv }
+func (d *Daemon) Server() *server.Server { return d.srv }
 
 // Done receives the gRPC server's exit error, if it stops on its own.
 func (d *Daemon) Done() <-chan error { return d.done }

@@ -1,9 +1,7 @@
-package server
+package daemon
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -21,22 +19,6 @@ import (
 	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
-// logLines returns the JSON log lines written to s so far.
-func logLines(t *testing.T, s *testwait.SyncBuffer) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(s.String()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 // TestPanicBecomesInternal makes one Pick panic inside its handler (the
 // daemon's clock panics once when armed; the sweep and ramp tickers, the
 // clock's other readers, wait an hour): that call fails with Internal, the
@@ -45,7 +27,7 @@ func logLines(t *testing.T, s *testwait.SyncBuffer) []map[string]any {
 func TestPanicBecomesInternal(t *testing.T) {
 	var logs testwait.SyncBuffer
 	var armed atomic.Bool
-	d := obsStart(t, func(c *DaemonConfig) {
+	d := obsStart(t, func(c *Config) {
 		c.Server.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 		c.Server.SweepInterval, c.Server.RampTick = time.Hour, time.Hour
 		c.Server.Now = func() time.Time {
@@ -73,7 +55,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 	}
 
 	var logged map[string]any
-	for _, l := range logLines(t, &logs) {
+	for _, l := range logs.JSONLines(t) {
 		if strings.HasPrefix(l["msg"].(string), "recovered from a panic") {
 			logged = l
 		}
@@ -109,7 +91,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 // (W3C traceparent) although this router exports no traces.
 func TestCallLogsCarryTraceID(t *testing.T) {
 	var logs testwait.SyncBuffer
-	d := obsStart(t, func(c *DaemonConfig) {
+	d := obsStart(t, func(c *Config) {
 		c.Server.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	pick, _, _ := obsClients(t, d)
@@ -119,7 +101,7 @@ func TestCallLogsCarryTraceID(t *testing.T) {
 		t.Fatalf("Pick of an unknown pool: %v", err)
 	}
 	var finished map[string]any
-	for _, l := range logLines(t, &logs) {
+	for _, l := range logs.JSONLines(t) {
 		if l["msg"] == "finished call" && l["grpc.method"] == "Pick" {
 			finished = l
 		}
@@ -159,7 +141,7 @@ func TestCodeToLevel(t *testing.T) {
 // Canceled at DEBUG, not as a server fault (Unknown at ERROR).
 func TestCanceledReportStreamIsTheClients(t *testing.T) {
 	var logs testwait.SyncBuffer
-	d := obsStart(t, func(c *DaemonConfig) {
+	d := obsStart(t, func(c *Config) {
 		c.Server.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	_, load, _ := obsClients(t, d)
@@ -176,7 +158,7 @@ func TestCanceledReportStreamIsTheClients(t *testing.T) {
 	}
 	finished := func() []map[string]any {
 		var out []map[string]any
-		for _, l := range logLines(t, &logs) {
+		for _, l := range logs.JSONLines(t) {
 			if l["msg"] == "finished call" && l["grpc.method"] == "ReportLoad" {
 				out = append(out, l)
 			}

@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"crypto/tls"
@@ -101,7 +101,7 @@ func TestPickRefusal(t *testing.T) {
 		{"0.0.0.0:9090", true, false, true, false},
 		{"0.0.0.0:9090", false, false, true, false}, // no auth: checkExposure's --insecure
 	} {
-		cfg := &DaemonConfig{HTTPListen: tc.listen, Insecure: tc.insecure}
+		cfg := &Config{HTTPListen: tc.listen, Insecure: tc.insecure}
 		if tc.auth {
 			cfg.TokensFile = "t"
 		}

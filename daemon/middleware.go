@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/frontend"
+	"github.com/prefixroute/prefixroute/server"
 )
 
 // middleware returns the gRPC server options that wire the telemetry into
@@ -44,7 +45,7 @@ import (
 // Validate method (the protovalidate annotations need the Buf Schema
 // Registry), so the handlers validate and answer InvalidArgument naming the
 // field. test, when not nil, is chained innermost (tests inject panics).
-func middleware(log *slog.Logger, tel *telemetry, srv *Server, calls *inflight, authFn auth.AuthFunc,
+func middleware(log *slog.Logger, tel *telemetry, srv *server.Server, calls *inflight, authFn auth.AuthFunc,
 	test grpc.UnaryServerInterceptor) []grpc.ServerOption {
 	rpcLog := interceptorLogger(log.With("component", "grpc"))
 	logOpts := []logging.Option{logging.WithFieldsFromContext(logTraceID), logging.WithLevels(codeToLevel)}
@@ -139,7 +140,7 @@ func codeToLevel(c codes.Code) logging.Level { return logging.Level(frontend.Cod
 
 // recoveryHandler logs a handler's panic with its stack, counts it, and
 // answers Internal without the panic's details.
-func recoveryHandler(log *slog.Logger, srv *Server) recovery.RecoveryHandlerFuncContext {
+func recoveryHandler(log *slog.Logger, srv *server.Server) recovery.RecoveryHandlerFuncContext {
 	return func(ctx context.Context, p any) error {
 		srv.Panicked(ctx)
 		method, _ := grpc.Method(ctx)

@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"errors"
@@ -24,7 +24,7 @@ import (
 // message and header sizes, streams per connection, keepalive, and the
 // handshake deadline (a connection that does not finish its TLS handshake
 // and HTTP/2 preface within 10 s is closed).
-func (d *Daemon) serverOptions(cfg *DaemonConfig) []grpc.ServerOption {
+func (d *Daemon) serverOptions(cfg *Config) []grpc.ServerOption {
 	opts := transportOptions(cfg)
 	if d.tls != nil {
 		opts = append(opts, grpc.Creds(d.tls.GRPCCredentials()))
@@ -33,7 +33,7 @@ func (d *Daemon) serverOptions(cfg *DaemonConfig) []grpc.ServerOption {
 }
 
 // transportOptions are serverOptions without the credentials.
-func transportOptions(cfg *DaemonConfig) []grpc.ServerOption {
+func transportOptions(cfg *Config) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.StaticStreamWindowSize(StreamWindowBytes),
 		grpc.StaticConnWindowSize(ConnWindowBytes),
@@ -119,7 +119,7 @@ func (d *Daemon) registerProbes(mux *http.ServeMux) {
 
 // newHTTPRoutes builds POST /v1/pick and /v1/route for the HTTP listener,
 // under the daemon's authentication, telemetry and exposure rule.
-func (d *Daemon) newHTTPRoutes(cfg *DaemonConfig) (*httproute.Handler, error) {
+func (d *Daemon) newHTTPRoutes(cfg *Config) (*httproute.Handler, error) {
 	refused := pickRefusal(cfg)
 	if refused != "" {
 		d.log.Warn(refused)

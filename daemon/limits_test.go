@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"context"
@@ -76,7 +76,7 @@ func TestLimitEdges(t *testing.T) {
 	}
 	tests := []struct {
 		name     string
-		mutate   func(*DaemonConfig)
+		mutate   func(*Config)
 		setup    func(t *testing.T, c limitClients)
 		at, over func(t *testing.T, c limitClients) error
 		atCode   codes.Code // what the call at the limit answers (not the limit's code)
@@ -84,7 +84,7 @@ func TestLimitEdges(t *testing.T) {
 		msg      string
 	}{{
 		name:   "message size",
-		mutate: func(c *DaemonConfig) { c.MaxRecvMsgBytes = 2048 },
+		mutate: func(c *Config) { c.MaxRecvMsgBytes = 2048 },
 		at:     func(t *testing.T, c limitClients) error { _, err := c.pick.Pick(ctxT(t), pickOfSize(2048)); return err },
 		over:   func(t *testing.T, c limitClients) error { _, err := c.pick.Pick(ctxT(t), pickOfSize(2049)); return err },
 		atCode: codes.NotFound, code: codes.ResourceExhausted, msg: "larger than max (2049 vs. 2048)",
@@ -101,7 +101,7 @@ func TestLimitEdges(t *testing.T) {
 		code: codes.Internal, msg: "header list size to send violates the maximum size (65536 bytes)",
 	}, {
 		name:   "prefix hashes per pick",
-		mutate: func(c *DaemonConfig) { c.Server.Limits.MaxPrefixBlocks = 4 },
+		mutate: func(c *Config) { c.Server.Limits.MaxPrefixBlocks = 4 },
 		setup:  func(t *testing.T, c limitClients) { must(t, sendReport(t, c, ident("chat", "a", "a-1"))) },
 		at: func(t *testing.T, c limitClients) error {
 			_, err := c.pick.Pick(ctxT(t), &pb.PickRequest{Pool: "chat", PrefixHashes: hashes(4), PromptTokens: 64, Seed: new(uint64)})
@@ -114,7 +114,7 @@ func TestLimitEdges(t *testing.T) {
 		code: codes.InvalidArgument, msg: "the limit is 4",
 	}, {
 		name:   "block events per report",
-		mutate: func(c *DaemonConfig) { c.Server.Limits.MaxBlockEvents = 4 },
+		mutate: func(c *Config) { c.Server.Limits.MaxBlockEvents = 4 },
 		at: func(t *testing.T, c limitClients) error {
 			r := ident("chat", "a", "a-1")
 			r.StoredBlockHashes, r.ReportsCacheEvents = hashes(3), true
@@ -129,14 +129,14 @@ func TestLimitEdges(t *testing.T) {
 		code: codes.InvalidArgument, msg: "the limit is 4 per report",
 	}, {
 		name:   "instances per pool",
-		mutate: func(c *DaemonConfig) { c.Server.Limits.MaxInstancesPerPool = 2 },
+		mutate: func(c *Config) { c.Server.Limits.MaxInstancesPerPool = 2 },
 		setup:  func(t *testing.T, c limitClients) { must(t, sendReport(t, c, ident("chat", "a", "a-1"))) },
 		at:     func(t *testing.T, c limitClients) error { return sendReport(t, c, ident("chat", "b", "b-1")) },
 		over:   func(t *testing.T, c limitClients) error { return sendReport(t, c, ident("chat", "a", "a-3")) },
 		code:   codes.ResourceExhausted, msg: "2 instances, the limit is 2",
 	}, {
 		name:   "pools",
-		mutate: func(c *DaemonConfig) { c.Server.Limits.MaxPools = 2 },
+		mutate: func(c *Config) { c.Server.Limits.MaxPools = 2 },
 		setup:  func(t *testing.T, c limitClients) { must(t, sendReport(t, c, ident("p1", "a", "a-1"))) },
 		at: func(t *testing.T, c limitClients) error {
 			_, err := c.admin.SetWeights(ctxT(t), &pb.SetWeightsRequest{Pool: "p2", Weights: map[string]float64{"a": 1}})
@@ -146,7 +146,7 @@ func TestLimitEdges(t *testing.T) {
 		code: codes.ResourceExhausted, msg: "2 pools, the limit is 2",
 	}, {
 		name:   "pools, by SetWeights",
-		mutate: func(c *DaemonConfig) { c.Server.Limits.MaxPools = 1 },
+		mutate: func(c *Config) { c.Server.Limits.MaxPools = 1 },
 		at: func(t *testing.T, c limitClients) error {
 			_, err := c.admin.SetPolicy(ctxT(t), &pb.SetPolicyRequest{Pool: "p1", Policy: &pb.Policy{}})
 			return err
@@ -158,7 +158,7 @@ func TestLimitEdges(t *testing.T) {
 		code: codes.ResourceExhausted, msg: "1 pools, the limit is 1",
 	}, {
 		name:   "report streams per daemon",
-		mutate: func(c *DaemonConfig) { c.Transport.MaxReportStreams = 2 },
+		mutate: func(c *Config) { c.Transport.MaxReportStreams = 2 },
 		setup:  func(t *testing.T, c limitClients) { must(t, sendReport(t, c, ident("chat", "a", "a-1"))) },
 		at:     func(t *testing.T, c limitClients) error { return sendReport(t, c, ident("chat", "a", "a-2")) },
 		over:   func(t *testing.T, c limitClients) error { return sendReport(t, c, ident("chat", "a", "a-3")) },
@@ -194,7 +194,7 @@ func must(t *testing.T, err error) {
 // allows ends with ResourceExhausted naming the limit, once the burst is
 // spent; another stream is unaffected.
 func TestReportRateLimit(t *testing.T) {
-	d := obsStart(t, func(c *DaemonConfig) { c.Transport.ReportsPerSecond, c.Transport.ReportBurst = 2, 5 })
+	d := obsStart(t, func(c *Config) { c.Transport.ReportsPerSecond, c.Transport.ReportBurst = 2, 5 })
 	_, load, _ := obsClients(t, d)
 	st := obsConnect(t, load)
 	var err error
@@ -229,7 +229,7 @@ func TestReportRateLimit(t *testing.T) {
 // DeadlineExceeded after FirstReportTimeout, and its slot under
 // MaxReportStreams is free again.
 func TestFirstReportTimeout(t *testing.T) {
-	d := obsStart(t, func(c *DaemonConfig) {
+	d := obsStart(t, func(c *Config) {
 		c.Transport.FirstReportTimeout, c.Transport.MaxReportStreams = 200*time.Millisecond, 1
 	})
 	_, load, _ := obsClients(t, d)
@@ -243,7 +243,7 @@ func TestFirstReportTimeout(t *testing.T) {
 	if el := time.Since(start); el > 5*time.Second {
 		t.Errorf("closed after %v", el)
 	}
-	testwait.Eventually(t, "the stream slot", func() bool { return d.srv.guard.open.Load() == 0 })
+	testwait.Eventually(t, "the stream slot", func() bool { return d.srv.OpenReportStreams() == 0 })
 	if err := sendReport(t, limitClients{load: load}, ident("chat", "a", "a-1")); err != nil {
 		t.Errorf("a stream after the timeout: %v", err)
 	}
@@ -253,7 +253,7 @@ func TestFirstReportTimeout(t *testing.T) {
 // stream waits (the client's deadline ends it); past MaxConnections a new
 // connection waits to be accepted. Both proceed once room is made.
 func TestConnectionLimits(t *testing.T) {
-	d := obsStart(t, func(c *DaemonConfig) { c.MaxConcurrentStreams, c.Transport.MaxConnections = 2, 1 })
+	d := obsStart(t, func(c *Config) { c.MaxConcurrentStreams, c.Transport.MaxConnections = 2, 1 })
 	cc1, err := grpc.NewClient(d.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	must(t, err)
 	c1 := limitClients{load: pb.NewLoadServiceClient(cc1), admin: pb.NewAdminServiceClient(cc1)}

@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"os"
@@ -12,6 +12,7 @@ import (
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/testpki"
 	"github.com/prefixroute/prefixroute/internal/testwait"
+	"github.com/prefixroute/prefixroute/server"
 )
 
 // TestTokensFileChecks: the daemon refuses a missing or world-writable
@@ -24,7 +25,7 @@ func TestTokensFileChecks(t *testing.T) {
 	}
 	must(t, os.Chmod(path, 0o666)) // past the umask
 	for _, tc := range []struct{ path, want string }{{path, "world-writable"}, {dir + "/missing.yaml", "no such file"}} {
-		_, err := Start(DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "off", TokensFile: tc.path, Server: Options{DataDir: t.TempDir()}})
+		_, err := Start(Config{Listen: "127.0.0.1:0", HTTPListen: "off", TokensFile: tc.path, Server: server.Options{DataDir: t.TempDir()}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Start with %s: %v, want %q", tc.path, err, tc.want)
 		}

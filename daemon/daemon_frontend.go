@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"crypto/tls"
@@ -27,7 +27,7 @@ type frontEnd struct {
 
 // listenFrontEnds checks the front ends and binds their listeners, for
 // start; the caller releases them on error.
-func (d *Daemon) listenFrontEnds(cfg *DaemonConfig) error {
+func (d *Daemon) listenFrontEnds(cfg *Config) error {
 	for _, f := range cfg.FrontEnds {
 		if f.Listen == "" {
 			continue
@@ -49,7 +49,7 @@ func (d *Daemon) listenFrontEnds(cfg *DaemonConfig) error {
 // serveFrontEnds builds each front end's gRPC server, with the main
 // server's middleware, its own credentials and a health service, registers
 // its services and serves it.
-func (d *Daemon) serveFrontEnds(cfg *DaemonConfig) error {
+func (d *Daemon) serveFrontEnds(cfg *Config) error {
 	for _, fe := range d.fronts {
 		opts := transportOptions(cfg)
 		if fe.cfg.MaxRecvMsgBytes > 0 {

@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 func TestMetricsAfterScriptedTraffic(t *testing.T) {
 	clock := testwait.NewClock()
 	clock.Set(time.Unix(1_800_000_000, 0))
-	d := obsStart(t, func(c *DaemonConfig) { c.Server.Now = clock.Now })
+	d := obsStart(t, func(c *Config) { c.Server.Now = clock.Now })
 	pick, load, admin := obsClients(t, d)
 	ctx := context.Background()
 	setWeights := func(pool string, w map[string]float64) {
@@ -169,7 +169,7 @@ func TestMetricsAfterScriptedTraffic(t *testing.T) {
 // under least_loaded the picked instance leaves the count.
 func TestMetricsSaturatedPicks(t *testing.T) {
 	clock := testwait.NewClock()
-	d := obsStart(t, func(c *DaemonConfig) { c.Server.Now = clock.Now })
+	d := obsStart(t, func(c *Config) { c.Server.Now = clock.Now })
 	pick, load, admin := obsClients(t, d)
 	ctx := context.Background()
 	for _, id := range []string{"x-1", "x-2", "x-3"} {

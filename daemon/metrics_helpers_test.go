@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"context"
@@ -16,16 +16,17 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/testwait"
+	"github.com/prefixroute/prefixroute/server"
 )
 
 // obsStart starts a daemon on 127.0.0.1:0 (both listeners) with a temp data
 // dir, lets mutate adjust its config, and shuts it down at cleanup. It is
 // the one starter of this package's own tests, which cannot use
 // servertest.Start (servertest imports server); startSecure builds on it.
-func obsStart(t *testing.T, mutate func(*DaemonConfig)) *Daemon {
+func obsStart(t *testing.T, mutate func(*Config)) *Daemon {
 	t.Helper()
-	cfg := DaemonConfig{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0",
-		Server: Options{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	cfg := Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0",
+		Server: server.Options{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	if mutate != nil {
 		mutate(&cfg)
 	}

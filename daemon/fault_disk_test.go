@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"bytes"
@@ -97,7 +97,7 @@ func TestSetWeightsOnBrokenDataDir(t *testing.T) {
 	for _, f := range diskFaults {
 		t.Run(f.name, func(t *testing.T) {
 			dir := f.setup(t)
-			cfg := func(c *DaemonConfig) { c.Server.DataDir = dir }
+			cfg := func(c *Config) { c.Server.DataDir = dir }
 			d := obsStart(t, cfg)
 			_, _, admin := obsClients(t, d)
 			old := map[string]float64{"a": 9, "b": 1}

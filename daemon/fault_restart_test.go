@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
+	"github.com/prefixroute/prefixroute/server"
 )
 
 // freeLoopbackAddr returns a loopback address no one listens on now.
@@ -56,7 +57,7 @@ func TestRestartUnder1000Reconnects(t *testing.T) {
 	}
 	const instances, conns = 1000, 10
 	addr, dir := freeLoopbackAddr(t), t.TempDir()
-	cfg := DaemonConfig{Listen: addr, HTTPListen: "off", Server: Options{DataDir: dir, ReportInterval: time.Second,
+	cfg := Config{Listen: addr, HTTPListen: "off", Server: server.Options{DataDir: dir, ReportInterval: time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	d, err := Start(cfg)
 	if err != nil {

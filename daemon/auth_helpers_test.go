@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"context"
@@ -31,12 +31,12 @@ type secureEnv struct {
 // startSecure runs the daemon with a testpki.PKI's TLS, client CA and
 // tokens file, its files checked every 20 ms; mutate may change the config
 // first.
-func startSecure(t *testing.T, mutate func(*DaemonConfig)) *secureEnv {
+func startSecure(t *testing.T, mutate func(*Config)) *secureEnv {
 	t.Helper()
 	e := &secureEnv{t: t, PKI: testpki.New(t)}
 	e.files = e.TLS
 	e.files.ReloadInterval = 20 * time.Millisecond
-	e.d = obsStart(t, func(c *DaemonConfig) {
+	e.d = obsStart(t, func(c *Config) {
 		c.TokensFile, c.TLS, c.Server.DataDir = e.TokensFile, e.files, filepath.Join(e.Dir, "data")
 		if mutate != nil {
 			mutate(c)

@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"io"
@@ -11,7 +11,7 @@ import (
 // (POST /v1/route, /v1/pick), holds at most MaxConnections connections; one
 // more waits to be accepted until one closes.
 func TestHTTPConnectionLimit(t *testing.T) {
-	d := obsStart(t, func(c *DaemonConfig) { c.Transport.MaxConnections = 1 })
+	d := obsStart(t, func(c *Config) { c.Transport.MaxConnections = 1 })
 	first := &http.Client{Transport: &http.Transport{}}
 	resp, err := first.Get("http://" + d.HTTPAddr() + "/healthz")
 	must(t, err)

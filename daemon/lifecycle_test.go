@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func obsGet(t *testing.T, url string) (int, string) {
 // and Shutdown returns nil (twice).
 func TestShutdownFinishesInFlightPicks(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
-	d := obsStart(t, func(c *DaemonConfig) {
+	d := obsStart(t, func(c *Config) {
 		c.testUnary = func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if r, ok := req.(*pb.PickRequest); ok && r.GetRequestId() == "hold" {
 				close(entered)

@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"bytes"
@@ -101,9 +101,9 @@ func TestStreamCutMidMessage(t *testing.T) {
 	// Cut inside the first report: 10 of its bytes, then the connection closes.
 	rs := openRaw(t, d.Addr())
 	must(t, rs.fr.WriteData(1, false, grpcFrame(first[:10], len(first))))
-	testwait.Eventually(t, "the stream to open", func() bool { return d.srv.guard.open.Load() == 1 })
+	testwait.Eventually(t, "the stream to open", func() bool { return d.srv.OpenReportStreams() == 1 })
 	rs.conn.Close()
-	testwait.Eventually(t, "the cut stream to end", func() bool { return d.srv.guard.open.Load() == 0 })
+	testwait.Eventually(t, "the cut stream to end", func() bool { return d.srv.OpenReportStreams() == 0 })
 	if _, err := d.Server().Registry().Pool("chat"); err == nil {
 		t.Fatal("a cut first report created its pool")
 	}
@@ -119,7 +119,7 @@ func TestStreamCutMidMessage(t *testing.T) {
 	if in := p.Instances(time.Now())[0]; in.Last.Draining || in.CachedBlocks != 0 {
 		t.Errorf("the cut second report was applied: %+v", in)
 	}
-	testwait.Eventually(t, "the stream slot", func() bool { return d.srv.guard.open.Load() == 0 })
+	testwait.Eventually(t, "the stream slot", func() bool { return d.srv.OpenReportStreams() == 0 })
 	_, _, admin := obsClients(t, d)
 	if _, err := admin.ListPools(ctxT(t), &pb.ListPoolsRequest{}); err != nil {
 		t.Fatalf("daemon after cut streams: %v", err)
@@ -131,7 +131,7 @@ func TestStreamCutMidMessage(t *testing.T) {
 // reporting and gateways keep picking; afterwards no stream or goroutine is
 // left behind.
 func TestSilentStreams(t *testing.T) {
-	d := obsStart(t, func(c *DaemonConfig) { c.Transport.FirstReportTimeout = 300 * time.Millisecond })
+	d := obsStart(t, func(c *Config) { c.Transport.FirstReportTimeout = 300 * time.Millisecond })
 	pick, load, _ := obsClients(t, d)
 	live := obsConnect(t, load)
 	live.report(ident("chat", "a", "a-1"))
@@ -160,7 +160,7 @@ func TestSilentStreams(t *testing.T) {
 			t.Fatalf("a silent stream is still open after %v", testwait.DefaultTimeout)
 		}
 	}
-	testwait.Eventually(t, "only the live stream", func() bool { return d.srv.guard.open.Load() == 1 })
+	testwait.Eventually(t, "only the live stream", func() bool { return d.srv.OpenReportStreams() == 1 })
 	testwait.Eventually(t, "the goroutines of the silent streams to end", func() bool { return runtime.NumGoroutine() <= base+5 })
 	live.report(&pb.ReportLoadRequest{})
 }

@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ import (
 // instances reporting inside and outside their binding.
 func TestAuthPaths(t *testing.T) {
 	now := time.Now()
-	e := startSecure(t, func(c *DaemonConfig) { c.Server.Now = func() time.Time { return now } })
+	e := startSecure(t, func(c *Config) { c.Server.Now = func() time.Time { return now } })
 	// An instance in chat/a (never stale on the frozen clock), so that a
 	// gateway's Pick succeeds.
 	st := openReport(t, e.as("inst"), e.dial(""), "chat", "a", "a-1")
@@ -113,7 +113,7 @@ func TestAuditLogRecordsCaller(t *testing.T) {
 	if err := authCalls["SetPolicy"](e.as(""), e.dial("alice")); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(e.d.Server().store.Dir(), "audit.log"))
+	f, err := os.Open(filepath.Join(e.Dir, "data", "audit.log"))
 	if err != nil {
 		t.Fatal(err)
 	}

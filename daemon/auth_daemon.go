@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"context"
@@ -13,11 +13,12 @@ import (
 	"github.com/prefixroute/prefixroute/frontend/httproute"
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/netaddr"
+	"github.com/prefixroute/prefixroute/server"
 )
 
 // startSecurity loads the tokens file and the TLS files and sets up the
 // stream limits, for Start.
-func (d *Daemon) startSecurity(cfg *DaemonConfig, meter metric.Meter) error {
+func (d *Daemon) startSecurity(cfg *Config, meter metric.Meter) error {
 	if cfg.TokensFile != "" {
 		a, err := auth.NewAuthenticator(cfg.TokensFile, cfg.TLS.ReloadInterval, d.log)
 		if err != nil {
@@ -40,7 +41,7 @@ func (d *Daemon) startSecurity(cfg *DaemonConfig, meter metric.Meter) error {
 			"auth", d.auth != nil, "tls", d.tls != nil)
 	}
 	t := cfg.Transport
-	return d.srv.LimitReports(ReportLimits{MaxStreams: t.MaxReportStreams, PerSecond: t.ReportsPerSecond,
+	return d.srv.LimitReports(server.ReportLimits{MaxStreams: t.MaxReportStreams, PerSecond: t.ReportsPerSecond,
 		Burst: t.ReportBurst, FirstReportTimeout: t.FirstReportTimeout}, meter)
 }
 
@@ -108,7 +109,7 @@ func (r *refusal) Unwrap() error { return r.lack }
 
 // listeners are the daemon's listeners that the exposure rule covers: the
 // gRPC one, the HTTP one, and every gRPC front end's.
-func listeners(cfg *DaemonConfig) []listener {
+func listeners(cfg *Config) []listener {
 	tlsOn := cfg.TLS.Enabled()
 	ls := []listener{
 		{flag: "--listen", addr: cfg.Listen, tls: tlsOn, tlsHow: "set --tls-cert/--tls-key",
@@ -130,7 +131,7 @@ func listeners(cfg *DaemonConfig) []listener {
 // the probes, /metrics and the console, and refuses only the HTTP Pick
 // front ends, which carry a gateway's bearer token on every request
 // (pickRefusal).
-func checkExposure(cfg *DaemonConfig) error {
+func checkExposure(cfg *Config) error {
 	for _, l := range listeners(cfg) {
 		err := exposure(l, cfg.TokensFile != "", cfg.Insecure)
 		if err != nil && !(l.flag == "--http-listen" && errors.Is(err, errCleartext)) {
@@ -143,7 +144,7 @@ func checkExposure(cfg *DaemonConfig) error {
 // pickRefusal is why the HTTP Pick front ends (/v1/pick, /v1/route) are
 // not served on the HTTP listener, or "" when they are: the exposure
 // rule's refusal of the HTTP listener without TLS.
-func pickRefusal(cfg *DaemonConfig) string {
+func pickRefusal(cfg *Config) string {
 	if err := exposure(listeners(cfg)[1], cfg.TokensFile != "", cfg.Insecure); errors.Is(err, errCleartext) {
 		return fmt.Sprintf("%s and %s are not served: %v", httproute.PathPick, httproute.PathRoute, err)
 	}
