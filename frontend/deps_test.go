@@ -26,7 +26,8 @@ func goListDeps(t *testing.T, pattern string) []string {
 
 // TestDependencyRules holds the layering of the repository (README,
 // "Layout"): front ends import frontend, never the gRPC layer or the
-// daemon; server/ has no package below it; prefixsim is virtual time only
+// daemon; the gRPC layer imports neither the daemon nor a front end;
+// server/ has no package below it; prefixsim is virtual time only
 // (neither the daemon nor NATS).
 func TestDependencyRules(t *testing.T) {
 	if testing.Short() {
@@ -37,6 +38,7 @@ func TestDependencyRules(t *testing.T) {
 		forbidden []string // a package and those below it; with a trailing "/", only those below it
 	}{
 		{"../frontend/...", []string{module + "server", module + "daemon"}},
+		{"../server", []string{module + "daemon", module + "frontend/"}},
 		{"../cmd/prefixsim", []string{module + "server", module + "daemon", module + "internal/replica",
 			module + "internal/cluster", module + "internal/simlive", "github.com/nats-io"}},
 	} {
