@@ -21,10 +21,6 @@ func describe(r *pb.ReportLoadBatchResponse) (acks, ended []string) {
 	return acks, ended
 }
 
-func batch(reports ...*pb.ReportLoadRequest) *pb.ReportLoadBatchRequest {
-	return &pb.ReportLoadBatchRequest{Reports: reports}
-}
-
 func same(t *testing.T, what string, got, want []string) {
 	t.Helper()
 	slices.Sort(got)

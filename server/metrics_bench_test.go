@@ -109,25 +109,6 @@ func BenchmarkPickHooks(b *testing.B) {
 	}
 }
 
-// obsFreshInstance gives pool "bench" one instance that stays fresh for an
-// hour.
-func obsFreshInstance(b *testing.B, s *Server) {
-	pool, err := s.reg.Ensure("bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	policy := pool.Config().Policy
-	policy.StaleAfter, policy.ForgetAfter = time.Hour, time.Hour
-	pool.SetConfig(&state.Config{Policy: policy})
-	sess, err := pool.Connect(time.Now(), state.Identity{Pool: "bench", Deployment: "d", Instance: "i", Address: "10.0.0.1:1"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := sess.Report(time.Now(), &state.Report{Seq: 1, PrefillTokensPerSecond: 10000}); err != nil {
-		b.Fatal(err)
-	}
-}
-
 // BenchmarkObserverHooks isolates the recording's own cost per pick:
 // observer.done on the record of a prepared decision of the bench pool.
 func BenchmarkObserverHooks(b *testing.B) {

@@ -123,7 +123,7 @@ func RunLive(ctx context.Context, sc *sim.Scenario, variant string, opts Options
 	if err != nil {
 		return nil, err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }() // the workload's trace, opened for reading: nothing to lose
 	var conns []*grpc.ClientConn
 	defer func() {
 		for _, c := range conns {
