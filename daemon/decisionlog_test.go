@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/server"
+	"github.com/prefixroute/prefixroute/internal/decisionlog"
 )
 
 // TestDecisionLogWritesEveryPickAtRateOne logs every Pick of a real daemon,
@@ -56,11 +56,11 @@ func TestDecisionLogWritesEveryPickAtRateOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = f.Close() }() // opened for reading
-	var lines []server.DecisionLine
+	var lines []decisionlog.Line
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var l server.DecisionLine
+		var l decisionlog.Line
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}

@@ -2,7 +2,8 @@
 // LoadService and AdminService (pick.go, admin.go, ramp.go, migration.go),
 // the one report-stream engine of ReportLoad and ReportLoadBatch (load*.go,
 // with its per-member limits), the observability of a Pick (pickrecord.go,
-// metrics*.go, span.go, decisionlog.go, pickring.go, history.go) and the
+// metrics*.go, span.go, pickring.go, history.go; the decision log is
+// internal/decisionlog, fed by observer.logDecision) and the
 // control loops (ramp_driver.go, Sweep). Package daemon wires a Server to
 // its listeners, middleware, TLS and tokens; the front ends other than
 // gRPC live under frontend/ and see a Server as a frontend.Picker. The

@@ -157,25 +157,3 @@ func TestRingBudget(t *testing.T) {
 		t.Errorf("%d rings handed out; want %d", n, maxHistoryRings)
 	}
 }
-
-// TestRecentLines: the ring keeps the latest maxRecentDecisions lines and
-// returns a pool's newest first.
-func TestRecentLines(t *testing.T) {
-	var r recentLines
-	for i := range maxRecentDecisions + 3 {
-		pool := "a"
-		if i%2 == 1 {
-			pool = "b"
-		}
-		r.add(pool, []byte{byte(i)})
-	}
-	// lines 3..66 are held; b's are the odd ones, 3..65
-	got := r.of("b")
-	if len(got) != maxRecentDecisions/2 || got[0][0] != maxRecentDecisions+1 || got[len(got)-1][0] != 3 {
-		t.Errorf("%d lines of b, newest %d, oldest %d; want %d, %d, 3", len(got), got[0][0], got[len(got)-1][0],
-			maxRecentDecisions/2, maxRecentDecisions+1)
-	}
-	if n := len(r.of("c")); n != 0 {
-		t.Errorf("%d lines of a pool never logged", n)
-	}
-}

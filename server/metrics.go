@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/prefixroute/prefixroute/internal/decisionlog"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/scheduler"
 )
@@ -69,7 +70,7 @@ var latencyBuckets = []float64{
 type observer struct {
 	now  func() time.Time
 	reg  *state.Registry
-	dlog *decisionLog // nil when off
+	dlog *decisionlog.Log // nil when off
 
 	excluded, panics, flaps, takeovers metric.Int64Counter
 	latency                            metric.Float64Histogram
@@ -228,14 +229,14 @@ func (o *observer) done(ctx context.Context, rec *pickRecord) {
 		o.decided(ctx, p, rec)
 	}
 	if rec.logged {
-		o.dlog.add(ctx, rec)
+		o.logDecision(ctx, rec)
 	}
 }
 
 // logs reports whether the decision log samples the next pick (false for a
 // nil observer or no decision log).
 func (o *observer) logs() bool {
-	return o != nil && o.dlog != nil && o.dlog.sample()
+	return o != nil && o.dlog != nil && o.dlog.Sample()
 }
 
 // decided records what an audited decision shows.

@@ -9,11 +9,16 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/frontend"
+	"github.com/prefixroute/prefixroute/internal/decisionlog"
 	"github.com/prefixroute/prefixroute/internal/state"
 )
 
 // What the daemon needs of a Server besides its services: turning the
 // observers on and off, and what the console and the middleware read.
+
+// DefaultDecisionLogBuffer is how many sampled picks the decision log holds
+// waiting for the disk before it drops (and counts) new ones.
+const DefaultDecisionLogBuffer = decisionlog.DefaultBuffer
 
 // DecisionLogConfig is the decision log's file, sampling and buffer
 // (docs/operating.md, "Decision log").
@@ -44,7 +49,7 @@ func (s *Server) Observe(meter metric.Meter, dl DecisionLogConfig) error {
 		}
 	}
 	if dl.Path != "" {
-		if obs.dlog, err = openDecisionLog(dl.Path, dl.Rate, dl.Buffer, meter); err != nil {
+		if obs.dlog, err = decisionlog.Open(dl.Path, dl.Rate, dl.Buffer, meter); err != nil {
 			return err
 		}
 	}
@@ -79,7 +84,7 @@ func (s *Server) RecentDecisions(pool string) ([]json.RawMessage, bool) {
 	if s.obs == nil || s.obs.dlog == nil {
 		return nil, false
 	}
-	return s.obs.dlog.recent.of(pool), true
+	return s.obs.dlog.Recent(pool), true
 }
 
 // Admin is the AdminService implementation Register serves, for a front

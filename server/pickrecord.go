@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/frontend"
+	"github.com/prefixroute/prefixroute/internal/decisionlog"
 	"github.com/prefixroute/prefixroute/internal/state"
 )
 
@@ -120,6 +121,21 @@ func (rec *pickRecord) audited() bool {
 // blocks is the number of prefix blocks the request carried.
 func (rec *pickRecord) blocks() int { return len(rec.req.GetPrefixHashes()) }
 
+// logDecision hands a sampled pick to the decision log: the response the
+// client got, or the decision rendered with its full audit when the client
+// asked for less (PickRequest.audit).
+func (o *observer) logDecision(ctx context.Context, rec *pickRecord) {
+	if rec.req == nil {
+		return
+	}
+	resp := rec.resp
+	if a := rec.req.GetAudit(); resp != nil && a != pb.AuditLevel_AUDIT_LEVEL_UNSPECIFIED && a != pb.AuditLevel_AUDIT_LEVEL_FULL {
+		resp = pickResponse(rec.pk, rec.seed, rec.blocks(), rec.req.GetPromptTokens())
+	}
+	o.dlog.Add(ctx, decisionlog.Record{Start: rec.meta.Start, Elapsed: rec.elapsed, Trace: rec.traceContext(ctx),
+		Req: rec.req, Resp: resp, Err: rec.err})
+}
+
 // RecordServed writes to the decision log, when there is one, that the
 // gateway served the request of pool with id requestID on served, not on
 // chosen, the endpoint its pick returned (a retry or a fallback): a line
@@ -130,9 +146,9 @@ func (s *Server) RecordServed(ctx context.Context, pool, requestID, chosen, serv
 	if s.obs == nil || s.obs.dlog == nil {
 		return
 	}
-	line := servedLine{Time: s.obs.now().UTC(), Kind: "served_mismatch", Pool: pool, RequestID: requestID, Chosen: chosen, Served: served}
+	line := decisionlog.Served{Time: s.obs.now().UTC(), Kind: "served_mismatch", Pool: pool, RequestID: requestID, Chosen: chosen, Served: served}
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		line.TraceID = sc.TraceID().String()
 	}
-	s.obs.dlog.addServed(ctx, line)
+	s.obs.dlog.AddServed(ctx, line)
 }

@@ -1,4 +1,12 @@
-package server
+// Package decisionlog holds the decision log: sampled Picks written as JSON
+// lines (Line), one per pick, with the request summary and the full
+// response, plus the served-endpoint lines (Served) a gateway reports, and
+// the latest lines of each pool for the console's Explain page (Recent).
+// Add and AddServed only hand a record to a bounded buffer; one goroutine
+// marshals and writes, so the caller never waits for the disk, and a full
+// buffer drops and counts. A *Log is safe for concurrent use; Close loses
+// nothing that was accepted.
+package decisionlog
 
 import (
 	"bufio"
@@ -21,18 +29,18 @@ import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 )
 
-// DefaultDecisionLogBuffer is how many sampled picks the decision log holds
+// DefaultBuffer is how many sampled picks the decision log holds
 // waiting for the disk before it drops (and counts) new ones.
-const DefaultDecisionLogBuffer = 4096
+const DefaultBuffer = 4096
 
-// decisionLog writes sampled Picks as JSON lines, one per pick: the request
+// Log writes sampled Picks as JSON lines, one per pick: the request
 // summary and the full response with its Decision, for offline analysis and
-// replay. Pick only hands a record to a bounded channel; one goroutine
+// replay. Add only hands a record to a bounded channel; one goroutine
 // marshals and writes, so Pick never waits for the disk. When the channel
 // is full the record is dropped and counted. Safe for concurrent use.
-type decisionLog struct {
+type Log struct {
 	rate    float64
-	ch      chan decisionRecord
+	ch      chan record
 	quit    chan struct{}
 	done    chan error
 	mu      sync.RWMutex // add holds it for reading; Close sets closed under it
@@ -44,23 +52,30 @@ type decisionLog struct {
 	recent  recentLines // the last lines written, for the console's Explain page
 }
 
-// decisionRecord is one sampled pick, marshalled by the writer. The request
-// and response are not touched by gRPC once the handler returned.
-type decisionRecord struct {
-	start   time.Time
-	elapsed time.Duration
-	trace   trace.SpanContext
-	req     *pb.PickRequest
-	resp    *pb.PickResponse
-	err     error
-	served  *servedLine // set: a served-endpoint line, not a pick
+// Record is one sampled pick, marshalled by the writer. The caller no
+// longer modifies the request and response once it handed them to Add.
+type Record struct {
+	Start   time.Time         // when the pick started
+	Elapsed time.Duration     // how long it took
+	Trace   trace.SpanContext // the pick's span, if any
+	Req     *pb.PickRequest   // nil: nothing is logged
+	// Resp is the response with its full audit, whatever audit level the
+	// request asked for; nil when the pick failed without a decision.
+	Resp *pb.PickResponse
+	Err  error // the pick's gRPC status error, nil when it succeeded
 }
 
-// servedLine is the decision log's line for a request the gateway served on
+// record is what the writer's channel carries: a pick or a served line.
+type record struct {
+	Record
+	served *Served // set: a served-endpoint line, not a pick
+}
+
+// Served is the decision log's line for a request the gateway served on
 // another endpoint than the one chosen (a retry or a fallback), keyed by
 // the request id of its pick's line. Kind tells it from a pick's line,
 // which has none.
-type servedLine struct {
+type Served struct {
 	Time      time.Time `json:"time"`
 	Kind      string    `json:"kind"` // "served_mismatch"
 	TraceID   string    `json:"trace_id,omitempty"`
@@ -70,12 +85,12 @@ type servedLine struct {
 	Served    string    `json:"served"`
 }
 
-// DecisionLine is the JSON line. Request is the PickRequest without its
+// Line is the JSON line of a pick. Request is the PickRequest without its
 // prefix hashes, which PrefixBlocks counts and FirstHash / LastHash
 // summarise (with chained hashes the last one names the whole prefix).
 // Response is the PickResponse with the full audit, whatever audit level the
 // request asked for (Request.audit says what the client got).
-type DecisionLine struct {
+type Line struct {
 	Time            time.Time       `json:"time"`
 	DurationSeconds float64         `json:"duration_seconds"`
 	TraceID         string          `json:"trace_id,omitempty"`
@@ -88,9 +103,9 @@ type DecisionLine struct {
 	Response        json.RawMessage `json:"response,omitempty"`
 }
 
-// openDecisionLog appends to path. rate is the fraction of picks sampled, in
+// Open appends to path. rate is the fraction of picks sampled, in
 // [0, 1]; buffer the records held waiting for the disk.
-func openDecisionLog(path string, rate float64, buffer int, m metric.Meter) (*decisionLog, error) {
+func Open(path string, rate float64, buffer int, m metric.Meter) (*Log, error) {
 	if !(rate >= 0 && rate <= 1) {
 		return nil, fmt.Errorf("decision log rate %v: want a fraction in [0, 1] (--decision-log-rate)", rate)
 	}
@@ -98,7 +113,7 @@ func openDecisionLog(path string, rate float64, buffer int, m metric.Meter) (*de
 	if err != nil {
 		return nil, fmt.Errorf("decision log (--decision-log): %w", err)
 	}
-	l, err := newDecisionLog(f, rate, buffer, m)
+	l, err := New(f, rate, buffer, m)
 	if err != nil {
 		_ = f.Close() // nothing was written yet; the meter's error is the one to return
 		return nil, err
@@ -106,12 +121,12 @@ func openDecisionLog(path string, rate float64, buffer int, m metric.Meter) (*de
 	return l, nil
 }
 
-// newDecisionLog starts the writer on w, which Close closes.
-func newDecisionLog(w io.WriteCloser, rate float64, buffer int, m metric.Meter) (*decisionLog, error) {
+// New starts the writer on w, which Close closes; see Open.
+func New(w io.WriteCloser, rate float64, buffer int, m metric.Meter) (*Log, error) {
 	if buffer <= 0 {
-		buffer = DefaultDecisionLogBuffer
+		buffer = DefaultBuffer
 	}
-	l := &decisionLog{rate: rate, ch: make(chan decisionRecord, buffer), quit: make(chan struct{}), done: make(chan error, 1), w: w}
+	l := &Log{rate: rate, ch: make(chan record, buffer), quit: make(chan struct{}), done: make(chan error, 1), w: w}
 	var err error
 	l.written, err = m.Int64Counter("prefixroute_decision_log_records", metric.WithUnit("{record}"),
 		metric.WithDescription("Sampled picks written to the decision log."))
@@ -128,31 +143,27 @@ func newDecisionLog(w io.WriteCloser, rate float64, buffer int, m metric.Meter) 
 	return l, nil
 }
 
-// sample reports whether this pick is to be logged.
-func (l *decisionLog) sample() bool {
+// Sample reports whether this pick is to be logged: call it before building
+// the Record. Safe for concurrent use.
+func (l *Log) Sample() bool {
 	return l.rate >= 1 || (l.rate > 0 && rand.Float64() < l.rate)
 }
 
-// add hands one pick to the writer without blocking: the response the
-// client got, or the decision rendered with its full audit when the client
-// asked for less (PickRequest.audit). A record that finds the buffer full,
-// or comes after Close, is dropped and counted (send).
-func (l *decisionLog) add(ctx context.Context, rec *pickRecord) {
-	if rec.req == nil {
+// Add hands one sampled pick to the writer without blocking. A record
+// that finds the buffer full, or comes after Close, is dropped and counted.
+// A Record without a request is ignored.
+func (l *Log) Add(ctx context.Context, r Record) {
+	if r.Req == nil {
 		return
 	}
-	resp := rec.resp
-	if a := rec.req.GetAudit(); resp != nil && a != pb.AuditLevel_AUDIT_LEVEL_UNSPECIFIED && a != pb.AuditLevel_AUDIT_LEVEL_FULL {
-		resp = pickResponse(rec.pk, rec.seed, rec.blocks(), rec.req.GetPromptTokens())
-	}
-	l.send(ctx, decisionRecord{start: rec.meta.Start, elapsed: rec.elapsed, trace: rec.traceContext(ctx), req: rec.req, resp: resp, err: rec.err})
+	l.send(ctx, record{Record: r})
 }
 
 // send hands r to the writer without blocking, or drops and counts it when
 // the buffer is full or the log closed. The read lock orders send with
 // Close: once Close holds the lock, no send is between its check and its
 // channel send, so the writer's final drain sees every record accepted.
-func (l *decisionLog) send(ctx context.Context, r decisionRecord) {
+func (l *Log) send(ctx context.Context, r record) {
 	l.mu.RLock()
 	if !l.closed {
 		select {
@@ -166,18 +177,18 @@ func (l *decisionLog) send(ctx context.Context, r decisionRecord) {
 	l.dropped.Add(ctx, 1)
 }
 
-// addServed hands the writer a served-endpoint line, unsampled: every
+// AddServed hands the writer a served-endpoint line, unsampled: every
 // mismatch is a sign that the router's view is wrong. Dropped and counted
 // like a pick's record when the buffer is full or after Close.
-func (l *decisionLog) addServed(ctx context.Context, line servedLine) {
-	l.send(ctx, decisionRecord{served: &line})
+func (l *Log) AddServed(ctx context.Context, line Served) {
+	l.send(ctx, record{served: &line})
 }
 
 // run writes records until Close, flushing whenever the buffer runs empty.
-func (l *decisionLog) run() {
+func (l *Log) run() {
 	bw := bufio.NewWriterSize(l.w, 64<<10)
 	var werr error
-	write := func(r *decisionRecord) {
+	write := func(r *record) {
 		line, err := r.marshal()
 		if err == nil {
 			_, err = bw.Write(append(line, '\n'))
@@ -188,7 +199,7 @@ func (l *decisionLog) run() {
 		if err == nil {
 			l.written.Add(context.Background(), 1)
 			if r.served == nil { // the console's Explain lists picks
-				l.recent.add(r.req.GetPool(), line)
+				l.recent.add(r.Req.GetPool(), line)
 			}
 		}
 	}
@@ -221,7 +232,7 @@ func (l *decisionLog) run() {
 
 // Close writes what is buffered, closes the file and returns the first write
 // error. Picks logged afterwards are dropped. Bounded by ctx.
-func (l *decisionLog) Close(ctx context.Context) error {
+func (l *Log) Close(ctx context.Context) error {
 	l.once.Do(func() {
 		l.mu.Lock()
 		l.closed = true
@@ -239,35 +250,39 @@ func (l *decisionLog) Close(ctx context.Context) error {
 	}
 }
 
+// Recent returns pool's latest lines, newest first (the log keeps the
+// last 64 of all pools together). Safe for concurrent use.
+func (l *Log) Recent(pool string) []json.RawMessage { return l.recent.of(pool) }
+
 // lineJSON renders the messages with their .proto field names (snake_case,
 // like the line's own keys).
 var lineJSON = protojson.MarshalOptions{UseProtoNames: true}
 
 // marshal renders the record as one JSON line.
-func (r *decisionRecord) marshal() ([]byte, error) {
+func (r *record) marshal() ([]byte, error) {
 	if r.served != nil {
 		return json.Marshal(r.served)
 	}
-	q := r.req
+	q := r.Req
 	summary := proto.Clone(q).(*pb.PickRequest)
 	summary.PrefixHashes = nil
-	line := DecisionLine{Time: r.start.UTC(), DurationSeconds: r.elapsed.Seconds(), Code: status.Code(r.err).String(),
+	line := Line{Time: r.Start.UTC(), DurationSeconds: r.Elapsed.Seconds(), Code: status.Code(r.Err).String(),
 		PrefixBlocks: len(q.GetPrefixHashes())}
 	if h := q.GetPrefixHashes(); len(h) > 0 {
 		line.FirstHash, line.LastHash = strconv.FormatUint(h[0], 10), strconv.FormatUint(h[len(h)-1], 10)
 	}
-	if r.trace.IsValid() {
-		line.TraceID = r.trace.TraceID().String()
+	if r.Trace.IsValid() {
+		line.TraceID = r.Trace.TraceID().String()
 	}
-	if r.err != nil {
-		line.Error = status.Convert(r.err).Message()
+	if r.Err != nil {
+		line.Error = status.Convert(r.Err).Message()
 	}
 	var err error
 	if line.Request, err = lineJSON.Marshal(summary); err != nil {
 		return nil, err
 	}
-	if r.resp != nil {
-		if line.Response, err = lineJSON.Marshal(r.resp); err != nil {
+	if r.Resp != nil {
+		if line.Response, err = lineJSON.Marshal(r.Resp); err != nil {
 			return nil, err
 		}
 	}

@@ -1,4 +1,4 @@
-package server
+package decisionlog
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/frontend"
 )
 
 // blockingWriter blocks its first Write until released, and says when it
@@ -40,17 +39,17 @@ func TestDecisionLogDropsWhenFull(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	w := &blockingWriter{entered: make(chan struct{}), release: make(chan struct{})}
-	l, err := newDecisionLog(w, 1, 1, mp.Meter("test"))
+	l, err := New(w, 1, 1, mp.Meter("test"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &pickRecord{req: &pb.PickRequest{Pool: "p"}, resp: &pb.PickResponse{}, meta: frontend.PickMeta{Start: time.Now()}, elapsed: time.Microsecond}
+	rec := Record{Req: &pb.PickRequest{Pool: "p"}, Resp: &pb.PickResponse{}, Start: time.Now(), Elapsed: time.Microsecond}
 	ctx := context.Background()
-	l.add(ctx, rec)
+	l.Add(ctx, rec)
 	<-w.entered // the writer holds record 1 in Write
 	start := time.Now()
 	for range 10 {
-		l.add(ctx, rec)
+		l.Add(ctx, rec)
 	}
 	if el := time.Since(start); el > time.Second {
 		t.Errorf("adding to a full log took %v", el)
@@ -71,12 +70,12 @@ func TestDecisionLogDropsWhenFull(t *testing.T) {
 // final drain.
 func TestDecisionLogCloseLosesNothing(t *testing.T) {
 	ctx := context.Background()
-	rec := &pickRecord{req: &pb.PickRequest{Pool: "p"}, resp: &pb.PickResponse{}, meta: frontend.PickMeta{Start: time.Now()}}
+	rec := Record{Req: &pb.PickRequest{Pool: "p"}, Resp: &pb.PickResponse{}, Start: time.Now()}
 	const rounds, adders, each = 300, 4, 40
 	for round := range rounds {
 		reader := sdkmetric.NewManualReader()
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-		l, err := newDecisionLog(nopWriteCloser{}, 1, adders*each, mp.Meter("test"))
+		l, err := New(nopWriteCloser{}, 1, adders*each, mp.Meter("test"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +85,7 @@ func TestDecisionLogCloseLosesNothing(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range each {
-					l.add(ctx, rec)
+					l.Add(ctx, rec)
 				}
 			}()
 		}
@@ -143,7 +142,7 @@ func TestDecisionLogRate(t *testing.T) {
 		{0, true, false}, {1, true, true}, {0.5, true, false},
 		{-0.1, false, false}, {1.5, false, false}, {math.NaN(), false, false},
 	} {
-		l, err := openDecisionLog(filepath.Join(dir, "d.jsonl"), c.rate, 0, mp.Meter("test"))
+		l, err := Open(filepath.Join(dir, "d.jsonl"), c.rate, 0, mp.Meter("test"))
 		if (err == nil) != c.ok {
 			t.Errorf("rate %v: err %v, want ok=%v", c.rate, err, c.ok)
 			continue
@@ -153,8 +152,8 @@ func TestDecisionLogRate(t *testing.T) {
 		}
 		if c.rate == 0 || c.rate == 1 {
 			for range 100 {
-				if l.sample() != c.sampled {
-					t.Errorf("rate %v: sample() = %v", c.rate, !c.sampled)
+				if l.Sample() != c.sampled {
+					t.Errorf("rate %v: Sample() = %v", c.rate, !c.sampled)
 					break
 				}
 			}
