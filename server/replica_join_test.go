@@ -109,16 +109,21 @@ func (f *joinFleet) join(tb testing.TB) (*servertest.Sidecar, map[string]*pb.Ins
 	return r3, want
 }
 
+// joinBound is how long await waits: a stuck run's bound, not a speed
+// limit (under -race on a loaded 2-core host the 200 × 1000-block fill
+// took over 30 s).
+const joinBound = 2 * time.Minute
+
 // await polls converged every 20 ms (listing the instances takes the
-// pool's lock, and polling faster slows the catch-up) for 30 s, then fails
-// after dumping what the replicas rs warned about.
+// pool's lock, and polling faster slows the catch-up) for joinBound, then
+// fails after dumping what the replicas rs warned about.
 func (f *joinFleet) await(tb testing.TB, e *servertest.Sidecar, want map[string]*pb.InstanceStatus, what string,
 	rs ...*servertest.Sidecar) {
 	tb.Helper()
 	for start := time.Now(); !f.converged(e, want); time.Sleep(20 * time.Millisecond) {
-		if time.Since(start) > 30*time.Second {
+		if time.Since(start) > joinBound {
 			f.dump(tb, rs...)
-			tb.Fatalf("not after 30 s: %s", what)
+			tb.Fatalf("not after %v: %s", joinBound, what)
 		}
 	}
 }
