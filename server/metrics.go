@@ -193,6 +193,30 @@ func (p *poolObs) dep(name string) *depObs {
 	return d
 }
 
+// dropPool forgets a pool the registry dropped (Server.sweepOnce): its
+// options, counters and history rings, whose slots go back to the budget.
+func (o *observer) dropPool(name string) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	p := o.pools[name]
+	delete(o.pools, name)
+	o.mu.Unlock()
+	if p == nil || p.rings == nil {
+		return
+	}
+	n := int64(1) // the pool's failure ring
+	p.mu.RLock()
+	for _, d := range p.deps {
+		if d.ring.history() {
+			n++
+		}
+	}
+	p.mu.RUnlock()
+	p.rings.n.Add(-n)
+}
+
 // lookup returns the pool's options if any pick created them.
 func (o *observer) lookup(name string) *poolObs {
 	o.mu.RLock()

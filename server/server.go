@@ -126,13 +126,32 @@ func (s *Server) Register(gs grpc.ServiceRegistrar) {
 func (s *Server) Registry() *state.Registry { return s.reg }
 
 // Sweep forgets instances past forget_after every SweepInterval until ctx
-// ends.
+// ends, then drops the pools left with no instance and no stored
+// configuration for longer than forget_after (sweepOnce).
 func (s *Server) Sweep(ctx context.Context) {
-	every(ctx, s.opts.SweepInterval, func() {
-		if n := s.reg.Sweep(s.opts.Now()); n > 0 {
-			s.log.Info("forgot instances disconnected past forget_after", "instances", n)
-		}
+	every(ctx, s.opts.SweepInterval, s.sweepOnce)
+}
+
+// sweepOnce runs one sweep: it forgets the instances past forget_after,
+// then drops the pools a report created that have had neither instances nor
+// a stored configuration (weights, policy, ramp) for forget_after, with
+// their metric series and console history, so that they do not hold the
+// --max-pools cap until a restart.
+func (s *Server) sweepOnce() {
+	now := s.opts.Now()
+	if n := s.reg.Sweep(now); n > 0 {
+		s.log.Info("forgot instances disconnected past forget_after", "instances", n)
+	}
+	dropped := s.reg.DropIdle(now, func(pool string) bool {
+		_, ok := s.store.Pool(pool)
+		return ok
 	})
+	for _, name := range dropped {
+		s.obs.dropPool(name)
+	}
+	if len(dropped) > 0 {
+		s.log.Info("dropped pools with neither instances nor configuration past forget_after", "pools", len(dropped))
+	}
 }
 
 // every calls fn every interval until ctx ends.

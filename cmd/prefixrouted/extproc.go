@@ -18,6 +18,8 @@ import (
 type extprocFlags struct {
 	listen, tls, models, modelsFile, defaultPool, poolHeader, decisionHeader, bodyMode string
 	fallbacks, maxBody                                                                 int
+	maxBuffered                                                                        int64
+	budget                                                                             *gateway.BodyBudget // made once, shared by ext_proc and /v1/route
 }
 
 func newExtprocFlags(fs *flag.FlagSet) *extprocFlags {
@@ -32,6 +34,7 @@ func newExtprocFlags(fs *flag.FlagSet) *extprocFlags {
 	fs.StringVar(&f.decisionHeader, "extproc-decision-header", "", `request header carrying "deployment=NAME; probability=P" to the model server (off when empty)`)
 	fs.StringVar(&f.bodyMode, "extproc-body-mode", "full-duplex-streamed", "request body mode assumed when the gateway sends no protocol_config (Envoy < 1.34): full-duplex-streamed or buffered")
 	fs.IntVar(&f.maxBody, "extproc-max-body-bytes", openai.DefaultMaxBodyBytes, "largest request body the endpoint picker reads, in bytes; larger is answered 413")
+	fs.Int64Var(&f.maxBuffered, "max-buffered-body-bytes", gateway.DefaultBufferedBodyBytes, "request body bytes the ext_proc endpoint picker may buffer at once, all streams together; a request that would pass it is answered 503 (body_budget)")
 	return f
 }
 
@@ -54,7 +57,14 @@ func (f *extprocFlags) gateway() (gateway.Config, error) {
 	if f.maxBody <= 0 {
 		return gateway.Config{}, fmt.Errorf("--extproc-max-body-bytes: %d; want > 0", f.maxBody)
 	}
-	return gateway.Config{ModelPools: models, DefaultPool: f.defaultPool, PoolHeader: f.poolHeader, MaxBodyBytes: f.maxBody}, nil
+	if f.maxBuffered < int64(f.maxBody) {
+		return gateway.Config{}, fmt.Errorf("--max-buffered-body-bytes: %d; want at least --extproc-max-body-bytes (%d)", f.maxBuffered, f.maxBody)
+	}
+	if f.budget == nil {
+		f.budget = gateway.NewBodyBudget(f.maxBuffered)
+	}
+	return gateway.Config{ModelPools: models, DefaultPool: f.defaultPool, PoolHeader: f.poolHeader, MaxBodyBytes: f.maxBody,
+		BodyBudget: f.budget}, nil
 }
 
 // frontEnd is the configured front end; its Listen is empty when

@@ -146,6 +146,7 @@ func FrontEnd(listen string, tls frontend.TLSMode, opts Options) frontend.GRPC {
 // Process serves one HTTP request's stream.
 func (p *Processor) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	st := newStream(p, srv)
+	defer st.releaseBody() // however the stream ends: the body's bytes go back to the budget
 	for {
 		req, err := srv.Recv()
 		if err != nil {

@@ -45,8 +45,9 @@ type stream struct {
 	path     string
 	subset   []string // the subset hint's entries
 	hasHint  bool     // the gateway sent a subset hint (maybe empty)
-	body     []byte
-	chosen   string // the chosen endpoint once decided
+	body     []byte   // the request body so far (body.go)
+	charged  int      // bytes of body charged to the daemon-wide budget
+	chosen   string   // the chosen endpoint once decided
 	pool     string
 	reqID    string
 	served   bool // the served endpoint was checked
@@ -134,11 +135,14 @@ func (s *stream) requestBody(b *extprocv3.HttpBody) (bool, error) {
 	case requestDone:
 		return s.protocolError("request_body after the request's end of stream")
 	}
-	if max := s.p.mapper.Config().MaxBodyBytes; len(s.body)+len(b.GetBody()) > max {
+	max := s.p.mapper.Config().MaxBodyBytes
+	if len(s.body)+len(b.GetBody()) > max {
 		return s.fail(&gateway.Error{Status: 413, Reason: gateway.ReasonBodyTooLarge,
 			Message: fmt.Sprintf("request body too large: %d bytes received so far; the limit is %d bytes", len(s.body)+len(b.GetBody()), max)})
 	}
-	s.body = append(s.body, b.GetBody()...)
+	if e := s.appendBody(b.GetBody(), max); e != nil {
+		return s.fail(e)
+	}
 	buffered := s.reqMode != procmode.ProcessingMode_FULL_DUPLEX_STREAMED
 	if !b.GetEndOfStream() && !buffered {
 		return false, nil
@@ -170,6 +174,7 @@ func (s *stream) requestTrailers() (bool, error) {
 // body then ends without end_of_stream).
 func (s *stream) decide(trailers bool) (bool, error) {
 	s.phase = requestDone
+	defer s.releaseBody()
 	var req pb.PickRequest
 	err := s.p.mapper.Map(gateway.Request{Path: s.path, Header: s.header, Body: s.body}, &req)
 	if err != nil {
@@ -213,7 +218,6 @@ func (s *stream) decide(trailers bool) (bool, error) {
 		return s.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
 			RequestBody: &extprocv3.BodyResponse{Response: streamed(chunk, eos)}}})
 	})
-	s.body = nil
 	return false, err
 }
 

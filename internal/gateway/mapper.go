@@ -51,6 +51,11 @@ type Config struct {
 	// --max-prefix-blocks; a longer prompt's hashes are cut to its first
 	// MaxPrefixBlocks. 0 means prefixhash.MaxBlocks (8192).
 	MaxPrefixBlocks int
+	// BodyBudget is the daemon-wide budget of buffered request body bytes
+	// the front ends using this Config share (--max-buffered-body-bytes);
+	// nil means no limit beyond MaxBodyBytes per request. Map does not use
+	// it; the front end that buffers a body charges it.
+	BodyBudget *BodyBudget
 }
 
 // Mapper maps gateway requests to PickRequests under one Config. It is

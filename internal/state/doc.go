@@ -16,14 +16,19 @@
 // its kv_capacity_blocks (else the policy's default_kv_capacity_blocks), and
 // never more than Limits.MaxBlocksPerInstance.
 //
-// Memory, measured by BenchmarkIndexMemory (index plus LRUs, per (block,
-// instance) pair): about 82 bytes when each block is held by one instance,
-// 58 bytes when by two, 36 bytes when every instance of a 1,000-instance
-// pool holds it (holder sets become bitsets). Of that, an LRU entry is about
-// 34 bytes and a block's index entry about 48 bytes, shared by its holders
-// (up to three holders fit in the entry). So a pool of 1,000 instances at
-// the default 16,384 blocks each needs at most about 1.4 GB, and typically
-// much less because shared prefixes are shared.
+// Memory, measured by BenchmarkIndexMemory and TestIndexBytesPerPair as live
+// heap (runtime.MemStats.HeapAlloc after a GC; index plus LRUs, per (block,
+// instance) pair): about 75 bytes (at most 82) when each block is held by
+// one instance, 58 bytes when by two, 45 when by four, 36 bytes when every
+// instance of a 1,000-instance pool holds it (holder sets become bitsets).
+// Of that, an LRU entry is about 34 bytes and a block's index entry about
+// 48 bytes, shared by its holders (up to three holders fit in the entry).
+// The process RSS grows by about twice the live heap (the collector's
+// headroom at GOGC=100): about 165 bytes a pair on one instance, as the
+// 2026-12-04 security review measured. So a pool of 1,000 instances at the
+// default 16,384 blocks each needs at most about 1.4 GB of live heap (about
+// 2.8 GB of RSS), and typically much less because shared prefixes are
+// shared.
 //
 // # Optimistic accounting
 //

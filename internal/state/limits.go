@@ -19,10 +19,11 @@ type Limits struct {
 	// kv_capacity_blocks it reports. Default 1048576 blocks.
 	MaxBlocksPerInstance int
 	// MaxIndexPairs caps the prefix-index (block, instance) pairs of all
-	// pools together: the global bound on the index's memory (36 to 82
-	// bytes a pair, see doc.go). Past it, the pool that adds evicts its
-	// largest instance's least recently used blocks. Default 67108864
-	// (2^26, about 2.4 to 5.5 GB).
+	// pools together: the global bound on the index's memory (about 75
+	// bytes of live heap and 165 of RSS a pair, see doc.go). Past it, the
+	// pool that adds evicts its largest instance's least recently used
+	// blocks. Default 67108864 (2^26, up to about 5 GB of live heap, 11 GB
+	// of RSS).
 	MaxIndexPairs int
 	// MaxNameBytes bounds pool, deployment, instance id and address. Default
 	// 128 bytes.

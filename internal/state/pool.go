@@ -24,6 +24,8 @@ type Pool struct {
 	work   workMeter                   // prefill tokens picked, for backlogWeight
 	bsums  atomic.Pointer[backlogSums] // backlogWeight's reading of the instances, for backlogRefresh
 	cfg    atomic.Pointer[Config]
+	// ensures counts the Ensure calls that returned the pool, for DropIdle.
+	ensures atomic.Uint64
 
 	mu       sync.RWMutex
 	slots    []*instance          // by slot; nil = free
@@ -35,6 +37,7 @@ type Pool struct {
 	budget   *pairBudget
 	counted  int                // index pairs already added to budget
 	tracker  *readiness.Tracker // the window of picks for Migration; its own lock
+	idle     poolIdle           // DropIdle's record (registry_drop.go)
 
 	// The snapshot template, kept up to date under the write lock so that a
 	// pick copies it whole: by order index, each instance's scheduler view

@@ -61,7 +61,13 @@ func (r *Registry) Pool(name string) (*Pool, error) {
 // Ensure returns the named pool, creating it with the default policy and no
 // weights when it does not exist yet.
 func (r *Registry) Ensure(name string) (*Pool, error) {
-	if p, err := r.Pool(name); err == nil {
+	r.mu.RLock()
+	p := r.pools[name]
+	if p != nil {
+		p.ensures.Add(1) // under the lock: DropIdle sees it (registry_drop.go)
+	}
+	r.mu.RUnlock()
+	if p != nil {
 		return p, nil
 	}
 	if err := checkName("pool", name, r.limits.MaxNameBytes); err != nil {
@@ -70,12 +76,13 @@ func (r *Registry) Ensure(name string) (*Pool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p := r.pools[name]; p != nil {
+		p.ensures.Add(1)
 		return p, nil
 	}
 	if len(r.pools) >= r.limits.MaxPools {
 		return nil, fmt.Errorf("%w: %d pools, the limit is %d", ErrTooManyPools, len(r.pools), r.limits.MaxPools)
 	}
-	p := newPool(name, r.limits, r.migration, r.budget)
+	p = newPool(name, r.limits, r.migration, r.budget)
 	r.pools[name] = p
 	return p, nil
 }
