@@ -69,6 +69,9 @@ type console struct {
 	a   frontend.Authorizer // nil: authentication off
 	lim *rate.Limiter
 	mux *http.ServeMux
+	// refused, when set, is why /ui/api/ is not served: every endpoint
+	// takes a bearer token, which must not cross the network in cleartext.
+	refused string
 }
 
 // Option changes a Handler.
@@ -77,6 +80,11 @@ type Option func(*console)
 // Unlimited turns the rate limit off, for a fuzz test that must reach the
 // endpoints' own checks.
 func Unlimited() Option { return func(c *console) { c.lim = rate.NewLimiter(rate.Inf, 0) } }
+
+// Refused makes the console refuse its API (/ui/api/) with 403 and why,
+// when why is set: the daemon's exposure rule forbids bearer tokens on
+// its listener (cleartext off loopback). The page is still served.
+func Refused(why string) Option { return func(c *console) { c.refused = why } }
 
 // Handler serves the console of b under /ui/: the page and its assets,
 // and the JSON endpoints under /ui/api/, each authorized by a as the gRPC
@@ -140,6 +148,10 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// is not is a DNS-rebinding page, not an operator.
 		writeError(w, http.StatusForbidden, "PermissionDenied",
 			fmt.Sprintf("Host %q is not a loopback name: without --tokens-file the console answers only http://127.0.0.1, [::1] or localhost", r.Host))
+		return
+	}
+	if c.refused != "" && strings.HasPrefix(r.URL.Path, "/ui/api/") {
+		writeError(w, http.StatusForbidden, "PermissionDenied", c.refused)
 		return
 	}
 	if !c.lim.Allow() {
