@@ -122,7 +122,7 @@ type Daemon struct {
 	// refused is why the HTTP listener takes no bearer token (tokenRefusal),
 	// or "".
 	refused string
-	fronts  []*frontEnd         // the front ends with a listener
+	fronts  []*frontEnd // the front ends with a listener
 	ready   atomic.Bool
 	cancel  context.CancelFunc
 	done    chan error
