@@ -29,7 +29,9 @@ const (
 	// 256 bytes, twice the daemon's default --max-name-bytes.
 	MaxQueryBytes = 256
 	// RequestsPerSecond and Burst are the console's token bucket, shared by
-	// all its clients: a page polls 1-2 endpoints a second.
+	// all its authenticated clients (all clients when authentication is
+	// off): a page polls 1-2 endpoints a second. A request without a valid
+	// identity is refused before it takes a token.
 	RequestsPerSecond = 50
 	Burst             = 100
 	// MaxOverviewPools is how many pools the overview details (deployments,
@@ -135,8 +137,9 @@ func assetsOnly(h http.Handler) http.Handler {
 }
 
 // ServeHTTP applies what every request gets: security headers, the
-// loopback Host check when authentication is off, the rate limit, and for
-// writes the console header and a same-origin check.
+// loopback Host check when authentication is off, the cleartext refusal,
+// authentication (gate), then the rate limit, and for writes the console
+// header and a same-origin check.
 func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
@@ -152,6 +155,10 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.refused != "" && strings.HasPrefix(r.URL.Path, "/ui/api/") {
 		writeError(w, http.StatusForbidden, "PermissionDenied", c.refused)
+		return
+	}
+	if err := c.gate(r); err != nil {
+		writeStatus(w, err)
 		return
 	}
 	if !c.lim.Allow() {
