@@ -7,9 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
+	"mime"
 	"net/http"
-	"net/netip"
 	"strings"
 
 	"golang.org/x/time/rate"
@@ -146,7 +145,7 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
-	if c.a == nil && !loopbackHost(r.Host) {
+	if c.a == nil && !frontend.LoopbackHost(r.Host) {
 		// Without authentication the listener is on loopback; a Host that
 		// is not is a DNS-rebinding page, not an operator.
 		writeError(w, http.StatusForbidden, "PermissionDenied",
@@ -184,31 +183,14 @@ func checkWrite(r *http.Request) error {
 	if r.Header.Get(HeaderName) == "" {
 		return fmt.Errorf("writes need the %s header (the console page sends it); a form or a cross-site page cannot", HeaderName)
 	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
+		ct = r.Header.Get("Content-Type")
 		return fmt.Errorf("Content-Type %q: writes take application/json", ct)
 	}
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-		return fmt.Errorf("Sec-Fetch-Site %q: writes are accepted from the console's own origin only", site)
-	}
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
-		if _, host, ok := strings.Cut(o, "://"); !ok || host != r.Host {
-			return fmt.Errorf("the Origin header %q is not this console's (%s): writes are accepted from the console's own origin only", o, r.Host)
-		}
+	if err := frontend.SameOrigin(r); err != nil {
+		return fmt.Errorf("writes: %w", err)
 	}
 	return nil
-}
-
-// loopbackHost reports whether a Host header names the loopback interface.
-func loopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.IsLoopback()
 }
 
 // apiError is the body of every error answer.
