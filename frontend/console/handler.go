@@ -1,11 +1,13 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -261,15 +263,23 @@ func query(r *http.Request, name string, required bool) (string, error) {
 	return v, nil
 }
 
-// decode reads a JSON body into v: one object, no unknown fields.
+// decode reads a JSON body into v: one object, no unknown fields, no key
+// twice in an object, UTF-8 only (strictJSON).
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return err
 		}
+		return badf("request body: %v", err)
+	}
+	if err := strictJSON(data); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
 		return badf("request body: %v", err)
 	}
 	if dec.More() {

@@ -53,3 +53,32 @@ func TestConsoleAuthenticatesFirst(t *testing.T) {
 		{"operator cannot explain", "POST", "/ui/api/explain", `{`, bearer("op"), 403, "needs role gateway"},
 	})
 }
+
+// TestConsoleStrictJSON: console writes refuse what gRPC's protojson
+// refuses: a key twice in one object (encoding/json would keep the last)
+// and bytes that are not UTF-8 (it would rewrite them to U+FFFD).
+func TestConsoleStrictJSON(t *testing.T) {
+	addr := servertest.Start(t).HTTPAddr()
+	checkCases(t, addr, []apiCase{
+		{"pool twice", "POST", "/ui/api/weights", `{"pool":"csrf","weights":{"a":1},"pool":"m"}`, nil, 400, `key "pool" appears twice`},
+		{"deployment twice", "POST", "/ui/api/weights", `{"pool":"m","weights":{"a":1,"a":2}}`, nil, 400, `key "a" appears twice`},
+		{"not UTF-8", "POST", "/ui/api/weights", "{\"pool\":\"m\",\"weights\":{\"a\xfe\":1}}", nil, 400, "not valid UTF-8"},
+		{"explain, key twice", "POST", "/ui/api/explain", `{"pool":"m","pool":"n","text":"x"}`, nil, 400, "appears twice"},
+		{"same key in two objects", "POST", "/ui/api/weights", `{"pool":"n","weights":{"pool":1}}`, nil, 200, `"version":"1"`},
+		{"one of each", "POST", "/ui/api/weights", `{"pool":"m","weights":{"a":1,"b":0}}`, nil, 200, `"version":"1"`},
+	})
+}
+
+// TestConsoleWriteOrigin: a write's Origin must be the console's own
+// scheme and host (Origin: null is refused), and its content type
+// application/json exactly.
+func TestConsoleWriteOrigin(t *testing.T) {
+	addr := servertest.Start(t).HTTPAddr()
+	w := `{"pool":"m","weights":{"a":1}}`
+	checkCases(t, addr, []apiCase{
+		{"Origin null", "POST", "/ui/api/weights", w, map[string]string{"Origin": "null"}, 403, "Origin"},
+		{"other scheme", "POST", "/ui/api/weights", w, map[string]string{"Origin": "https://" + addr}, 403, "Origin"},
+		{"jsonx", "POST", "/ui/api/weights", w, map[string]string{"Content-Type": "application/jsonx"}, 403, "Content-Type"},
+		{"json with charset", "POST", "/ui/api/weights", w, map[string]string{"Content-Type": "application/json; charset=utf-8", "Origin": "http://" + addr}, 200, `"version"`},
+	})
+}
