@@ -128,9 +128,8 @@ func listeners(cfg *Config) []listener {
 
 // checkExposure applies exposure to every listener, for Start. The HTTP
 // listener without TLS is the one exception that still starts: it serves
-// the probes, /metrics and the console, and refuses only the HTTP Pick
-// front ends, which carry a gateway's bearer token on every request
-// (pickRefusal).
+// the probes, /metrics and the console's page, and refuses every path that
+// takes a bearer token (tokenRefusal).
 func checkExposure(cfg *Config) error {
 	for _, l := range listeners(cfg) {
 		err := exposure(l, cfg.TokensFile != "", cfg.Insecure)
@@ -141,12 +140,13 @@ func checkExposure(cfg *Config) error {
 	return nil
 }
 
-// pickRefusal is why the HTTP Pick front ends (/v1/pick, /v1/route) are
-// not served on the HTTP listener, or "" when they are: the exposure
-// rule's refusal of the HTTP listener without TLS.
-func pickRefusal(cfg *Config) string {
+// tokenRefusal is why the HTTP listener's token-bearing paths (/v1/pick,
+// /v1/route and the console's /ui/api/) are not served, or "" when they
+// are: the exposure rule's refusal of the HTTP listener without TLS, so
+// that no bearer token is taken in cleartext off loopback.
+func tokenRefusal(cfg *Config) string {
 	if err := exposure(listeners(cfg)[1], cfg.TokensFile != "", cfg.Insecure); errors.Is(err, errCleartext) {
-		return fmt.Sprintf("%s and %s are not served: %v", httproute.PathPick, httproute.PathRoute, err)
+		return fmt.Sprintf("%s, %s and the console's API (/ui/api/) are not served: %v", httproute.PathPick, httproute.PathRoute, err)
 	}
 	return ""
 }

@@ -119,7 +119,10 @@ type Daemon struct {
 	auth    frontend.Authorizer // nil: authentication off
 	tls     listenerTLS         // nil: plaintext
 	picker  *httproute.Handler  // POST /v1/pick and /v1/route on the HTTP listener
-	fronts  []*frontEnd         // the front ends with a listener
+	// refused is why the HTTP listener takes no bearer token (tokenRefusal),
+	// or "".
+	refused string
+	fronts  []*frontEnd // the front ends with a listener
 	ready   atomic.Bool
 	cancel  context.CancelFunc
 	done    chan error

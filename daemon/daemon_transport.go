@@ -88,7 +88,7 @@ func (d *Daemon) serveHTTP(lis net.Listener, h http.Handler) *http.Server {
 func (d *Daemon) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	d.registerProbes(mux)
-	mux.Handle("/ui/", console.Handler(d.srv, d.auth))
+	mux.Handle("/ui/", console.Handler(d.srv, d.auth, console.Refused(d.refused)))
 	d.picker.Register(mux)
 	return mux
 }
@@ -120,10 +120,11 @@ func (d *Daemon) registerProbes(mux *http.ServeMux) {
 // newHTTPRoutes builds POST /v1/pick and /v1/route for the HTTP listener,
 // under the daemon's authentication, telemetry and exposure rule.
 func (d *Daemon) newHTTPRoutes(cfg *Config) (*httproute.Handler, error) {
-	refused := pickRefusal(cfg)
+	refused := tokenRefusal(cfg)
 	if refused != "" {
 		d.log.Warn(refused)
 	}
+	d.refused = refused
 	h := frontend.HTTP{Auth: d.auth, Refused: refused, Tracer: d.tel.tracer, Propagator: d.tel.propagator, Logger: d.log, Panicked: d.srv.Panicked}
 	return httproute.New(d.srv, httproute.Options{Gateway: cfg.Gateway, MaxPrefixBlocks: d.srv.Limits().MaxPrefixBlocks,
 		MaxPickBytes: cfg.MaxRecvMsgBytes, HTTP: h})

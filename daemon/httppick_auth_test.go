@@ -108,7 +108,7 @@ func TestPickRefusal(t *testing.T) {
 		if tc.tls {
 			cfg.TLS = auth.TLSFiles{CertFile: "c", KeyFile: "k"}
 		}
-		got := pickRefusal(cfg)
+		got := tokenRefusal(cfg)
 		if (got != "") != tc.refused {
 			t.Errorf("%+v: refusal %q, want refused %v", tc, got, tc.refused)
 		}

@@ -126,6 +126,11 @@ func (wr *wrapped) serve(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if wr.h.Refused != "" {
 		return wr.rt.Denied(w, status.Error(codes.PermissionDenied, wr.h.Refused))
 	}
+	if wr.h.Auth == nil {
+		if err := unauthenticatedCheck(r); err != nil {
+			return wr.rt.Denied(w, status.Error(codes.PermissionDenied, err.Error()))
+		}
+	}
 	ctx, err := authorizeHTTP(ctx, wr.h.Auth, r, wr.rt.FullMethod)
 	if err != nil {
 		return wr.rt.Denied(w, err)

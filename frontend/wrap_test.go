@@ -91,6 +91,7 @@ func TestWrap(t *testing.T) {
 				}
 			}
 			req := httptest.NewRequest("POST", path, strings.NewReader("{}"))
+			req.Host = "localhost" // authentication off: a loopback Host
 			req.RemoteAddr = "192.0.2.1:1234"
 			req.Header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
 			if tc.token != "" {

@@ -106,7 +106,7 @@ func TestConsoleEndpoints(t *testing.T) {
 		{"migration top_k", "GET", "/ui/api/migration?pool=chat&from=a&to=b&top_k=x", "", nil, 400, "top_k"},
 		{"write without header", "POST", "/ui/api/weights", `{"pool":"chat","weights":{"a":1}}`, map[string]string{console.HeaderName: ""}, 403, "X-Prefixroute-Console"},
 		{"write as a form", "POST", "/ui/api/weights", `pool=chat`, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 403, "application/json"},
-		{"write cross-origin", "POST", "/ui/api/weights", `{}`, map[string]string{"Origin": "http://evil.example"}, 403, "is not this console's"},
+		{"write cross-origin", "POST", "/ui/api/weights", `{}`, map[string]string{"Origin": "http://evil.example"}, 403, "is not this listener's"},
 		{"write cross-site", "POST", "/ui/api/weights", `{}`, map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, "Sec-Fetch-Site"},
 		{"body too big", "POST", "/ui/api/explain", big, nil, 413, "over 1048576 bytes"},
 		{"unknown field", "POST", "/ui/api/weights", `{"pool":"chat","wieghts":{}}`, nil, 400, `unknown field "wieghts"`},

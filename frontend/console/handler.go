@@ -1,15 +1,16 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"net"
+	"mime"
 	"net/http"
-	"net/netip"
 	"strings"
 
 	"golang.org/x/time/rate"
@@ -29,7 +30,9 @@ const (
 	// 256 bytes, twice the daemon's default --max-name-bytes.
 	MaxQueryBytes = 256
 	// RequestsPerSecond and Burst are the console's token bucket, shared by
-	// all its clients: a page polls 1-2 endpoints a second.
+	// all its authenticated clients (all clients when authentication is
+	// off): a page polls 1-2 endpoints a second. A request without a valid
+	// identity is refused before it takes a token.
 	RequestsPerSecond = 50
 	Burst             = 100
 	// MaxOverviewPools is how many pools the overview details (deployments,
@@ -69,6 +72,9 @@ type console struct {
 	a   frontend.Authorizer // nil: authentication off
 	lim *rate.Limiter
 	mux *http.ServeMux
+	// refused, when set, is why /ui/api/ is not served: every endpoint
+	// takes a bearer token, which must not cross the network in cleartext.
+	refused string
 }
 
 // Option changes a Handler.
@@ -77,6 +83,11 @@ type Option func(*console)
 // Unlimited turns the rate limit off, for a fuzz test that must reach the
 // endpoints' own checks.
 func Unlimited() Option { return func(c *console) { c.lim = rate.NewLimiter(rate.Inf, 0) } }
+
+// Refused makes the console refuse its API (/ui/api/) with 403 and why,
+// when why is set: the daemon's exposure rule forbids bearer tokens on
+// its listener (cleartext off loopback). The page is still served.
+func Refused(why string) Option { return func(c *console) { c.refused = why } }
 
 // Handler serves the console of b under /ui/: the page and its assets,
 // and the JSON endpoints under /ui/api/, each authorized by a as the gRPC
@@ -127,19 +138,28 @@ func assetsOnly(h http.Handler) http.Handler {
 }
 
 // ServeHTTP applies what every request gets: security headers, the
-// loopback Host check when authentication is off, the rate limit, and for
-// writes the console header and a same-origin check.
+// loopback Host check when authentication is off, the cleartext refusal,
+// authentication (gate), then the rate limit, and for writes the console
+// header and a same-origin check.
 func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
-	if c.a == nil && !loopbackHost(r.Host) {
+	if c.a == nil && !frontend.LoopbackHost(r.Host) {
 		// Without authentication the listener is on loopback; a Host that
 		// is not is a DNS-rebinding page, not an operator.
 		writeError(w, http.StatusForbidden, "PermissionDenied",
 			fmt.Sprintf("Host %q is not a loopback name: without --tokens-file the console answers only http://127.0.0.1, [::1] or localhost", r.Host))
+		return
+	}
+	if c.refused != "" && strings.HasPrefix(r.URL.Path, "/ui/api/") {
+		writeError(w, http.StatusForbidden, "PermissionDenied", c.refused)
+		return
+	}
+	if err := c.gate(r); err != nil {
+		writeStatus(w, err)
 		return
 	}
 	if !c.lim.Allow() {
@@ -165,31 +185,14 @@ func checkWrite(r *http.Request) error {
 	if r.Header.Get(HeaderName) == "" {
 		return fmt.Errorf("writes need the %s header (the console page sends it); a form or a cross-site page cannot", HeaderName)
 	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
+		ct = r.Header.Get("Content-Type")
 		return fmt.Errorf("Content-Type %q: writes take application/json", ct)
 	}
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-		return fmt.Errorf("Sec-Fetch-Site %q: writes are accepted from the console's own origin only", site)
-	}
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
-		if _, host, ok := strings.Cut(o, "://"); !ok || host != r.Host {
-			return fmt.Errorf("the Origin header %q is not this console's (%s): writes are accepted from the console's own origin only", o, r.Host)
-		}
+	if err := frontend.SameOrigin(r); err != nil {
+		return fmt.Errorf("writes: %w", err)
 	}
 	return nil
-}
-
-// loopbackHost reports whether a Host header names the loopback interface.
-func loopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.IsLoopback()
 }
 
 // apiError is the body of every error answer.
@@ -260,15 +263,23 @@ func query(r *http.Request, name string, required bool) (string, error) {
 	return v, nil
 }
 
-// decode reads a JSON body into v: one object, no unknown fields.
+// decode reads a JSON body into v: one object, no unknown fields, no key
+// twice in an object, UTF-8 only (strictJSON).
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return err
 		}
+		return badf("request body: %v", err)
+	}
+	if err := strictJSON(data); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
 		return badf("request body: %v", err)
 	}
 	if dec.More() {

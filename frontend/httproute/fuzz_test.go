@@ -78,7 +78,7 @@ func FuzzHTTPRoute(f *testing.F) {
 		if pool != "" {
 			target += "?pool=" + strings.ReplaceAll(pool, "&", "")
 		}
-		req, err := http.NewRequest(http.MethodPost, "http://sidecar"+httproute.PathRoute, strings.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, "http://localhost"+httproute.PathRoute, strings.NewReader(body))
 		if err != nil {
 			return
 		}
@@ -117,7 +117,7 @@ func FuzzHTTPPick(f *testing.F) {
 	f.Add(strings.Repeat(" ", 5000))
 	f.Fuzz(func(t *testing.T, body string) {
 		h := fuzzHandler(t, fakePicker{})
-		req := httptest.NewRequest(http.MethodPost, "http://sidecar"+httproute.PathPick, strings.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, "http://localhost"+httproute.PathPick, strings.NewReader(body))
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		var out map[string]any
@@ -144,7 +144,7 @@ func FuzzHTTPPick(f *testing.F) {
 func TestHTTPPickRecoversPanics(t *testing.T) {
 	h := fuzzHandler(t, fakePicker{panics: true})
 	for path, body := range map[string]string{httproute.PathRoute: `{"model":"chat","prompt":"x"}`, httproute.PathPick: `{"pool":"chat"}`} {
-		req := httptest.NewRequest(http.MethodPost, "http://sidecar"+path, strings.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, "http://localhost"+path, strings.NewReader(body))
 		req.Header.Set(httproute.OriginalURIHeader, "/v1/completions")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
