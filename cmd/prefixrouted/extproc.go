@@ -13,8 +13,7 @@ import (
 	"github.com/prefixroute/prefixroute/internal/openai"
 )
 
-// extprocFlags are the flags of README "Behind Envoy or a Gateway API
-// gateway": the ext_proc endpoint picker.
+// extprocFlags are the flags of docs/envoy.md: the ext_proc endpoint picker.
 type extprocFlags struct {
 	listen, tls, models, modelsFile, defaultPool, poolHeader, decisionHeader, bodyMode string
 	fallbacks, maxBody                                                                 int

@@ -61,7 +61,20 @@ func (h *Handler) serveRoute(ctx context.Context, w http.ResponseWriter, r *http
 		return writeRouteError(w, &gateway.Error{Status: http.StatusBadRequest, Reason: gateway.ReasonBadRequest,
 			Message: "no " + OriginalURIHeader + " header: send the path of the client's request, e.g. " + OriginalURIHeader + ": /v1/chat/completions"})
 	}
-	body, err := readBody(w, r, h.m.Config().MaxBodyBytes)
+	// The body is held in memory while the request is served, so it is
+	// charged to the daemon-wide budget (--max-buffered-body-bytes), which
+	// ext_proc shares: its declared length, or the limit when undeclared.
+	limit := h.m.Config().MaxBodyBytes
+	held := limit
+	if r.ContentLength >= 0 && r.ContentLength < int64(limit) {
+		held = int(r.ContentLength)
+	}
+	budget := h.m.Config().BodyBudget
+	if e := budget.Take(held); e != nil {
+		return writeRouteError(w, e)
+	}
+	defer budget.Give(held)
+	body, err := readBody(w, r, limit)
 	if err != nil {
 		return writeRouteError(w, gateway.ErrorFor(err))
 	}
