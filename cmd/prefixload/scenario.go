@@ -11,9 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
-
 	"github.com/prefixroute/prefixroute/internal/sim"
 	"github.com/prefixroute/prefixroute/internal/simlive"
 	"github.com/prefixroute/prefixroute/internal/simout"
@@ -175,7 +172,7 @@ func playVariant(ctx context.Context, sc *sim.Scenario, v sim.Variant, f *scenar
 	}
 	opts := simlive.Options{Addr: addrs[0], Replicas: addrs[1:], Pool: sc.Pool + "-" + v.Name, Duration: f.duration,
 		Speed: f.speed, Seed: f.seed, MaxRequests: f.maxRequests, Workers: f.workers}
-	if bar := newBar(f.quiet, stderr, sc.Name+"/"+v.Name+" (live)"); bar != nil {
+	if bar := simout.ProgressBar(f.quiet, stderr, sc.Name+"/"+v.Name+" (live)"); bar != nil {
 		opts.Progress = func(done, total time.Duration) {
 			bar.ChangeMax64(int64(total / time.Second))
 			bar.Set64(int64(done / time.Second))
@@ -183,18 +180,6 @@ func playVariant(ctx context.Context, sc *sim.Scenario, v sim.Variant, f *scenar
 		defer bar.Finish()
 	}
 	return simlive.RunLive(ctx, sc, v.Name, opts)
-}
-
-// newBar returns a progress bar on stderr, or nil when quiet or when stderr
-// is not a terminal.
-func newBar(quiet bool, stderr io.Writer, desc string) *progressbar.ProgressBar {
-	file, ok := stderr.(*os.File)
-	if quiet || !ok || !term.IsTerminal(int(file.Fd())) {
-		return nil
-	}
-	return progressbar.NewOptions64(1, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription(desc),
-		progressbar.OptionSetItsString("virtual s"), progressbar.OptionShowIts(), progressbar.OptionShowCount(),
-		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
 }
 
 // printLive prints a scenario's table and the gRPC figures of its runs.

@@ -9,9 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
-
 	"github.com/prefixroute/prefixroute/internal/buildinfo"
 	"github.com/prefixroute/prefixroute/internal/sim"
 	"github.com/prefixroute/prefixroute/internal/simout"
@@ -129,7 +126,7 @@ func runSim(sc *sim.Scenario, f *runFlags, stderr io.Writer) ([]*sim.Result, err
 	if f.variants != "" {
 		opts.Variants = strings.Split(f.variants, ",")
 	}
-	bar := newBar(f.quiet, stderr, sc.Name)
+	bar := simout.ProgressBar(f.quiet, stderr, sc.Name)
 	if bar != nil {
 		opts.Progress = func(done, total time.Duration) {
 			bar.ChangeMax64(int64(total / time.Second))
@@ -138,18 +135,6 @@ func runSim(sc *sim.Scenario, f *runFlags, stderr io.Writer) ([]*sim.Result, err
 		defer bar.Finish()
 	}
 	return sim.RunScenario(sc, opts)
-}
-
-// newBar returns a progress bar on stderr, or nil when quiet or when stderr
-// is not a terminal.
-func newBar(quiet bool, stderr io.Writer, desc string) *progressbar.ProgressBar {
-	file, ok := stderr.(*os.File)
-	if quiet || !ok || !term.IsTerminal(int(file.Fd())) {
-		return nil
-	}
-	return progressbar.NewOptions64(1, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription(desc),
-		progressbar.OptionSetItsString("virtual s"), progressbar.OptionShowIts(), progressbar.OptionShowCount(),
-		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
 }
 
 func traceCmd(args []string, stdout, stderr io.Writer) error {
