@@ -48,7 +48,7 @@ func SameOrigin(r *http.Request) error {
 // page).
 func unauthenticatedCheck(r *http.Request) error {
 	if !LoopbackHost(r.Host) {
-		return fmt.Errorf("Host %q is not a loopback name: without --tokens-file the HTTP listener answers only http://127.0.0.1, [::1] or localhost", r.Host)
+		return fmt.Errorf("the Host header %q is not a loopback name: without --tokens-file the HTTP listener answers only http://127.0.0.1, [::1] or localhost", r.Host)
 	}
 	return SameOrigin(r)
 }

@@ -15,18 +15,22 @@ func TestDropIdle(t *testing.T) {
 	forget := DefaultConfig().Policy.ForgetAfter
 	for _, c := range []struct {
 		name    string
-		prepare func(r *Registry, p *Pool)
+		prepare func(t *testing.T, r *Registry, p *Pool)
 		kept    bool // keep says the pool is configured elsewhere
 		dropped bool
 	}{
-		{"idle", func(*Registry, *Pool) {}, false, true},
-		{"kept outside", func(*Registry, *Pool) {}, true, false},
-		{"weights set", func(_ *Registry, p *Pool) {
+		{"idle", func(*testing.T, *Registry, *Pool) {}, false, true},
+		{"kept outside", func(*testing.T, *Registry, *Pool) {}, true, false},
+		{"weights set", func(_ *testing.T, _ *Registry, p *Pool) {
 			cfg := DefaultConfig()
 			cfg.Weights, cfg.WeightsVersion = map[string]float64{"d": 1}, 1
 			p.SetConfig(cfg)
 		}, false, false},
-		{"ensured since", func(r *Registry, _ *Pool) { r.Ensure("p") }, false, false},
+		{"ensured since", func(t *testing.T, r *Registry, _ *Pool) {
+			if _, err := r.Ensure("p"); err != nil {
+				t.Fatal(err)
+			}
+		}, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := NewRegistry(Limits{})
@@ -38,7 +42,7 @@ func TestDropIdle(t *testing.T) {
 			if got := r.DropIdle(t0, keep); len(got) != 0 {
 				t.Fatalf("dropped %v at the first sweep", got)
 			}
-			c.prepare(r, p)
+			c.prepare(t, r, p)
 			if got := r.DropIdle(t0.Add(forget), keep); len(got) != 0 {
 				t.Fatalf("dropped %v within forget_after", got)
 			}
