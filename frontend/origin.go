@@ -43,12 +43,21 @@ func SameOrigin(r *http.Request) error {
 	return nil
 }
 
-// unauthenticatedCheck is what a request gets when authentication is off:
-// the loopback Host check (DNS rebinding) and SameOrigin (a cross-site
-// page).
-func unauthenticatedCheck(r *http.Request) error {
+// CheckLoopbackHost refuses a request whose Host is not a loopback name
+// (LoopbackHost): what every path of the HTTP listener answers a
+// DNS-rebinding page when authentication is off.
+func CheckLoopbackHost(r *http.Request) error {
 	if !LoopbackHost(r.Host) {
 		return fmt.Errorf("the Host header %q is not a loopback name: without --tokens-file the HTTP listener answers only http://127.0.0.1, [::1] or localhost", r.Host)
+	}
+	return nil
+}
+
+// unauthenticatedCheck is what a request gets when authentication is off:
+// CheckLoopbackHost (DNS rebinding) and SameOrigin (a cross-site page).
+func unauthenticatedCheck(r *http.Request) error {
+	if err := CheckLoopbackHost(r); err != nil {
+		return err
 	}
 	return SameOrigin(r)
 }

@@ -147,12 +147,13 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
-	if c.a == nil && !frontend.LoopbackHost(r.Host) {
+	if c.a == nil {
 		// Without authentication the listener is on loopback; a Host that
 		// is not is a DNS-rebinding page, not an operator.
-		writeError(w, http.StatusForbidden, "PermissionDenied",
-			fmt.Sprintf("Host %q is not a loopback name: without --tokens-file the console answers only http://127.0.0.1, [::1] or localhost", r.Host))
-		return
+		if err := frontend.CheckLoopbackHost(r); err != nil {
+			writeError(w, http.StatusForbidden, "PermissionDenied", err.Error())
+			return
+		}
 	}
 	if c.refused != "" && strings.HasPrefix(r.URL.Path, "/ui/api/") {
 		writeError(w, http.StatusForbidden, "PermissionDenied", c.refused)
