@@ -29,12 +29,6 @@ func (a *Agent) eventLoop(ctx context.Context) error {
 		return nil
 	}
 	st := &eventState{dec: kvevents.NewDecoder()}
-	if a.cfg.KVEventsReplay != "" {
-		// Learn what the engine published before the agent started.
-		if err := a.recover(ctx, st, 0); err != nil {
-			return err
-		}
-	}
 	for ctx.Err() == nil {
 		if err := a.receive(ctx, st); err != nil {
 			return err
@@ -65,6 +59,16 @@ func (a *Agent) receive(ctx context.Context, st *eventState) error {
 			a.log.Debug("prefixagent: closing the KV events socket", "endpoint", a.cfg.KVEvents, "err", err)
 		}
 	}()
+	if a.cfg.KVEventsReplay != "" && !st.haveSeq {
+		// Learn what the engine published before the agent started. The
+		// live socket is open first, so a message published during the
+		// replay is either in it (skipped below as an overlap) or queued
+		// on the socket; one published before the subscription took hold
+		// shows as a gap at the next message and is replayed then.
+		if err := a.recover(ctx, st, 0); err != nil {
+			return err
+		}
+	}
 	for {
 		m, err := sub.Recv()
 		if ctx.Err() != nil {
