@@ -9,12 +9,19 @@ import (
 	"github.com/prefixroute/prefixroute/internal/state"
 )
 
-// The outcomes of prefixroute_instance_takeovers.
+// takeoverOutcome is an outcome of prefixroute_instance_takeovers.
+type takeoverOutcome uint8
+
+// The outcomes, in the order of takeoverNames.
 const (
-	takeoverReplaced = "replaced" // a session still open, same deployment
-	takeoverMoved    = "moved"    // the instance came back in another deployment
-	takeoverRefused  = "refused"  // the binding does not cover where it lives
+	takeoverReplaced    takeoverOutcome = iota // a session still open, same deployment
+	takeoverMoved                              // the instance came back in another deployment
+	takeoverRefused                            // the binding does not cover where it lives
+	numTakeoverOutcomes = iota
 )
+
+// takeoverNames are the outcome label values.
+var takeoverNames = [numTakeoverOutcomes]string{"replaced", "moved", "refused"}
 
 // covers is the check a stream's Connect makes before taking over an
 // instance: its principal's binding must cover the instance where it lives
@@ -37,7 +44,7 @@ func (e *reportEngine) refused(id state.Identity, err error) error {
 	}
 	s := e.s
 	s.guard.hit(e.ctx, "binding")
-	s.obs.takeover(e.ctx, id.Pool, takeoverRefused)
+	s.obs.takeover(id.Pool, takeoverRefused)
 	if ok, n := s.takeovers.note(id.Pool, id.Instance, s.opts.Now()); ok {
 		s.log.Warn("report stream refused: its identity's binding does not cover the instance where it lives",
 			"identity", e.bound.Name, "binding", e.bound.Bind.String(), "pool", id.Pool, "instance", id.Instance,
@@ -60,11 +67,11 @@ func (e *reportEngine) tookOver(id state.Identity, sess *state.Session) {
 	}
 	s := e.s
 	if t.MovedFrom == "" {
-		s.obs.takeover(e.ctx, id.Pool, takeoverReplaced)
+		s.obs.takeover(id.Pool, takeoverReplaced)
 		s.tookOver(e.ctx, id, t.PrevAddress)
 		return
 	}
-	s.obs.takeover(e.ctx, id.Pool, takeoverMoved)
+	s.obs.takeover(id.Pool, takeoverMoved)
 	if ok, n := s.takeovers.note(id.Pool, id.Instance, s.opts.Now()); ok {
 		s.log.Warn("report stream moved an instance id to another deployment: a redeploy, or a misconfigured id",
 			"identity", e.who, "pool", id.Pool, "instance", id.Instance,

@@ -72,8 +72,8 @@ type observer struct {
 	reg  *state.Registry
 	dlog *decisionlog.Log // nil when off
 
-	excluded, panics, flaps, takeovers metric.Int64Counter
-	latency                            metric.Float64Histogram
+	panics  metric.Int64Counter
+	latency metric.Float64Histogram
 
 	mu    sync.RWMutex
 	pools map[string]*poolObs
@@ -83,11 +83,12 @@ type observer struct {
 // poolObs is one pool's precomputed attribute options and deployments.
 type poolObs struct {
 	name     string
-	latency  []metric.RecordOption                    // {pool}
-	failed   [numOutcomes]atomic.Int64                // failed picks by outcome (prefixroute_picks, deployment unset)
-	excluded [scheduler.NumReasons][]metric.AddOption // {pool, reason}
-	rings    *ringBudget                              // nil: no history rings for the pool's deployments
-	fails    *failRing                                // failed picks and markers; nil without a ring
+	latency   []metric.RecordOption                 // {pool}
+	failed    [numOutcomes]atomic.Int64             // failed picks by outcome (prefixroute_picks, deployment unset)
+	excluded  [scheduler.NumReasons]atomic.Int64    // instances left out by reason (prefixroute_pick_excluded_instances)
+	takeovers [numTakeoverOutcomes]atomic.Int64     // report streams that took over an instance id (prefixroute_instance_takeovers)
+	rings     *ringBudget                           // nil: no history rings for the pool's deployments
+	fails     *failRing                             // failed picks and markers; nil without a ring
 
 	mu   sync.RWMutex
 	deps map[string]*depObs
@@ -103,6 +104,7 @@ type depObs struct {
 	blocks   atomic.Int64       // their prefix blocks (prefixroute_pick_prefix_blocks)
 	matched  atomic.Int64       // of those, cached on the chosen instance (prefixroute_pick_matched_blocks)
 	reports  atomic.Int64       // load reports applied (prefixroute_reports)
+	flaps    atomic.Int64       // report streams that replaced an open one (prefixroute_instance_identity_flaps)
 	ring     pickRing           // recent picks: the traffic-share gauges and the console
 }
 
@@ -116,12 +118,6 @@ func newObserver(m metric.Meter, reg *state.Registry, now func() time.Time) (*ob
 		errs = append(errs, err)
 		return c
 	}
-	o.excluded = counter("prefixroute_pick_excluded_instances", "{instance}",
-		"Instances left out of Pick decisions, by reason (eligibility checks and the threshold/argmin strategies): one per instance per decision.")
-	o.flaps = counter("prefixroute_instance_identity_flaps", "{takeover}",
-		"ReportLoad streams that replaced a stream still open for the same instance id, by pool and deployment: a reconnect counts once; steady growth means two instances share one id.")
-	o.takeovers = counter("prefixroute_instance_takeovers", "{takeover}",
-		"Report streams that took over an existing instance id, by pool and outcome: replaced (a stream still open in the same deployment), moved (the instance came back in another deployment), refused (the caller's binding does not cover the deployment where the instance lives; PermissionDenied).")
 	o.panics = counter("prefixroute_panics_recovered", "{panic}", "Panics in gRPC handlers turned into Internal by the recovery interceptor.")
 	var err error
 	o.latency, err = m.Float64Histogram("prefixroute_pick_duration", metric.WithUnit("s"),
@@ -166,9 +162,6 @@ func newPoolObs(name string) *poolObs {
 	pa := attribute.String("pool", name)
 	p := &poolObs{name: name, deps: make(map[string]*depObs),
 		latency: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(pa))}}
-	for r := range scheduler.NumReasons {
-		p.excluded[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(pa, attribute.String("reason", r.String())))}
-	}
 	return p
 }
 
@@ -269,7 +262,7 @@ func (o *observer) decided(ctx context.Context, p *poolObs, rec *pickRecord) {
 	d := &pk.Decision
 	for r, n := range d.Excluded {
 		if n > 0 {
-			o.excluded.Add(ctx, int64(n), p.excluded[r]...)
+			p.excluded[r].Add(int64(n))
 		}
 	}
 	for i := range d.Deployments {
@@ -297,21 +290,20 @@ func decisionExplains(err error) bool {
 }
 
 // identityFlap counts a report stream that took over an open one.
-func (o *observer) identityFlap(ctx context.Context, pool, deployment string) {
+func (o *observer) identityFlap(pool, deployment string) {
 	if o == nil {
 		return
 	}
-	o.flaps.Add(ctx, 1, o.pool(pool).dep(deployment).attrs...)
+	o.pool(pool).dep(deployment).flaps.Add(1)
 }
 
 // takeover counts a report stream's takeover of an existing instance id by
-// outcome ("replaced", "moved" or "refused"). The pool label is bounded as
-// the pick metrics' are.
-func (o *observer) takeover(ctx context.Context, pool, outcome string) {
+// outcome. The pool label is bounded as the pick metrics' are.
+func (o *observer) takeover(pool string, outcome takeoverOutcome) {
 	if o == nil {
 		return
 	}
-	o.takeovers.Add(ctx, 1, metric.WithAttributes(attribute.String("pool", o.pool(pool).name), attribute.String("outcome", outcome)))
+	o.pool(pool).takeovers[outcome].Add(1)
 }
 
 // reporting returns the counters of a report stream's deployment, looked

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 // The prefix index's memory estimate per entry, from the figures in
@@ -28,6 +29,7 @@ type gauges struct {
 	indexBlocks, indexPairs, indexBytes, eligible, winPicks metric.Int64ObservableGauge
 	reportAge, weight, weightShare, trafficShare, hitRatio  metric.Float64ObservableGauge
 	capEvicted, reports, picks, blocks, matched             metric.Int64ObservableCounter
+	excluded, flaps, takeovers                              metric.Int64ObservableCounter
 }
 
 // registerGauges creates the observable gauges on m and registers their
@@ -72,6 +74,12 @@ func (o *observer) registerGauges(m metric.Meter) error {
 	g.blocks = c64("prefixroute_pick_prefix_blocks", "{block}", "Prefix blocks of the successful picks routed to each deployment.")
 	g.matched = c64("prefixroute_pick_matched_blocks", "{block}",
 		"Prefix blocks already cached on the chosen instance, over the successful picks routed to each deployment; divide by prefixroute_pick_prefix_blocks_total for the hit ratio.")
+	g.excluded = c64("prefixroute_pick_excluded_instances", "{instance}",
+		"Instances left out of Pick decisions, by reason (eligibility checks and the threshold/argmin strategies): one per instance per decision.")
+	g.flaps = c64("prefixroute_instance_identity_flaps", "{takeover}",
+		"ReportLoad streams that replaced a stream still open for the same instance id, by pool and deployment: a reconnect counts once; steady growth means two instances share one id.")
+	g.takeovers = c64("prefixroute_instance_takeovers", "{takeover}",
+		"Report streams that took over an existing instance id, by pool and outcome: replaced (a stream still open in the same deployment), moved (the instance came back in another deployment), refused (the caller's binding does not cover the deployment where the instance lives; PermissionDenied).")
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -79,7 +87,8 @@ func (o *observer) registerGauges(m metric.Meter) error {
 		o.observe(ob, &g)
 		return nil
 	}, g.instances, g.streams, g.weightsVersion, g.policyVersion, g.indexBlocks, g.indexPairs, g.indexBytes,
-		g.eligible, g.winPicks, g.reportAge, g.weight, g.weightShare, g.trafficShare, g.hitRatio, g.capEvicted, g.reports, g.picks, g.blocks, g.matched)
+		g.eligible, g.winPicks, g.reportAge, g.weight, g.weightShare, g.trafficShare, g.hitRatio, g.capEvicted, g.reports, g.picks, g.blocks, g.matched,
+		g.excluded, g.flaps, g.takeovers)
 	return err
 }
 
@@ -164,7 +173,8 @@ func (o *observer) observe(ob metric.Observer, g *gauges) {
 // observeCounts reads the counters the hot paths keep in atomics, for every
 // pool the observer has seen (the "" pool too: picks naming an unknown
 // pool). A series appears once its count is above zero, as a counter's
-// does after its first Add.
+// does after its first Add, and disappears with its pool (dropPool), so a
+// pool the registry forgot leaves no series behind.
 func (o *observer) observeCounts(ob metric.Observer, g *gauges) {
 	o.mu.RLock()
 	pools := make([]*poolObs, 0, len(o.pools))
@@ -179,6 +189,16 @@ func (o *observer) observeCounts(ob metric.Observer, g *gauges) {
 				ob.ObserveInt64(g.picks, n, metric.WithAttributes(pa, attribute.String("outcome", outcomeNames[oc])))
 			}
 		}
+		for r := range scheduler.NumReasons {
+			if n := p.excluded[r].Load(); n > 0 {
+				ob.ObserveInt64(g.excluded, n, metric.WithAttributes(pa, attribute.String("reason", r.String())))
+			}
+		}
+		for oc := range numTakeoverOutcomes {
+			if n := p.takeovers[oc].Load(); n > 0 {
+				ob.ObserveInt64(g.takeovers, n, metric.WithAttributes(pa, attribute.String("outcome", takeoverNames[oc])))
+			}
+		}
 		p.mu.RLock()
 		for name, d := range p.deps {
 			da := attribute.String("deployment", name)
@@ -191,6 +211,9 @@ func (o *observer) observeCounts(ob metric.Observer, g *gauges) {
 			}
 			if n := d.reports.Load(); n > 0 {
 				ob.ObserveInt64(g.reports, n, metric.WithAttributes(pa, da))
+			}
+			if n := d.flaps.Load(); n > 0 {
+				ob.ObserveInt64(g.flaps, n, metric.WithAttributes(pa, da))
 			}
 		}
 		p.mu.RUnlock()

@@ -55,8 +55,9 @@ func TestConsoleAuthenticatesFirst(t *testing.T) {
 }
 
 // TestConsoleStrictJSON: console writes refuse what gRPC's protojson
-// refuses: a key twice in one object (encoding/json would keep the last)
-// and bytes that are not UTF-8 (it would rewrite them to U+FFFD).
+// refuses: a key twice in one object (encoding/json would keep the last),
+// bytes that are not UTF-8 and escapes of half a surrogate pair (it would
+// rewrite both to U+FFFD).
 func TestConsoleStrictJSON(t *testing.T) {
 	addr := servertest.Start(t).HTTPAddr()
 	checkCases(t, addr, []apiCase{
@@ -64,6 +65,11 @@ func TestConsoleStrictJSON(t *testing.T) {
 		{"deployment twice", "POST", "/ui/api/weights", `{"pool":"m","weights":{"a":1,"a":2}}`, nil, 400, `key "a" appears twice`},
 		{"not UTF-8", "POST", "/ui/api/weights", "{\"pool\":\"m\",\"weights\":{\"a\xfe\":1}}", nil, 400, "not valid UTF-8"},
 		{"explain, key twice", "POST", "/ui/api/explain", `{"pool":"m","pool":"n","text":"x"}`, nil, 400, "appears twice"},
+		{"lone high surrogate", "POST", "/ui/api/weights", `{"pool":"m","weights":{"a\ud800":1}}`, nil, 400, `\ud800 at byte 25 is half of a UTF-16 surrogate pair`},
+		{"lone low surrogate", "POST", "/ui/api/weights", `{"pool":"m\uDC00","weights":{"a":1}}`, nil, 400, "half of a UTF-16 surrogate pair"},
+		{"high then not low", "POST", "/ui/api/weights", `{"pool":"m","weights":{"\ud800\u0041":1}}`, nil, 400, "surrogate pair"},
+		{"escaped backslash before u", "POST", "/ui/api/weights", `{"pool":"esc","weights":{"a\\ud800":1}}`, nil, 200, `"version":"1"`},
+		{"a whole pair", "POST", "/ui/api/weights", `{"pool":"pair","weights":{"\ud83d\ude00":1}}`, nil, 200, `"version":"1"`},
 		{"same key in two objects", "POST", "/ui/api/weights", `{"pool":"n","weights":{"pool":1}}`, nil, 200, `"version":"1"`},
 		{"one of each", "POST", "/ui/api/weights", `{"pool":"m","weights":{"a":1,"b":0}}`, nil, 200, `"version":"1"`},
 	})
