@@ -82,13 +82,13 @@ type observer struct {
 
 // poolObs is one pool's precomputed attribute options and deployments.
 type poolObs struct {
-	name     string
-	latency   []metric.RecordOption                 // {pool}
-	failed    [numOutcomes]atomic.Int64             // failed picks by outcome (prefixroute_picks, deployment unset)
-	excluded  [scheduler.NumReasons]atomic.Int64    // instances left out by reason (prefixroute_pick_excluded_instances)
-	takeovers [numTakeoverOutcomes]atomic.Int64     // report streams that took over an instance id (prefixroute_instance_takeovers)
-	rings     *ringBudget                           // nil: no history rings for the pool's deployments
-	fails     *failRing                             // failed picks and markers; nil without a ring
+	name      string
+	latency   []metric.RecordOption              // {pool}
+	failed    [numOutcomes]atomic.Int64          // failed picks by outcome (prefixroute_picks, deployment unset)
+	excluded  [scheduler.NumReasons]atomic.Int64 // instances left out by reason (prefixroute_pick_excluded_instances)
+	takeovers [numTakeoverOutcomes]atomic.Int64  // report streams that took over an instance id (prefixroute_instance_takeovers)
+	rings     *ringBudget                        // nil: no history rings for the pool's deployments
+	fails     *failRing                          // failed picks and markers; nil without a ring
 
 	mu   sync.RWMutex
 	deps map[string]*depObs
