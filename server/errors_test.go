@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/daemon"
+	"github.com/prefixroute/prefixroute/internal/protoconv"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/server"
 )
@@ -54,7 +55,10 @@ func TestPickErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "new"})
-	wantCode(t, err, codes.Unavailable, `pool "new" has no instances`)
+	wantCode(t, err, codes.Unavailable, `pool "new" is warming up`)
+	if r := protoconv.ReasonOf(err); r != protoconv.ReasonPoolWarming {
+		t.Errorf("reason %q; want %s", r, protoconv.ReasonPoolWarming)
+	}
 }
 
 // TestAdminErrors: bad weights and policies are InvalidArgument naming the
