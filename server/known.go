@@ -53,3 +53,11 @@ func (s *Server) noteSeen() {
 		s.log.Warn("cannot record the pools seen; after a restart their picks may answer NotFound until their instances report", "err", err)
 	}
 }
+
+// newPoolRefused is the error of a configuration write to a pool the
+// router does not know, without allow_new_pool: most likely a misspelt
+// name.
+func newPoolRefused(pool string) error {
+	return fmt.Errorf("%w: %q: no weights, policy or ramp stored, no instances, none seen reporting within 24 h; check the name, or set allow_new_pool (prefixctl --create) to create it",
+		state.ErrPoolNotFound, pool)
+}
