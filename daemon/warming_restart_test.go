@@ -167,8 +167,8 @@ func (e *warmEnv) wantWarming(pool string) {
 // TestRestartPoolWarming: after a restart on the same data dir, before any
 // instance reports again, a pool the daemon knew (configured, or only seen
 // in reports) answers every front end with a retryable "warming" status,
-// never NotFound; a pool never seen stays NotFound; once an instance
-// reports again, picks succeed.
+// never NotFound; a pool never seen stays NotFound (and takes no weights
+// without allow_new_pool); once an instance reports again, picks succeed.
 func TestRestartPoolWarming(t *testing.T) {
 	dir := t.TempDir()
 	e := startWarm(t, dir)
@@ -195,6 +195,16 @@ func TestRestartPoolWarming(t *testing.T) {
 	if code, retry, _ := e.httpPick(httproute.PathRoute, "nope"); code != http.StatusNotFound || retry != "" {
 		t.Errorf("/v1/route from a pool never seen: %d, Retry-After %q; want 404 without", code, retry)
 	}
+
+	// Known from seen.json, a pool takes weights without allow_new_pool;
+	// a pool never seen does not.
+	if _, err := e.admin.SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: "seen", Weights: map[string]float64{"d": 1}}); err != nil {
+		t.Errorf("SetWeights to a pool seen before the restart: %v", err)
+	}
+	if _, err := e.admin.SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: "nope", Weights: map[string]float64{"d": 1}}); status.Code(err) != codes.NotFound {
+		t.Errorf("SetWeights to a pool never seen: %v; want NotFound", err)
+	}
+	e.wantWarming("seen") // configured now, still no instance
 
 	e.report("chat", "c1")
 	e.report("seen", "s1")

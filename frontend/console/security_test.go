@@ -64,8 +64,8 @@ func TestConsoleStrictJSON(t *testing.T) {
 		{"deployment twice", "POST", "/ui/api/weights", `{"pool":"m","weights":{"a":1,"a":2}}`, nil, 400, `key "a" appears twice`},
 		{"not UTF-8", "POST", "/ui/api/weights", "{\"pool\":\"m\",\"weights\":{\"a\xfe\":1}}", nil, 400, "not valid UTF-8"},
 		{"explain, key twice", "POST", "/ui/api/explain", `{"pool":"m","pool":"n","text":"x"}`, nil, 400, "appears twice"},
-		{"same key in two objects", "POST", "/ui/api/weights", `{"pool":"n","weights":{"pool":1}}`, nil, 200, `"version":"1"`},
-		{"one of each", "POST", "/ui/api/weights", `{"pool":"m","weights":{"a":1,"b":0}}`, nil, 200, `"version":"1"`},
+		{"same key in two objects", "POST", "/ui/api/weights", `{"pool":"n","weights":{"pool":1},"allow_new_pool":true}`, nil, 200, `"version":"1"`},
+		{"one of each", "POST", "/ui/api/weights", `{"pool":"m","weights":{"a":1,"b":0},"allow_new_pool":true}`, nil, 200, `"version":"1"`},
 	})
 }
 
@@ -74,7 +74,7 @@ func TestConsoleStrictJSON(t *testing.T) {
 // application/json exactly.
 func TestConsoleWriteOrigin(t *testing.T) {
 	addr := servertest.Start(t).HTTPAddr()
-	w := `{"pool":"m","weights":{"a":1}}`
+	w := `{"pool":"m","weights":{"a":1},"allow_new_pool":true}`
 	checkCases(t, addr, []apiCase{
 		{"Origin null", "POST", "/ui/api/weights", w, map[string]string{"Origin": "null"}, 403, "Origin"},
 		{"other scheme", "POST", "/ui/api/weights", w, map[string]string{"Origin": "https://" + addr}, 403, "Origin"},
