@@ -133,11 +133,11 @@ var authCalls = map[string]func(context.Context, *grpc.ClientConn) error{
 		return report(ctx, cc, "other", "a", "o-9")
 	},
 	"SetWeights": func(ctx context.Context, cc *grpc.ClientConn) error {
-		_, err := pb.NewAdminServiceClient(cc).SetWeights(ctx, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 1, "b": 0}})
+		_, err := pb.NewAdminServiceClient(cc).SetWeights(ctx, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat", Weights: map[string]float64{"a": 1, "b": 0}})
 		return err
 	},
 	"SetPolicy": func(ctx context.Context, cc *grpc.ClientConn) error {
-		_, err := pb.NewAdminServiceClient(cc).SetPolicy(ctx, &pb.SetPolicyRequest{Pool: "chat", Policy: &pb.Policy{}})
+		_, err := pb.NewAdminServiceClient(cc).SetPolicy(ctx, &pb.SetPolicyRequest{AllowNewPool: true, Pool: "chat", Policy: &pb.Policy{}})
 		return err
 	},
 	"GetWeights": func(ctx context.Context, cc *grpc.ClientConn) error {

@@ -101,7 +101,7 @@ func TestSetWeightsOnBrokenDataDir(t *testing.T) {
 			d := obsStart(t, cfg)
 			_, _, admin := obsClients(t, d)
 			old := map[string]float64{"a": 9, "b": 1}
-			if _, err := admin.SetWeights(ctxT(t), &pb.SetWeightsRequest{Pool: "chat", Weights: old}); err != nil {
+			if _, err := admin.SetWeights(ctxT(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat", Weights: old}); err != nil {
 				t.Fatal(err)
 			}
 			stateFile, audit := filepath.Join(dir, "state.json"), filepath.Join(dir, "audit.log")
@@ -109,11 +109,11 @@ func TestSetWeightsOnBrokenDataDir(t *testing.T) {
 			auditBefore, _ := os.ReadFile(audit)
 
 			undo := f.breakDir(t, dir)
-			_, err := admin.SetWeights(ctxT(t), &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 1, "b": 9}})
+			_, err := admin.SetWeights(ctxT(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat", Weights: map[string]float64{"a": 1, "b": 9}})
 			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "cannot persist") {
 				t.Fatalf("SetWeights on a broken data dir: %v, want Unavailable", err)
 			}
-			_, err = admin.SetPolicy(ctxT(t), &pb.SetPolicyRequest{Pool: "chat", Policy: &pb.Policy{DeltaMs: f64p(5)}})
+			_, err = admin.SetPolicy(ctxT(t), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "chat", Policy: &pb.Policy{DeltaMs: f64p(5)}})
 			if status.Code(err) != codes.Unavailable {
 				t.Fatalf("SetPolicy on a broken data dir: %v, want Unavailable", err)
 			}
@@ -138,7 +138,7 @@ func TestSetWeightsOnBrokenDataDir(t *testing.T) {
 			if w, err := admin2.GetWeights(ctxT(t), &pb.GetWeightsRequest{Pool: "chat"}); err != nil || w.GetVersion() != 1 || !maps.Equal(w.GetWeights(), old) {
 				t.Fatalf("after a restart: %v %v", w, err)
 			}
-			if r, err := admin2.SetWeights(ctxT(t), &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"b": 1}, ExpectedVersion: 1}); err != nil || r.GetVersion() != 2 {
+			if r, err := admin2.SetWeights(ctxT(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat", Weights: map[string]float64{"b": 1}, ExpectedVersion: 1}); err != nil || r.GetVersion() != 2 {
 				t.Fatalf("once writes work again: %v %v", r, err)
 			}
 		})

@@ -107,7 +107,7 @@ func TestRestartUnder1000Reconnects(t *testing.T) {
 	}
 	t.Logf("all %d connected in %v", instances, testwait.EventuallyWithin(t, time.Minute, "every instance OK after the first start", allOK))
 	want := map[string]float64{"d0": 1, "d1": 3}
-	if _, err := admin.SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: "chat", Weights: want}); err != nil {
+	if _, err := admin.SetWeights(context.Background(), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat", Weights: want}); err != nil {
 		t.Fatal(err)
 	}
 

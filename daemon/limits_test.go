@@ -139,7 +139,7 @@ func TestLimitEdges(t *testing.T) {
 		mutate: func(c *Config) { c.Server.Limits.MaxPools = 2 },
 		setup:  func(t *testing.T, c limitClients) { must(t, sendReport(t, c, ident("p1", "a", "a-1"))) },
 		at: func(t *testing.T, c limitClients) error {
-			_, err := c.admin.SetWeights(ctxT(t), &pb.SetWeightsRequest{Pool: "p2", Weights: map[string]float64{"a": 1}})
+			_, err := c.admin.SetWeights(ctxT(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "p2", Weights: map[string]float64{"a": 1}})
 			return err
 		},
 		over: func(t *testing.T, c limitClients) error { return sendReport(t, c, ident("p3", "a", "a-1")) },
@@ -148,11 +148,11 @@ func TestLimitEdges(t *testing.T) {
 		name:   "pools, by SetWeights",
 		mutate: func(c *Config) { c.Server.Limits.MaxPools = 1 },
 		at: func(t *testing.T, c limitClients) error {
-			_, err := c.admin.SetPolicy(ctxT(t), &pb.SetPolicyRequest{Pool: "p1", Policy: &pb.Policy{}})
+			_, err := c.admin.SetPolicy(ctxT(t), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "p1", Policy: &pb.Policy{}})
 			return err
 		},
 		over: func(t *testing.T, c limitClients) error {
-			_, err := c.admin.SetWeights(ctxT(t), &pb.SetWeightsRequest{Pool: "p2", Weights: map[string]float64{"a": 1}})
+			_, err := c.admin.SetWeights(ctxT(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "p2", Weights: map[string]float64{"a": 1}})
 			return err
 		},
 		code: codes.ResourceExhausted, msg: "1 pools, the limit is 1",

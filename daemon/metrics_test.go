@@ -25,7 +25,7 @@ func TestMetricsAfterScriptedTraffic(t *testing.T) {
 	ctx := context.Background()
 	setWeights := func(pool string, w map[string]float64) {
 		t.Helper()
-		if _, err := admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: pool, Weights: w}); err != nil {
+		if _, err := admin.SetWeights(ctx, &pb.SetWeightsRequest{AllowNewPool: true, Pool: pool, Weights: w}); err != nil {
 			t.Fatalf("SetWeights %s: %v", pool, err)
 		}
 	}
@@ -181,7 +181,7 @@ func TestMetricsSaturatedPicks(t *testing.T) {
 			t.Fatalf("Pick (least_loaded): %v", err)
 		}
 	}
-	if _, err := admin.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: "sat", Policy: &pb.Policy{OnSaturation: pb.OnSaturation_ON_SATURATION_SHED}}); err != nil {
+	if _, err := admin.SetPolicy(ctx, &pb.SetPolicyRequest{AllowNewPool: true, Pool: "sat", Policy: &pb.Policy{OnSaturation: pb.OnSaturation_ON_SATURATION_SHED}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {

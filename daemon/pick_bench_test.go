@@ -91,7 +91,7 @@ func BenchmarkPickGRPC(b *testing.B) {
 func freshInstance(b *testing.B, s *server.Server, cc *grpc.ClientConn) {
 	b.Helper()
 	ctx := context.Background()
-	if _, err := s.Admin().SetPolicy(ctx, &pb.SetPolicyRequest{Pool: "bench",
+	if _, err := s.Admin().SetPolicy(ctx, &pb.SetPolicyRequest{AllowNewPool: true, Pool: "bench",
 		Policy: &pb.Policy{StaleAfter: durationpb.New(time.Hour), ForgetAfter: durationpb.New(time.Hour)}}); err != nil {
 		b.Fatal(err)
 	}

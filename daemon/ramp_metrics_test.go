@@ -18,7 +18,7 @@ func TestRampGauges(t *testing.T) {
 	d := obsStart(t, nil)
 	_, _, admin := obsClients(t, d)
 	c := context.Background()
-	if _, err := admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 1, "b": 0}}); err != nil {
+	if _, err := admin.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat", Weights: map[string]float64{"a": 1, "b": 0}}); err != nil {
 		t.Fatal(err)
 	}
 	want := func(state string, applied, steps float64) {
@@ -40,7 +40,7 @@ func TestRampGauges(t *testing.T) {
 			t.Errorf("steps %v, want %v", got, steps)
 		}
 	}
-	r, err := admin.StartRamp(c, &pb.StartRampRequest{Pool: "chat", Target: map[string]float64{"b": 1},
+	r, err := admin.StartRamp(c, &pb.StartRampRequest{AllowNewPool: true, Pool: "chat", Target: map[string]float64{"b": 1},
 		Duration: durationpb.New(4 * time.Hour), StepInterval: durationpb.New(time.Hour)})
 	if err != nil {
 		t.Fatal(err)

@@ -167,7 +167,7 @@ func scrapeLiveDaemon(t *testing.T) map[string]*dto.MetricFamily {
 		r, err := admin.ListInstances(ctx, &pb.ListInstancesRequest{Pool: "chat"})
 		return err == nil && len(r.GetInstances()) == 2
 	})
-	if _, err := admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"A": 3, "B": 1}}); err != nil {
+	if _, err := admin.SetWeights(ctx, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat", Weights: map[string]float64{"A": 3, "B": 1}}); err != nil {
 		t.Fatal(err)
 	}
 	picker, err := client.NewPicker(cc, client.PickerOptions{Pool: "chat"})

@@ -184,7 +184,8 @@ func (e *StatusError) GRPCStatus() *status.Status { return e.Status }
 // WriteStatus answers a gRPC status error with its HTTP status
 // (gateway.HTTPStatus, or a StatusError's own) and the google.rpc.Status
 // in protobuf JSON, {"code": 5, "message": "..."}, and returns the HTTP
-// status.
+// status. A pool warming up (Unavailable with reason POOL_WARMING, in
+// "details") adds Retry-After (gateway.ErrorFor).
 func WriteStatus(w http.ResponseWriter, err error) int {
 	st := status.Convert(err)
 	code := gateway.HTTPStatus(st.Code())
@@ -197,6 +198,9 @@ func WriteStatus(w http.ResponseWriter, err error) int {
 		out = []byte(`{"code":13,"message":"encoding the error failed"}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if code == http.StatusServiceUnavailable {
+		gateway.ErrorFor(err).SetRetryAfter(w.Header().Set) // a pool warming up
+	}
 	w.WriteHeader(code)
 	w.Write(out)
 	return code

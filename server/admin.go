@@ -37,7 +37,7 @@ func caller(ctx context.Context) string {
 func (as *adminService) SetWeights(ctx context.Context, req *pb.SetWeightsRequest) (*pb.SetWeightsResponse, error) {
 	s := as.s
 	var override string
-	pc, err := s.changeNoted(ctx, req.GetPool(), func() (store.Edit, string, error) {
+	pc, err := s.changeNoted(ctx, req.GetPool(), req.GetAllowNewPool(), func() (store.Edit, string, error) {
 		e, err := store.WeightsEdit(req.GetPool(), req.GetWeights(), req.GetExpectedVersion())
 		if err != nil {
 			return e, "", err
@@ -88,7 +88,7 @@ func (as *adminService) GetWeights(ctx context.Context, req *pb.GetWeightsReques
 // SetPolicy implements AdminService.SetPolicy.
 func (as *adminService) SetPolicy(ctx context.Context, req *pb.SetPolicyRequest) (*pb.SetPolicyResponse, error) {
 	s := as.s
-	pc, err := s.change(ctx, req.GetPool(), func() (store.Edit, error) {
+	pc, err := s.change(ctx, req.GetPool(), req.GetAllowNewPool(), func() (store.Edit, error) {
 		return store.PolicyMergeEdit(req.GetPool(), func(base scheduler.Policy) (scheduler.Policy, error) {
 			return mergePolicy(base, req.GetPolicy())
 		})
@@ -159,12 +159,13 @@ func (as *adminService) pool(name string) (*state.Pool, error) {
 }
 
 // change is an admin call's configuration write: it checks the pool's
-// name and, under adminMu, that the registry can hold the pool (the pool
-// limit), then goes the one path of every write (write) with the caller
-// in the audit log. Its errors are statuses: edit's own, or the core's
-// mapped through codeOf.
-func (s *Server) change(ctx context.Context, pool string, edit func() (store.Edit, error)) (store.PoolConfig, error) {
-	return s.changeNoted(ctx, pool, func() (store.Edit, string, error) {
+// name and, under adminMu, that the router knows the pool unless allowNew
+// (knownPool; else state.ErrPoolNotFound, naming the flag that creates
+// it) and that the registry can hold it (the pool limit), then goes the
+// one path of every write (write) with the caller in the audit log. Its
+// errors are statuses: edit's own, or the core's mapped through codeOf.
+func (s *Server) change(ctx context.Context, pool string, allowNew bool, edit func() (store.Edit, error)) (store.PoolConfig, error) {
+	return s.changeNoted(ctx, pool, allowNew, func() (store.Edit, string, error) {
 		e, err := edit()
 		return e, "", err
 	})
@@ -173,11 +174,14 @@ func (s *Server) change(ctx context.Context, pool string, edit func() (store.Edi
 // changeNoted is change with an edit that may return a note for the audit
 // log's caller: what a guard let through because the request overrode it
 // (withOverride).
-func (s *Server) changeNoted(ctx context.Context, pool string, edit func() (store.Edit, string, error)) (store.PoolConfig, error) {
+func (s *Server) changeNoted(ctx context.Context, pool string, allowNew bool, edit func() (store.Edit, string, error)) (store.PoolConfig, error) {
 	if err := checkPoolName(pool); err != nil {
 		return store.PoolConfig{}, err
 	}
 	pc, _, err := s.write(pool, caller(ctx), func() (store.Edit, string, error) {
+		if !allowNew && !s.knownPool(pool) {
+			return store.Edit{}, "", newPoolRefused(pool)
+		}
 		if err := s.reg.CanHold(pool); err != nil {
 			return store.Edit{}, "", err
 		}

@@ -34,17 +34,17 @@ func TestAdminWritesEnforceThePoolLimit(t *testing.T) {
 	ctx := context.Background()
 	// The configuration of pool "b" with a running ramp, made elsewhere.
 	other, otherAdmin := newServer(0)
-	if _, err := otherAdmin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: "b", Weights: map[string]float64{"x": 1, "y": 0}}); err != nil {
+	if _, err := otherAdmin.SetWeights(ctx, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "b", Weights: map[string]float64{"x": 1, "y": 0}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := otherAdmin.StartRamp(ctx, &pb.StartRampRequest{Pool: "b", Target: map[string]float64{"x": 0, "y": 1},
+	if _, err := otherAdmin.StartRamp(ctx, &pb.StartRampRequest{AllowNewPool: true, Pool: "b", Target: map[string]float64{"x": 0, "y": 1},
 		Duration: durationpb.New(10 * time.Minute), StepInterval: durationpb.New(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	pcB, _ := other.store.Pool("b")
 
 	s, as := newServer(1)
-	if _, err := as.SetWeights(ctx, &pb.SetWeightsRequest{Pool: "a", Weights: map[string]float64{"x": 1}}); err != nil {
+	if _, err := as.SetWeights(ctx, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "a", Weights: map[string]float64{"x": 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.store.Mirror("b", pcB, "test"); err != nil {
@@ -56,15 +56,15 @@ func TestAdminWritesEnforceThePoolLimit(t *testing.T) {
 		write func() error
 	}{
 		{"SetWeights", func() error {
-			_, err := as.SetWeights(ctx, &pb.SetWeightsRequest{Pool: "b", Weights: map[string]float64{"x": 1}})
+			_, err := as.SetWeights(ctx, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "b", Weights: map[string]float64{"x": 1}})
 			return err
 		}},
 		{"SetPolicy", func() error {
-			_, err := as.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: "b", Policy: &pb.Policy{}})
+			_, err := as.SetPolicy(ctx, &pb.SetPolicyRequest{AllowNewPool: true, Pool: "b", Policy: &pb.Policy{}})
 			return err
 		}},
 		{"StartRamp", func() error {
-			_, err := as.StartRamp(ctx, &pb.StartRampRequest{Pool: "b", Target: map[string]float64{"x": 1},
+			_, err := as.StartRamp(ctx, &pb.StartRampRequest{AllowNewPool: true, Pool: "b", Target: map[string]float64{"x": 1},
 				Duration: durationpb.New(time.Minute), StepInterval: durationpb.New(time.Minute)})
 			return err
 		}},

@@ -40,7 +40,7 @@ func TestDrainGuardSetWeights(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: tc.weights})
+			_, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: tc.weights})
 			if tc.want == nil {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -51,7 +51,7 @@ func TestDrainGuardSetWeights(t *testing.T) {
 		})
 	}
 	before := weights(e, "m").GetVersion()
-	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"C": 1}, AllowDrain: true}); err != nil {
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: map[string]float64{"C": 1}, AllowDrain: true}); err != nil {
 		t.Fatalf("allow_drain: %v", err)
 	}
 	if v := weights(e, "m").GetVersion(); v != before+1 {
@@ -82,7 +82,7 @@ func TestDrainGuardRamp(t *testing.T) {
 	e := servertest.Start(t, manualRamps)
 	a := report(e, rep("chat", "a", "a1"))
 	setWeights(e, "chat", map[string]float64{"a": 1, "b": 0})
-	req := &pb.StartRampRequest{Pool: "chat", Target: map[string]float64{"b": 1},
+	req := &pb.StartRampRequest{AllowNewPool: true, Pool: "chat", Target: map[string]float64{"b": 1},
 		Duration: durationpb.New(2 * time.Minute), StepInterval: durationpb.New(time.Minute)}
 	_, err := e.Admin.StartRamp(ctx(t), req)
 	wantCode(t, err, codes.FailedPrecondition, `drain guard: pool "chat": step 2 of 2: the traffic of "a" (serving now) would all go to "b"`,

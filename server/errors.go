@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/prefixroute/prefixroute/internal/protoconv"
 	"github.com/prefixroute/prefixroute/internal/readiness"
 	"github.com/prefixroute/prefixroute/internal/replica"
 	"github.com/prefixroute/prefixroute/internal/rollout"
@@ -37,6 +38,8 @@ func codeOf(err error) codes.Code {
 		return codes.PermissionDenied
 	case errors.Is(err, store.ErrVersionMismatch):
 		return codes.Aborted
+	case errors.Is(err, state.ErrPoolWarming):
+		return codes.Unavailable
 	case errors.Is(err, store.ErrPersist), errors.Is(err, replica.ErrClusterUnavailable):
 		return codes.Unavailable
 	case errors.Is(err, scheduler.ErrNoInstances), errors.Is(err, scheduler.ErrNoEligibleInstance):
@@ -47,12 +50,30 @@ func codeOf(err error) codes.Code {
 	return codes.Internal
 }
 
-// statusOf wraps err in a status with its mapped code.
+// reasonOf maps the core's sentinel errors a client may act on to the
+// reason of the status's ErrorInfo (protoconv.ErrorDomain), "" for none.
+func reasonOf(err error) string {
+	if errors.Is(err, state.ErrPoolWarming) {
+		return protoconv.ReasonPoolWarming
+	}
+	return ""
+}
+
+// statusOf wraps err in a status with its mapped code (and reason).
 func statusOf(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	return status.Error(codeOf(err), err.Error())
+	return newStatus(err, err.Error())
+}
+
+// newStatus is the status of err, with its mapped code and reason, and
+// the message msg.
+func newStatus(err error, msg string) error {
+	if r := reasonOf(err); r != "" {
+		return protoconv.WithReason(codeOf(err), msg, r, "").Err()
+	}
+	return status.Error(codeOf(err), msg)
 }
 
 // invalid is an InvalidArgument status.

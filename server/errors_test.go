@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/daemon"
+	"github.com/prefixroute/prefixroute/internal/protoconv"
 	"github.com/prefixroute/prefixroute/internal/servertest"
 	"github.com/prefixroute/prefixroute/server"
 )
@@ -50,11 +51,14 @@ func TestPickErrors(t *testing.T) {
 		t.Errorf("8192 hashes: %v", err)
 	}
 	// A configured pool with no instance yet is Unavailable, not NotFound.
-	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "new", Weights: map[string]float64{"b": 0}}); err != nil {
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "new", Weights: map[string]float64{"b": 0}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "new"})
-	wantCode(t, err, codes.Unavailable, `pool "new" has no instances`)
+	wantCode(t, err, codes.Unavailable, `pool "new" is warming up`)
+	if r := protoconv.ReasonOf(err); r != protoconv.ReasonPoolWarming {
+		t.Errorf("reason %q; want %s", r, protoconv.ReasonPoolWarming)
+	}
 }
 
 // TestAdminErrors: bad weights and policies are InvalidArgument naming the
@@ -63,7 +67,7 @@ func TestPickErrors(t *testing.T) {
 func TestAdminErrors(t *testing.T) {
 	e := servertest.Start(t)
 	set := func(w map[string]float64, expect uint64) error {
-		_, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: w, ExpectedVersion: expect})
+		_, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: w, ExpectedVersion: expect})
 		return err
 	}
 	if err := set(map[string]float64{"a": 1}, 0); err != nil {
@@ -98,14 +102,14 @@ func TestAdminErrors(t *testing.T) {
 	}
 	wantCode(t, set(map[string]float64{"a": 4}, 1), codes.Aborted, "expected_version 1")
 
-	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{DeltaMs: f64(-1)}})
+	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "m", Policy: &pb.Policy{DeltaMs: f64(-1)}})
 	wantCode(t, err, codes.InvalidArgument, "delta_ms")
-	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy(42)}})
+	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy(42)}})
 	wantCode(t, err, codes.InvalidArgument, "strategy")
-	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{LambdaH: f64(101)}})
+	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "m", Policy: &pb.Policy{LambdaH: f64(101)}})
 	wantCode(t, err, codes.InvalidArgument, "lambda_h")
 	// Every problem in one message naming the pool, without package prefixes.
-	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy(42),
+	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy(42),
 		DeltaMs: f64(1e-300), BatchWaitMs: f64(1e300), DefaultKvCapacityBlocks: proto.Uint64(0),
 		StaleAfter: &durationpb.Duration{Seconds: 360000}}})
 	wantMsg := `pool "m": invalid policy: strategy must be softmax, threshold or argmin, got 42; ` +
@@ -115,7 +119,7 @@ func TestAdminErrors(t *testing.T) {
 	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || st.Message() != wantMsg {
 		t.Errorf("SetPolicy with absurd values: %v\nwant InvalidArgument: %s", err, wantMsg)
 	}
-	pol, err := e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy_STRATEGY_THRESHOLD, DeltaMs: f64(10)}})
+	pol, err := e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "m", Policy: &pb.Policy{Strategy: pb.Strategy_STRATEGY_THRESHOLD, DeltaMs: f64(10)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +191,7 @@ func TestReportErrors(t *testing.T) {
 // talking of picks.
 func TestAdminBadPoolName(t *testing.T) {
 	e := servertest.Start(t)
-	_, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "a\x01b", Weights: map[string]float64{"d": 1}})
+	_, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "a\x01b", Weights: map[string]float64{"d": 1}})
 	wantCode(t, err, codes.InvalidArgument, "invalid name", "control character U+0001")
 	if strings.Contains(err.Error(), "pick") {
 		t.Errorf("admin error talks of picks: %v", err)

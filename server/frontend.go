@@ -21,12 +21,13 @@ func (s *Server) BlockSize(pool string) int {
 }
 
 // Endpoints appends the pool's instances, in snapshot order, to dst. The
-// error is a gRPC status (NotFound for an unknown pool). Safe for
+// error is a gRPC status (NotFound for an unknown pool, Unavailable with
+// reason POOL_WARMING for a pool known from before a restart). Safe for
 // concurrent use.
 func (s *Server) Endpoints(pool string, dst []frontend.Endpoint) ([]frontend.Endpoint, error) {
 	p, err := s.reg.Pool(pool)
 	if err != nil {
-		return dst, statusOf(err)
+		return dst, statusOf(s.missingPool(pool, err))
 	}
 	for _, in := range p.Instances(s.opts.Now()) {
 		dst = append(dst, frontend.Endpoint{Instance: in.Instance, Address: in.Address})

@@ -69,7 +69,7 @@ func FuzzSetWeights(f *testing.F) {
 		s := fuzzServer(t)
 		as := &adminService{s: s}
 		ctx := context.Background()
-		if _, err := as.SetWeights(ctx, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 1, "b": 9}}); err != nil {
+		if _, err := as.SetWeights(ctx, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat", Weights: map[string]float64{"a": 1, "b": 9}}); err != nil {
 			t.Fatal(err)
 		}
 		before := snapshotOf(t, s, req.GetPool())
@@ -112,7 +112,7 @@ func FuzzSetPolicy(f *testing.F) {
 		s := fuzzServer(t)
 		as := &adminService{s: s}
 		ctx := context.Background()
-		if _, err := as.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: "chat", Policy: &pb.Policy{DeltaMs: proto.Float64(30)}}); err != nil {
+		if _, err := as.SetPolicy(ctx, &pb.SetPolicyRequest{AllowNewPool: true, Pool: "chat", Policy: &pb.Policy{DeltaMs: proto.Float64(30)}}); err != nil {
 			t.Fatal(err)
 		}
 		before := snapshotOf(t, s, req.GetPool())

@@ -73,7 +73,7 @@ func TestHistory(t *testing.T) {
 		t.Fatal("a pick over the block limit succeeded")
 	}
 	as := &adminService{s: s}
-	if _, err := as.SetWeights(ctx, &pb.SetWeightsRequest{Pool: "bench", Weights: map[string]float64{"d0": 1, "d1": 3}}); err != nil {
+	if _, err := as.SetWeights(ctx, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "bench", Weights: map[string]float64{"d0": 1, "d1": 3}}); err != nil {
 		t.Fatal(err)
 	}
 	h, ok := s.obs.history("bench", clock)

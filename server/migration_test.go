@@ -145,7 +145,7 @@ func TestRampAutoHold(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := e.Admin.StartRamp(c, &pb.StartRampRequest{Pool: "m", AutoHold: &pb.AutoHold{MinHeadroomPct: 80},
+	_, err := e.Admin.StartRamp(c, &pb.StartRampRequest{AllowNewPool: true, Pool: "m", AutoHold: &pb.AutoHold{MinHeadroomPct: 80},
 		Steps: []*pb.RampStep{{Weights: map[string]float64{"a": 1, "b": 1}, After: durationpb.New(10 * time.Second)}}})
 	if err != nil {
 		t.Fatal(err)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"google.golang.org/grpc/status"
-
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/frontend"
 	"github.com/prefixroute/prefixroute/internal/protoconv"
@@ -53,7 +51,7 @@ func (s *Server) pick(req *pb.PickRequest, sc *pickScratch, rec *pickRecord) (*p
 	}
 	pool, err := s.reg.Pool(req.GetPool())
 	if err != nil {
-		return nil, statusOf(err)
+		return nil, statusOf(s.missingPool(req.GetPool(), err))
 	}
 	rec.pool = pool.Name()
 	if _, ok := pb.AuditLevel_name[int32(req.GetAudit())]; !ok {
@@ -92,7 +90,10 @@ func pickError(pool string, pk *state.Pick, err error) error {
 	var msg string
 	switch {
 	case errors.Is(err, scheduler.ErrNoInstances):
-		msg = fmt.Sprintf("pool %q has no instances: none has reported yet, or all were forgotten", pool)
+		// The registry holds the pool: configured, or instances reported
+		// into it. It answers as a pool warming up, retryable.
+		return newStatus(state.ErrPoolWarming, fmt.Sprintf("pool %q is warming up: it has no instances (none has reported since the router started, or all were forgotten); retry in %d s",
+			pool, protoconv.RetryAfterSeconds))
 	case errors.Is(err, scheduler.ErrSaturated):
 		msg = fmt.Sprintf("pool %q is saturated: %s; the earliest instance drains in about %.1f ms (on_saturation: %v)",
 			pool, d.ExcludedSummary(), d.DrainMs, pk.Config.Policy.OnSaturation)
@@ -104,7 +105,7 @@ func pickError(pool string, pk *state.Pick, err error) error {
 	default:
 		msg = fmt.Sprintf("pool %q: %v", pool, err)
 	}
-	return status.Error(codeOf(err), msg)
+	return newStatus(err, msg)
 }
 
 // chosenOnly reports whether the scheduler may compute the instance level

@@ -75,7 +75,7 @@ func TestSeedDeploymentNumbers(t *testing.T) {
 	b.ReportsCacheEvents = true
 	report(e, a)
 	report(e, b)
-	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 1, "B": 9}}); err != nil {
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: map[string]float64{"A": 1, "B": 9}}); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PrefixHashes: hashes, PromptTokens: 64, Seed: u64(7)})
@@ -109,7 +109,7 @@ func TestDrainedDeploymentGetsNothing(t *testing.T) {
 	e := servertest.Start(t)
 	report(e, rep("m", "A", "a1"))
 	report(e, rep("m", "B", "b1"))
-	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 0, "B": 1}}); err != nil {
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: map[string]float64{"A": 0, "B": 1}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 100 {
@@ -124,7 +124,7 @@ func TestDrainedDeploymentGetsNothing(t *testing.T) {
 			t.Fatalf("A's reason %q, want zero_weight", r)
 		}
 	}
-	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"B": 1}}); err != nil {
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: map[string]float64{"B": 1}}); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
@@ -134,7 +134,7 @@ func TestDrainedDeploymentGetsNothing(t *testing.T) {
 	if r := deploymentByName(t, resp.GetDecision(), "A").GetExcludedReason(); r != "not_in_weights" {
 		t.Errorf("A left out of the weights: reason %q, want not_in_weights", r)
 	}
-	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 0, "B": 0}, AllowDrain: true}); err != nil {
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: map[string]float64{"A": 0, "B": 0}, AllowDrain: true}); err != nil {
 		t.Fatalf("a full drain with allow_drain must be allowed: %v", err)
 	}
 	_, err = e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})

@@ -25,7 +25,7 @@ func TestReportCreatedPoolsAreDropped(t *testing.T) {
 		c.Server.Limits.MaxPools = maxPools
 		c.Server.SweepInterval = 5 * time.Millisecond
 	}))
-	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "kept", Weights: map[string]float64{"d": 1}}); err != nil {
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "kept", Weights: map[string]float64{"d": 1}}); err != nil {
 		t.Fatal(err)
 	}
 	var streams []*instance
@@ -36,7 +36,7 @@ func TestReportCreatedPoolsAreDropped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "new", Weights: map[string]float64{"d": 1}})
+	_, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "new", Weights: map[string]float64{"d": 1}})
 	wantCode(t, err, codes.ResourceExhausted, "too many pools")
 	if _, ok := servertest.MetricValue(e.Metrics(), "prefixroute_weights_version", map[string]string{"pool": "p0"}); !ok {
 		t.Fatal("no prefixroute_weights_version series for p0 before the sweep")
@@ -80,7 +80,7 @@ func TestReportCreatedPoolsAreDropped(t *testing.T) {
 	e.Clock.Advance(31 * time.Second)
 	testwait.Eventually(t, "report-created pools dropped", func() bool { return pools() == 1 })
 
-	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "new", Weights: map[string]float64{"d": 1}}); err != nil {
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "new", Weights: map[string]float64{"d": 1}}); err != nil {
 		t.Fatalf("SetWeights on a new pool after the sweep: %v", err)
 	}
 	fams := e.Metrics()

@@ -20,7 +20,7 @@ import (
 func (as *adminService) StartRamp(ctx context.Context, req *pb.StartRampRequest) (*pb.StartRampResponse, error) {
 	s := as.s
 	var override string
-	pc, err := s.changeNoted(ctx, req.GetPool(), func() (store.Edit, string, error) {
+	pc, err := s.changeNoted(ctx, req.GetPool(), req.GetAllowNewPool(), func() (store.Edit, string, error) {
 		start, version := s.weightsInForce(req.GetPool())
 		steps, err := rampSteps(req, start)
 		if err != nil {
@@ -216,7 +216,7 @@ func (as *adminService) AbortRamp(ctx context.Context, req *pb.AbortRampRequest)
 // updateRamp applies op (store.RampPause, RampResume, RampAbort) to the
 // pool's ramp id through the admin write path, and renders the ramp.
 func (s *Server) updateRamp(ctx context.Context, pool string, id uint64, op, reason string) (*pb.Ramp, error) {
-	pc, err := s.change(ctx, pool, func() (store.Edit, error) { return store.UpdateRampEdit(pool, id, op, reason) })
+	pc, err := s.change(ctx, pool, true, func() (store.Edit, error) { return store.UpdateRampEdit(pool, id, op, reason) })
 	if err != nil {
 		return nil, err
 	}

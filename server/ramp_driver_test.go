@@ -117,7 +117,7 @@ func TestRampStepTakesTheWritePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.obs = o
-	if _, err := s.change(context.Background(), "chat", func() (store.Edit, error) {
+	if _, err := s.change(context.Background(), "chat", true, func() (store.Edit, error) {
 		return store.StartRampEdit("chat", map[string]float64{"a": 1, "b": 0},
 			[]rollout.Step{{Weights: map[string]float64{"a": 0, "b": 1}, After: time.Minute}}, rollout.AutoHold{}, true, 0, "alice")
 	}); err != nil {

@@ -32,7 +32,7 @@ func TestRampStepsOnSchedule(t *testing.T) {
 	e := servertest.Start(t, manualRamps)
 	ctx := context.Background()
 	setWeights(e, "chat", map[string]float64{"a": 1, "b": 0})
-	r, err := e.Admin.StartRamp(ctx, &pb.StartRampRequest{Pool: "chat", Target: map[string]float64{"b": 1},
+	r, err := e.Admin.StartRamp(ctx, &pb.StartRampRequest{AllowNewPool: true, Pool: "chat", Target: map[string]float64{"b": 1},
 		Duration: durationpb.New(4 * time.Minute), StepInterval: durationpb.New(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestRampSurvivesRestart(t *testing.T) {
 	e := servertest.Start(t, servertest.Dir(dir), manualRamps)
 	ctx := context.Background()
 	setWeights(e, "chat", map[string]float64{"a": 1, "b": 0})
-	if _, err := e.Admin.StartRamp(ctx, &pb.StartRampRequest{Pool: "chat", Target: map[string]float64{"b": 1},
+	if _, err := e.Admin.StartRamp(ctx, &pb.StartRampRequest{AllowNewPool: true, Pool: "chat", Target: map[string]float64{"b": 1},
 		Duration: durationpb.New(3 * time.Minute), StepInterval: durationpb.New(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestRampPauseResumeAbort(t *testing.T) {
 		{Weights: map[string]float64{"a": 1, "b": 1}, After: durationpb.New(10 * time.Minute)},
 		{Weights: map[string]float64{"a": 0, "b": 1}, After: durationpb.New(10 * time.Minute)},
 	}
-	if _, err := e.Admin.StartRamp(ctx, &pb.StartRampRequest{Pool: "chat", Steps: steps}); err != nil {
+	if _, err := e.Admin.StartRamp(ctx, &pb.StartRampRequest{AllowNewPool: true, Pool: "chat", Steps: steps}); err != nil {
 		t.Fatal(err)
 	}
 	srv := e.D.Server()
@@ -123,9 +123,9 @@ func TestRampPauseResumeAbort(t *testing.T) {
 		t.Fatal("a step with after 0 was not applied at once")
 	}
 	// While the ramp runs, SetWeights and a second ramp are refused.
-	_, err := e.Admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 1}})
+	_, err := e.Admin.SetWeights(ctx, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat", Weights: map[string]float64{"a": 1}})
 	wantCode(t, err, codes.FailedPrecondition, "ramp 1 is running")
-	_, err = e.Admin.StartRamp(ctx, &pb.StartRampRequest{Pool: "chat", Steps: steps})
+	_, err = e.Admin.StartRamp(ctx, &pb.StartRampRequest{AllowNewPool: true, Pool: "chat", Steps: steps})
 	wantCode(t, err, codes.FailedPrecondition, "abort it before starting another")
 
 	e.Clock.Advance(4 * time.Minute)
@@ -173,17 +173,17 @@ func TestRampErrors(t *testing.T) {
 		msg  string
 	}{
 		{"no pool", &pb.StartRampRequest{Steps: step}, codes.InvalidArgument, "pool is empty"},
-		{"nothing", &pb.StartRampRequest{Pool: "chat"}, codes.InvalidArgument, "no ramp given"},
-		{"both forms", &pb.StartRampRequest{Pool: "chat", Steps: step, Target: map[string]float64{"b": 1}}, codes.InvalidArgument, "not both"},
-		{"no interval", &pb.StartRampRequest{Pool: "chat", Target: map[string]float64{"b": 1}, Duration: d(time.Minute)}, codes.InvalidArgument, "needs both"},
-		{"interval too short", &pb.StartRampRequest{Pool: "chat", Target: map[string]float64{"b": 1}, Duration: d(time.Minute), StepInterval: d(time.Millisecond)},
+		{"nothing", &pb.StartRampRequest{AllowNewPool: true, Pool: "chat"}, codes.InvalidArgument, "no ramp given"},
+		{"both forms", &pb.StartRampRequest{AllowNewPool: true, Pool: "chat", Steps: step, Target: map[string]float64{"b": 1}}, codes.InvalidArgument, "not both"},
+		{"no interval", &pb.StartRampRequest{AllowNewPool: true, Pool: "chat", Target: map[string]float64{"b": 1}, Duration: d(time.Minute)}, codes.InvalidArgument, "needs both"},
+		{"interval too short", &pb.StartRampRequest{AllowNewPool: true, Pool: "chat", Target: map[string]float64{"b": 1}, Duration: d(time.Minute), StepInterval: d(time.Millisecond)},
 			codes.InvalidArgument, "below the minimum 1s"},
-		{"negative target", &pb.StartRampRequest{Pool: "chat", Target: map[string]float64{"b": -1}, Duration: d(time.Minute), StepInterval: d(time.Second)},
+		{"negative target", &pb.StartRampRequest{AllowNewPool: true, Pool: "chat", Target: map[string]float64{"b": -1}, Duration: d(time.Minute), StepInterval: d(time.Second)},
 			codes.InvalidArgument, "target"},
-		{"bad after", &pb.StartRampRequest{Pool: "chat", Steps: []*pb.RampStep{{Weights: map[string]float64{"b": 1}, After: &durationpb.Duration{Seconds: -1, Nanos: 1}}}},
+		{"bad after", &pb.StartRampRequest{AllowNewPool: true, Pool: "chat", Steps: []*pb.RampStep{{Weights: map[string]float64{"b": 1}, After: &durationpb.Duration{Seconds: -1, Nanos: 1}}}},
 			codes.InvalidArgument, "steps[0].after"},
-		{"bad headroom", &pb.StartRampRequest{Pool: "chat", Steps: step, AutoHold: &pb.AutoHold{MinHeadroomPct: 150}}, codes.InvalidArgument, "min_headroom_pct"},
-		{"stale version", &pb.StartRampRequest{Pool: "chat", Steps: step, ExpectedVersion: 7}, codes.Aborted, "expected_version 7"},
+		{"bad headroom", &pb.StartRampRequest{AllowNewPool: true, Pool: "chat", Steps: step, AutoHold: &pb.AutoHold{MinHeadroomPct: 150}}, codes.InvalidArgument, "min_headroom_pct"},
+		{"stale version", &pb.StartRampRequest{AllowNewPool: true, Pool: "chat", Steps: step, ExpectedVersion: 7}, codes.Aborted, "expected_version 7"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -200,7 +200,7 @@ func TestRampErrors(t *testing.T) {
 // setWeights sets pool's weights on e and fails the test on an error.
 func setWeights(e *servertest.Sidecar, pool string, w map[string]float64) {
 	e.T.Helper()
-	if _, err := e.Admin.SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: pool, Weights: w}); err != nil {
+	if _, err := e.Admin.SetWeights(context.Background(), &pb.SetWeightsRequest{AllowNewPool: true, Pool: pool, Weights: w}); err != nil {
 		e.T.Fatal(err)
 	}
 }

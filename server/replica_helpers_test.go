@@ -109,7 +109,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // policy version.
 func setArgmin(t *testing.T, e *servertest.Sidecar, pool string) uint64 {
 	t.Helper()
-	r, err := e.Admin.SetPolicy(context.Background(), &pb.SetPolicyRequest{Pool: pool,
+	r, err := e.Admin.SetPolicy(context.Background(), &pb.SetPolicyRequest{AllowNewPool: true, Pool: pool,
 		Policy: &pb.Policy{Strategy: pb.Strategy_STRATEGY_ARGMIN}})
 	if err != nil {
 		t.Fatalf("SetPolicy argmin: %v", err)

@@ -59,7 +59,7 @@ func TestReplicaKill9LosesNoAckedChange(t *testing.T) {
 	// Two changes in a row on A, then kill -9 at once.
 	w2 := map[string]float64{"a": 1, "b": 4}
 	for i, w := range []map[string]float64{{"a": 9, "b": 1}, w2} {
-		r, err := adminA.SetWeights(c, &pb.SetWeightsRequest{Pool: "m", Weights: w, ExpectedVersion: uint64(i)})
+		r, err := adminA.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: w, ExpectedVersion: uint64(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestReplicaKill9LosesNoAckedChange(t *testing.T) {
 	ns.Restart()
 	w3 := map[string]float64{"a": 0, "b": 1}
 	took = servertest.EventuallyWithin(t, 30*time.Second, "SetWeights on B after NATS restarted", func() bool {
-		_, err := adminB.SetWeights(c, &pb.SetWeightsRequest{Pool: "m", Weights: w3, ExpectedVersion: 2})
+		_, err := adminB.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: w3, ExpectedVersion: 2})
 		return err == nil
 	})
 	t.Logf("B's first SetWeights accepted %v after NATS restarted", took)
@@ -147,9 +147,9 @@ func TestReplicaKill9LosesNoAckedChange(t *testing.T) {
 				p.GetDeployment(), p.GetDecision().GetWeightsVersion())
 		}
 	}
-	_, err = adminA.SetWeights(c, &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"a": 1}})
+	_, err = adminA.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: map[string]float64{"a": 1}})
 	wantCode(t, err, codes.Unavailable, "nothing was changed")
-	_, err = adminA.SetPolicy(c, &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{DeltaMs: f64(30)}})
+	_, err = adminA.SetPolicy(c, &pb.SetPolicyRequest{AllowNewPool: true, Pool: "m", Policy: &pb.Policy{DeltaMs: f64(30)}})
 	wantCode(t, err, codes.Unavailable, "nothing was changed")
 
 	// NATS comes back: A, which started without it, joins in the
@@ -157,7 +157,7 @@ func TestReplicaKill9LosesNoAckedChange(t *testing.T) {
 	ns.Restart()
 	w4 := map[string]float64{"a": 1, "b": 1}
 	took = servertest.EventuallyWithin(t, 30*time.Second, "SetWeights on A once NATS is back", func() bool {
-		_, err := adminA.SetWeights(c, &pb.SetWeightsRequest{Pool: "m", Weights: w4, ExpectedVersion: 3})
+		_, err := adminA.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: w4, ExpectedVersion: 3})
 		return err == nil
 	})
 	t.Logf("A, started without NATS, accepted a change %v after NATS came back", took)

@@ -60,7 +60,7 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 		}
 	}
 	w1 := map[string]float64{"a": 1}
-	if _, err := rs[0].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: w1}); err != nil {
+	if _, err := rs[0].Admin.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: pool, Weights: w1}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rs {
@@ -97,9 +97,9 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 			t.Errorf("replica %d lost instances while NATS is down: %v", i+1, instances(r, pool))
 		}
 		t.Logf("replica %d with NATS down: 30 picks, all answered: %v", i+1, got)
-		_, err := r.Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"a": 7}})
+		_, err := r.Admin.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: pool, Weights: map[string]float64{"a": 7}})
 		wantCode(t, err, codes.Unavailable, "nothing was changed")
-		_, err = r.Admin.SetPolicy(c, &pb.SetPolicyRequest{Pool: pool, Policy: &pb.Policy{DeltaMs: f64(31)}})
+		_, err = r.Admin.SetPolicy(c, &pb.SetPolicyRequest{AllowNewPool: true, Pool: pool, Policy: &pb.Policy{DeltaMs: f64(31)}})
 		wantCode(t, err, codes.Unavailable, "nothing was changed")
 		// The refused change left version 1 in force: checked once, now,
 		// not polled (a poll would pass on its first look either way).
@@ -122,7 +122,7 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 	}
 	w2 := map[string]float64{"a": 2}
 	took := servertest.EventuallyWithin(t, 30*time.Second, "a change accepted after the restart", func() bool {
-		_, err := rs[0].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: w2, ExpectedVersion: 1})
+		_, err := rs[0].Admin.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: pool, Weights: w2, ExpectedVersion: 1})
 		if err != nil && status.Code(err) != codes.Unavailable {
 			t.Fatalf("SetWeights after the restart: %v", err)
 		}
@@ -146,11 +146,11 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 	// Replica 3 alone loses NATS; a change is made on replica 2 meanwhile.
 	proxy.Cut()
 	servertest.Eventually(t, "replica 3's link down", func() bool { return linkUp(t, rs[2]) == 0 })
-	_, err := rs[2].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"a": 9}})
+	_, err := rs[2].Admin.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: pool, Weights: map[string]float64{"a": 9}})
 	wantCode(t, err, codes.Unavailable, "nothing was changed")
 	picks(rs[2], 10)
 	w3 := map[string]float64{"a": 3}
-	if _, err := rs[1].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: w3, ExpectedVersion: 2}); err != nil {
+	if _, err := rs[1].Admin.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: pool, Weights: w3, ExpectedVersion: 2}); err != nil {
 		t.Fatal(err)
 	}
 	servertest.Eventually(t, "v3 on replica 1", weightsAt(rs[0], 3, w3))
@@ -162,7 +162,7 @@ func TestReplicasSurviveNATSOutage(t *testing.T) {
 	took = servertest.EventuallyWithin(t, 30*time.Second, "v3 on replica 3 once it is back", weightsAt(rs[2], 3, w3))
 	t.Logf("the change made while replica 3 was cut off reached it %v after its NATS came back", took)
 	servertest.Eventually(t, "replica 3 linked again", func() bool { return linkUp(t, rs[2]) == 1 })
-	if _, err := rs[2].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"a": 4}, ExpectedVersion: 3}); err != nil {
+	if _, err := rs[2].Admin.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: pool, Weights: map[string]float64{"a": 4}, ExpectedVersion: 3}); err != nil {
 		t.Fatalf("SetWeights on replica 3 after it is back: %v (%v after restore)", err, time.Since(restored))
 	}
 }
@@ -178,12 +178,12 @@ func TestReplicaUnconfirmedChange(t *testing.T) {
 	r1 := servertest.Start(t, servertest.Replica(proxy.URL(), "r1"))
 	r2 := servertest.Start(t, servertest.Replica(ns.URL(), "r2"))
 	c := context.Background()
-	if _, err := r1.Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 1}}); err != nil {
+	if _, err := r1.Admin.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat", Weights: map[string]float64{"a": 1}}); err != nil {
 		t.Fatal(err)
 	}
 	proxy.FreezeAfter("PUB $KV.prefixroute.pool.chat")
 	start := time.Now()
-	_, err := r1.Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 2}, ExpectedVersion: 1})
+	_, err := r1.Admin.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat", Weights: map[string]float64{"a": 2}, ExpectedVersion: 1})
 	t.Logf("unconfirmed SetWeights answered after %v: %v", time.Since(start), err)
 	wantCode(t, err, codes.Unavailable, "may or may not have been made")
 	if strings.Contains(err.Error(), "nothing was changed") {

@@ -28,7 +28,7 @@ func TestReplicasRampStepsOnceClusterWide(t *testing.T) {
 	c := context.Background()
 	const pool = "chat"
 
-	if _, err := rs[0].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"a": 1, "b": 0}}); err != nil {
+	if _, err := rs[0].Admin.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: pool, Weights: map[string]float64{"a": 1, "b": 0}}); err != nil {
 		t.Fatal(err)
 	}
 	// Started at once on another replica, which may not have seen the
@@ -39,7 +39,7 @@ func TestReplicasRampStepsOnceClusterWide(t *testing.T) {
 	var err error
 	refused := 0
 	for {
-		r, err = rs[1].Admin.StartRamp(c, &pb.StartRampRequest{Pool: pool, Target: map[string]float64{"a": 0, "b": 1},
+		r, err = rs[1].Admin.StartRamp(c, &pb.StartRampRequest{AllowNewPool: true, Pool: pool, Target: map[string]float64{"a": 0, "b": 1},
 			Duration: durationpb.New(steps * time.Minute), StepInterval: durationpb.New(time.Minute)})
 		if status.Code(err) != codes.Aborted || refused > 100 {
 			break

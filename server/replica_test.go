@@ -42,7 +42,7 @@ func TestReplicasShareReportsAndWeights(t *testing.T) {
 
 	// Weights set on one replica are on all (b, never seen, needs
 	// allow_drain).
-	if _, err := rs[1].Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 3, "b": 1}, AllowDrain: true}); err != nil {
+	if _, err := rs[1].Admin.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat", Weights: map[string]float64{"a": 3, "b": 1}, AllowDrain: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rs {
@@ -67,7 +67,7 @@ func TestReplicasShareReportsAndWeights(t *testing.T) {
 		for i, r := range pair {
 			go func() {
 				<-start
-				resp, err := r.Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat", ExpectedVersion: version,
+				resp, err := r.Admin.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat", ExpectedVersion: version,
 					Weights: map[string]float64{"a": float64(round*2 + i + 1)}})
 				results <- result{resp, err}
 			}()
@@ -126,7 +126,7 @@ func TestReplicaReadsItsOwnWrites(t *testing.T) {
 		var resp *pb.SetWeightsResponse
 		var err error
 		for range 100 { // Aborted: prepared from a copy behind the bucket
-			if resp, err = r.Admin.SetWeights(c, &pb.SetWeightsRequest{Pool: "chat",
+			if resp, err = r.Admin.SetWeights(c, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat",
 				Weights: map[string]float64{"a": float64(i + 1)}}); status.Code(err) != codes.Aborted {
 				break
 			}
@@ -166,7 +166,7 @@ func TestReplicasConcurrentSetPolicyMerge(t *testing.T) {
 		set := func(r *servertest.Sidecar, p *pb.Policy) {
 			var err error
 			for range 5 {
-				if _, err = r.Admin.SetPolicy(c, &pb.SetPolicyRequest{Pool: "chat", Policy: p}); status.Code(err) != codes.Aborted {
+				if _, err = r.Admin.SetPolicy(c, &pb.SetPolicyRequest{AllowNewPool: true, Pool: "chat", Policy: p}); status.Code(err) != codes.Aborted {
 					break
 				}
 			}

@@ -123,7 +123,7 @@ func TestDurableAcrossKill9(t *testing.T) {
 	c := p.admin(t)
 	bg := context.Background()
 	for i, w := range []map[string]float64{{"A": 9, "B": 1}, {"A": 1, "B": 9}} {
-		r, err := c.SetWeights(bg, &pb.SetWeightsRequest{Pool: "m", Weights: w, ExpectedVersion: uint64(i)})
+		r, err := c.SetWeights(bg, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: w, ExpectedVersion: uint64(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestDurableAcrossKill9(t *testing.T) {
 			t.Fatalf("version %d", r.GetVersion())
 		}
 	}
-	if _, err := c.SetPolicy(bg, &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{DeltaMs: f64(35)}}); err != nil {
+	if _, err := c.SetPolicy(bg, &pb.SetPolicyRequest{AllowNewPool: true, Pool: "m", Policy: &pb.Policy{DeltaMs: f64(35)}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -160,7 +160,7 @@ func TestDurableAcrossKill9(t *testing.T) {
 		t.Errorf("after kill -9: policy delta_ms %v version %d", pol.GetPolicy().GetDeltaMs(), pol.GetVersion())
 	}
 	// CAS continues from the restored version.
-	if _, err := c2.SetWeights(ctx, &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"B": 1}, ExpectedVersion: 2}); err != nil {
+	if _, err := c2.SetWeights(ctx, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: map[string]float64{"B": 1}, ExpectedVersion: 2}); err != nil {
 		t.Errorf("CAS at the restored version: %v", err)
 	}
 }

@@ -43,7 +43,7 @@ func TestPickSaturation(t *testing.T) {
 			}
 		}
 	}
-	resp, err := e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{OnSaturation: pb.OnSaturation_ON_SATURATION_SHED}})
+	resp, err := e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "m", Policy: &pb.Policy{OnSaturation: pb.OnSaturation_ON_SATURATION_SHED}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +53,6 @@ func TestPickSaturation(t *testing.T) {
 	_, err = e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
 	wantCode(t, err, codes.ResourceExhausted, `pool "m" is saturated`, "3 kv_full", "drains in about 15.0 ms", "on_saturation: shed")
 
-	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{OnSaturation: 9}})
+	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "m", Policy: &pb.Policy{OnSaturation: 9}})
 	wantCode(t, err, codes.InvalidArgument, "on_saturation must be least_loaded or shed, got 9")
 }

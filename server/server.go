@@ -132,13 +132,15 @@ func (s *Server) Sweep(ctx context.Context) {
 	every(ctx, s.opts.SweepInterval, s.sweepOnce)
 }
 
-// sweepOnce runs one sweep: it forgets the instances past forget_after,
+// sweepOnce runs one sweep: it records the pools with instances in the
+// seen set (noteSeen), forgets the instances past forget_after,
 // then drops the pools a report created that have had neither instances nor
 // a stored configuration (weights, policy, ramp) for forget_after, with
 // their metric series and console history, so that they do not hold the
 // --max-pools cap until a restart.
 func (s *Server) sweepOnce() {
 	now := s.opts.Now()
+	s.noteSeen()
 	if n := s.reg.Sweep(now); n > 0 {
 		s.log.Info("forgot instances disconnected past forget_after", "instances", n)
 	}
@@ -173,9 +175,11 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 // calls keep working.
 func (s *Server) Drain() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
-// Close leaves the cluster and releases the data dir.
+// Close leaves the cluster, records the pools with instances in the seen
+// set (noteSeen) and releases the data dir.
 func (s *Server) Close() error {
 	s.repl.Close()
+	s.noteSeen()
 	return s.store.Close()
 }
 

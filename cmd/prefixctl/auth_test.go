@@ -52,7 +52,7 @@ func TestAuthTLS(t *testing.T) {
 		return ctl(addr, append(a, args...)...)
 	}
 
-	expect(t, as("ops", "weights", "set", "chat", "a=1", "b=3"), 0, "weights set, version 1", "75%")
+	expect(t, as("ops", "weights", "set", "chat", "a=1", "b=3", "--create"), 0, "weights set, version 1", "75%")
 	expect(t, as("ops", "weights", "get", "chat"), 0, "weights version 1")
 	expect(t, as("reader", "weights", "get", "chat"), 0, "weights version 1")
 
@@ -123,7 +123,7 @@ func TestAuthInstanceRunAndPick(t *testing.T) {
 func TestAuthPlaintext(t *testing.T) {
 	p := testpki.New(t)
 	d := startSecureDaemon(t, p, false)
-	expect(t, ctl(d.Addr(), "--token-file", p.TokenFile["ops"], "weights", "set", "chat", "a=1"), 0, "version 1")
+	expect(t, ctl(d.Addr(), "--token-file", p.TokenFile["ops"], "weights", "set", "chat", "a=1", "--create"), 0, "version 1")
 	expect(t, ctl(d.Addr(), "weights", "get", "chat"), exitRefused, "Unauthenticated", "pass --token-file")
 	expect(t, ctl("10.255.255.1:50051", "--token-file", p.TokenFile["ops"], "pools"), exitUsage,
 		"--token-file without TLS to 10.255.255.1:50051: the token would cross the network in cleartext")

@@ -41,6 +41,13 @@ func TestEndToEnd(t *testing.T) {
 	expect(t, ctl(addr, "weights", "get", "m"), 0, "weights never set", "equal split")
 
 	t.Run("weights", func(t *testing.T) {
+		// A misspelt pool is refused and not created; --create creates it.
+		expect(t, ctl(addr, "weights", "set", "mm", "A=1"), exitRefused, `NotFound: pool not found: "mm"`,
+			"run 'prefixctl weights set --create'")
+		expect(t, ctl(addr, "policy", "set", "mm", "delta_ms=10"), exitRefused, `pool not found: "mm"`, "policy set --create")
+		expect(t, ctl(addr, "weights", "get", "mm"), exitRefused, "NotFound")
+		expect(t, ctl(addr, "policy", "set", "new", "delta_ms=10", "--create"), 0)
+		expect(t, ctl(addr, "weights", "set", "new", "A=1"), 0, "version 1")
 		expect(t, ctl(addr, "weights", "set", "m", "A=1", "B=9"), 0, "weights set, version 1", "90%")
 		expect(t, ctl(addr, "weights", "set", "m", "A=1", "B=9", "--expect-version", "1"), 0, "version 2")
 		expect(t, ctl(addr, "weights", "set", "--expect-version", "1", "m", "A=5", "B=5"), exitConflict,
@@ -186,7 +193,9 @@ func TestInstanceRun(t *testing.T) {
 func TestRampCommands(t *testing.T) {
 	d := startDaemon(t, true)
 	addr := d.Addr()
-	expect(t, ctl(addr, "weights", "set", "chat", "a=1"), 0)
+	expect(t, ctl(addr, "ramp", "start", "chat", "a=1", "--over", "4m", "--every", "1m"), 1, `pool not found: "chat"`,
+		"prefixctl ramp start --create")
+	expect(t, ctl(addr, "weights", "set", "chat", "a=1", "--create"), 0)
 	expect(t, ctl(addr, "ramp", "start", "chat", "b=1", "--over", "4m", "--every", "1m"), 1, `never seen "b"`, "prefixctl ramp start --force")
 	expect(t, ctl(addr, "weights", "set", "chat", "a=1", "b=0"), 0)
 	expect(t, ctl(addr, "ramp", "status", "chat"), 1, "never had a ramp")

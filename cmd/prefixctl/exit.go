@@ -127,10 +127,13 @@ func transportCause(msg string) string {
 func hintFor(cmd string, code codes.Code) string {
 	switch code {
 	case codes.NotFound:
-		if cmd == "migration" || strings.HasPrefix(cmd, "ramp ") {
+		switch {
+		case cmd == "weights set" || cmd == "policy set" || cmd == "ramp start":
+			return "list pools with 'prefixctl pools'; if the name is right, run 'prefixctl " + cmd + " --create' to create the pool"
+		case cmd == "migration" || strings.HasPrefix(cmd, "ramp "):
 			return "" // the sidecar's message says what is missing
 		}
-		return "list pools with 'prefixctl pools'; a pool appears when an instance reports into it or weights or a policy are set"
+		return "list pools with 'prefixctl pools'; a pool appears when an instance reports into it or with 'prefixctl weights set --create'"
 	case codes.InvalidArgument:
 		if cmd != "" {
 			return "see 'prefixctl help " + cmd + "'"

@@ -78,7 +78,7 @@ func (c *cli) instances(fs *pflag.FlagSet) runner {
 func renderPools(w io.Writer, r *pb.ListPoolsResponse) {
 	if len(r.GetPools()) == 0 {
 		fmt.Fprintln(w, "no pools yet: a pool appears when an instance reports into it, or when its")
-		fmt.Fprintln(w, "weights or policy are set")
+		fmt.Fprintln(w, "weights or policy are set with --create")
 		return
 	}
 	t := newTable(nameCol("POOL", 12), numCol("DEPLOYMENTS"), numCol("INSTANCES"), textCol("WEIGHTS"))

@@ -225,15 +225,16 @@ func (c *cli) policyGet(fs *pflag.FlagSet) runner {
 	}
 }
 
-// policySet is 'prefixctl policy set POOL KEY=VALUE...'.
+// policySet is 'prefixctl policy set POOL KEY=VALUE... [--create]'.
 func (c *cli) policySet(fs *pflag.FlagSet) runner {
+	create := createFlag(fs)
 	return func(pos []string) error {
 		p, err := parsePolicy(pos[1:])
 		if err != nil {
 			return usagef("%v", err)
 		}
 		return adminCall(c, func(ctx context.Context, a pb.AdminServiceClient) (*pb.SetPolicyResponse, error) {
-			return a.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: pos[0], Policy: p})
+			return a.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: pos[0], Policy: p, AllowNewPool: *create})
 		}, func(w io.Writer, r *pb.SetPolicyResponse) { renderPolicy(w, pos[0], r.GetPolicy(), r.GetVersion()) })
 	}
 }

@@ -26,9 +26,10 @@ func (c *cli) rampStart(fs *pflag.FlagSet) runner {
 	from := fs.String("from", "", "auto-hold: the deployment `A` losing traffic (default: the one losing most share)")
 	to := fs.String("to", "", "auto-hold: the deployment `B` gaining traffic (default: the one gaining most share)")
 	force := fs.Bool("force", false, "allow_drain: start a ramp that ends with all traffic on deployments without an eligible instance, or names one the pool never saw (audited)")
+	create := createFlag(fs)
 	return func(pos []string) error {
 		var err error
-		req := &pb.StartRampRequest{Pool: pos[0], ExpectedVersion: *expect, AllowDrain: *force}
+		req := &pb.StartRampRequest{Pool: pos[0], ExpectedVersion: *expect, AllowDrain: *force, AllowNewPool: *create}
 		if *hold != 0 {
 			req.AutoHold = &pb.AutoHold{MinHeadroomPct: *hold, From: *from, To: *to}
 		}

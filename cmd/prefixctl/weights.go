@@ -23,10 +23,11 @@ func (c *cli) weightsGet(fs *pflag.FlagSet) runner {
 	}
 }
 
-// weightsSet is 'prefixctl weights set POOL DEP=W... [--expect-version N] [--force]'.
+// weightsSet is 'prefixctl weights set POOL DEP=W... [--expect-version N] [--force] [--create]'.
 func (c *cli) weightsSet(fs *pflag.FlagSet) runner {
 	expect := fs.Uint64("expect-version", 0, "compare-and-set: fail unless the weights version is `N` (0 = unconditional)")
 	force := fs.Bool("force", false, "allow_drain: set weights that leave no deployment with an eligible instance above 0, or name one the pool never saw (audited)")
+	create := createFlag(fs)
 	return func(pos []string) error {
 		weights, err := parseWeights(pos[1:])
 		if err != nil {
@@ -39,7 +40,8 @@ func (c *cli) weightsSet(fs *pflag.FlagSet) runner {
 		}
 		ctx, cancel := c.call()
 		defer cancel()
-		resp, err := admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: pool, Weights: weights, ExpectedVersion: *expect, AllowDrain: *force})
+		resp, err := admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: pool, Weights: weights, ExpectedVersion: *expect, AllowDrain: *force,
+			AllowNewPool: *create})
 		if status.Code(err) == codes.Aborted {
 			current := "unknown"
 			if got, gerr := admin.GetWeights(ctx, &pb.GetWeightsRequest{Pool: pool}); gerr == nil {
@@ -113,4 +115,11 @@ func renderWeightsSet(w io.Writer, pool string, r *pb.SetWeightsResponse) {
 	if sum == 0 {
 		fmt.Fprintln(w, "every weight is 0: the pool is drained, picks fail until a weight is raised")
 	}
+}
+
+// createFlag is --create, allow_new_pool: the write may create a pool the
+// router does not know (else refused, so that a misspelt pool is not
+// created).
+func createFlag(fs *pflag.FlagSet) *bool {
+	return fs.Bool("create", false, "allow_new_pool: create the pool if the router does not know it (no configuration, no instances, none seen reporting within 24 h)")
 }

@@ -48,7 +48,7 @@ func TestNginxWeightsShiftNewPrompts(t *testing.T) {
 	f := startFleet(t, nil)
 	f.add("mix", "a", "a-1")
 	f.add("mix", "b", "b-1")
-	if _, err := f.sidecar.Admin.SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: "mix",
+	if _, err := f.sidecar.Admin.SetWeights(context.Background(), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "mix",
 		Weights: map[string]float64{"a": 1, "b": 9}}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestNginxDeadInstance(t *testing.T) {
 		return false
 	})
 	const stale = 3 * time.Second
-	if _, err := f.sidecar.Admin.SetPolicy(context.Background(), &pb.SetPolicyRequest{Pool: "chat",
+	if _, err := f.sidecar.Admin.SetPolicy(context.Background(), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "chat",
 		Policy: &pb.Policy{StaleAfter: durationpb.New(stale)}}); err != nil {
 		t.Fatal(err)
 	}

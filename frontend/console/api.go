@@ -199,13 +199,15 @@ func (c *console) migration(w http.ResponseWriter, r *http.Request) {
 }
 
 // setWeights is POST /ui/api/weights {"pool", "weights", "expected_version",
-// "allow_drain"}: SetWeights.
+// "allow_drain", "allow_new_pool"}: SetWeights. A pool the router does not
+// know is 404 unless allow_new_pool.
 func (c *console) setWeights(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Pool            string             `json:"pool"`
 		Weights         map[string]float64 `json:"weights"`
 		ExpectedVersion uint64             `json:"expected_version"`
 		AllowDrain      bool               `json:"allow_drain"`
+		AllowNewPool    bool               `json:"allow_new_pool"`
 	}
 	if err := decode(r, &in); err != nil {
 		fail(w, err)
@@ -217,13 +219,14 @@ func (c *console) setWeights(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp, err := c.b.Admin().SetWeights(ctx, &pb.SetWeightsRequest{Pool: in.Pool, Weights: in.Weights, ExpectedVersion: in.ExpectedVersion,
-		AllowDrain: in.AllowDrain})
+		AllowDrain: in.AllowDrain, AllowNewPool: in.AllowNewPool})
 	answer(w, resp, err)
 }
 
 // startRamp is POST /ui/api/ramp/start {"pool", "target", "duration",
-// "step_interval", "min_headroom_pct", "expected_version", "allow_drain"}: a linear
-// StartRamp. Durations are Go durations ("10m", "30s").
+// "step_interval", "min_headroom_pct", "expected_version", "allow_drain",
+// "allow_new_pool"}: a linear StartRamp. Durations are Go durations ("10m",
+// "30s").
 func (c *console) startRamp(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Pool            string             `json:"pool"`
@@ -233,6 +236,7 @@ func (c *console) startRamp(w http.ResponseWriter, r *http.Request) {
 		MinHeadroomPct  float64            `json:"min_headroom_pct"`
 		ExpectedVersion uint64             `json:"expected_version"`
 		AllowDrain      bool               `json:"allow_drain"`
+		AllowNewPool    bool               `json:"allow_new_pool"`
 	}
 	if err := decode(r, &in); err != nil {
 		fail(w, err)
@@ -249,7 +253,7 @@ func (c *console) startRamp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &pb.StartRampRequest{Pool: in.Pool, Target: in.Target, Duration: durationpb.New(d), StepInterval: durationpb.New(iv),
-		ExpectedVersion: in.ExpectedVersion, AllowDrain: in.AllowDrain}
+		ExpectedVersion: in.ExpectedVersion, AllowDrain: in.AllowDrain, AllowNewPool: in.AllowNewPool}
 	if in.MinHeadroomPct != 0 {
 		req.AutoHold = &pb.AutoHold{MinHeadroomPct: in.MinHeadroomPct}
 	}

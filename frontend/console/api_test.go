@@ -113,6 +113,8 @@ func TestConsoleEndpoints(t *testing.T) {
 		{"two objects", "POST", "/ui/api/weights", `{"pool":"chat"} {}`, nil, 400, "one JSON object"},
 		{"not JSON", "POST", "/ui/api/weights", `{"pool":`, nil, 400, "request body"},
 		{"bad weight", "POST", "/ui/api/weights", `{"pool":"chat","weights":{"a":-1}}`, nil, 400, "-1"},
+		{"weights of an unknown pool", "POST", "/ui/api/weights", `{"pool":"chta","weights":{"a":1}}`, nil, 404, "allow_new_pool"},
+		{"ramp of an unknown pool", "POST", "/ui/api/ramp/start", `{"pool":"chta","target":{"a":1},"duration":"2m","step_interval":"1m"}`, nil, 404, `"chta"`},
 		{"ramp op unknown", "POST", "/ui/api/ramp/skip", `{"pool":"chat"}`, nil, 404, "want start, pause, resume or abort"},
 		{"ramp bad duration", "POST", "/ui/api/ramp/start", `{"pool":"chat","target":{"b":1},"duration":"soon","step_interval":"1m"}`, nil, 400, `duration is "soon"`},
 		{"ramp pause without ramp", "POST", "/ui/api/ramp/pause", `{"pool":"chat"}`, nil, 404, "never had a ramp"},
@@ -150,7 +152,7 @@ func TestConsoleWrites(t *testing.T) {
 		}
 		return a.body
 	}
-	if got := post("/ui/api/weights", `{"pool":"chat","weights":{"a":1,"b":3}}`); !strings.Contains(got, `"version":"1"`) {
+	if got := post("/ui/api/weights", `{"pool":"chat","weights":{"a":1,"b":3},"allow_new_pool":true}`); !strings.Contains(got, `"version":"1"`) {
 		t.Errorf("SetWeights answered %s", got)
 	}
 	post("/ui/api/ramp/start", `{"pool":"chat","target":{"a":0,"b":1},"duration":"1h","step_interval":"10m"}`)
@@ -206,7 +208,7 @@ func TestConsoleAuthorization(t *testing.T) {
 		{"reader reads", "GET", "/ui/api/pool?pool=chat", "", bearer("reader"), 404, `"chat"`},
 		{"reader cannot write", "POST", "/ui/api/weights", `{"pool":"chat","weights":{"a":1}}`, bearer("reader"), 403, "needs role operator"},
 		{"gateway cannot read", "GET", "/ui/api/pools", "", bearer("gw"), 403, "needs role operator-read"},
-		{"operator writes", "POST", "/ui/api/weights", `{"pool":"chat","weights":{"a":1}}`, bearer("op"), 200, `"version":"1"`},
+		{"operator writes", "POST", "/ui/api/weights", `{"pool":"chat","weights":{"a":1},"allow_new_pool":true}`, bearer("op"), 200, `"version":"1"`},
 		{"reader reads it", "GET", "/ui/api/pool?pool=chat", "", bearer("reader"), 200, `"version":"1"`},
 		{"operator cannot explain", "POST", "/ui/api/explain", `{"pool":"chat","text":"x"}`, bearer("op"), 403, "needs role gateway"},
 		{"gateway explains", "POST", "/ui/api/explain", `{"pool":"chat","text":"x"}`, bearer("gw"), 503, "no instances"},
@@ -235,7 +237,7 @@ func writeTokens(t *testing.T, ids map[string]string) string {
 func TestConsoleAllowDrain(t *testing.T) {
 	sc := servertest.Start(t)
 	addr := sc.HTTPAddr()
-	if a := call(t, addr, "POST", "/ui/api/weights", `{"pool":"chat","weights":{"a":0},"allow_drain":true}`, nil); a.status != 200 {
+	if a := call(t, addr, "POST", "/ui/api/weights", `{"pool":"chat","weights":{"a":0},"allow_drain":true,"allow_new_pool":true}`, nil); a.status != 200 {
 		t.Fatalf("weights with allow_drain: %d %s: %s", a.status, a.code, a.error)
 	}
 	if a := call(t, addr, "POST", "/ui/api/ramp/start", `{"pool":"chat","target":{"a":0,"b":1},"duration":"1h","step_interval":"10m","allow_drain":true}`, nil); a.status != 200 {

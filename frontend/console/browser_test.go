@@ -213,7 +213,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// one poll a second, within 2 s.
 	b.open("#/pool/chat")
 	b.waitJS(`document.querySelector('#chart-share path[data-series="share a"]')`)
-	resp, err := f.sc.Admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: fleetPool, Weights: map[string]float64{"a": 30, "b": 70}})
+	resp, err := f.sc.Admin.SetWeights(ctx, &pb.SetWeightsRequest{AllowNewPool: true, Pool: fleetPool, Weights: map[string]float64{"a": 30, "b": 70}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func docsCutover(t *testing.T, f *fleet, b *browser) {
 	if _, err := f.sc.Admin.AbortRamp(ctx, &pb.AbortRampRequest{Pool: fleetPool}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.sc.Admin.StartRamp(ctx, &pb.StartRampRequest{Pool: fleetPool, Target: map[string]float64{"a": 0, "b": 100},
+	if _, err := f.sc.Admin.StartRamp(ctx, &pb.StartRampRequest{AllowNewPool: true, Pool: fleetPool, Target: map[string]float64{"a": 0, "b": 100},
 		Duration: durationpb.New(60 * time.Second), StepInterval: durationpb.New(10 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}

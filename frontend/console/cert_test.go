@@ -61,7 +61,7 @@ func TestConsoleClientCertificate(t *testing.T) {
 	}{
 		{"no credentials", "", "GET", "/ui/api/pools", "", 401, "no credentials"},
 		{"alice reads", "alice", "GET", "/ui/api/pools", "", 200, `"pools"`},
-		{"alice writes", "alice", "POST", "/ui/api/weights", `{"pool":"chat","weights":{"a":1}}`, 200, `"version":"1"`},
+		{"alice writes", "alice", "POST", "/ui/api/weights", `{"pool":"chat","weights":{"a":1},"allow_new_pool":true}`, 200, `"version":"1"`},
 		{"a certificate of no identity", "stranger", "GET", "/ui/api/pools", "", 403, "stranger"},
 		{"an instance's certificate", "inst-b-cert", "GET", "/ui/api/pools", "", 403, "needs role operator-read"},
 	} {

@@ -68,10 +68,10 @@ func TestConsoleStrictJSON(t *testing.T) {
 		{"lone high surrogate", "POST", "/ui/api/weights", `{"pool":"m","weights":{"a\ud800":1}}`, nil, 400, `\ud800 at byte 25 is half of a UTF-16 surrogate pair`},
 		{"lone low surrogate", "POST", "/ui/api/weights", `{"pool":"m\uDC00","weights":{"a":1}}`, nil, 400, "half of a UTF-16 surrogate pair"},
 		{"high then not low", "POST", "/ui/api/weights", `{"pool":"m","weights":{"\ud800\u0041":1}}`, nil, 400, "surrogate pair"},
-		{"escaped backslash before u", "POST", "/ui/api/weights", `{"pool":"esc","weights":{"a\\ud800":1}}`, nil, 200, `"version":"1"`},
-		{"a whole pair", "POST", "/ui/api/weights", `{"pool":"pair","weights":{"\ud83d\ude00":1}}`, nil, 200, `"version":"1"`},
-		{"same key in two objects", "POST", "/ui/api/weights", `{"pool":"n","weights":{"pool":1}}`, nil, 200, `"version":"1"`},
-		{"one of each", "POST", "/ui/api/weights", `{"pool":"m","weights":{"a":1,"b":0}}`, nil, 200, `"version":"1"`},
+		{"escaped backslash before u", "POST", "/ui/api/weights", `{"pool":"esc","weights":{"a\\ud800":1},"allow_new_pool":true}`, nil, 200, `"version":"1"`},
+		{"a whole pair", "POST", "/ui/api/weights", `{"pool":"pair","weights":{"\ud83d\ude00":1},"allow_new_pool":true}`, nil, 200, `"version":"1"`},
+		{"same key in two objects", "POST", "/ui/api/weights", `{"pool":"n","weights":{"pool":1},"allow_new_pool":true}`, nil, 200, `"version":"1"`},
+		{"one of each", "POST", "/ui/api/weights", `{"pool":"m","weights":{"a":1,"b":0},"allow_new_pool":true}`, nil, 200, `"version":"1"`},
 	})
 }
 
@@ -80,7 +80,7 @@ func TestConsoleStrictJSON(t *testing.T) {
 // application/json exactly.
 func TestConsoleWriteOrigin(t *testing.T) {
 	addr := servertest.Start(t).HTTPAddr()
-	w := `{"pool":"m","weights":{"a":1}}`
+	w := `{"pool":"m","weights":{"a":1},"allow_new_pool":true}`
 	checkCases(t, addr, []apiCase{
 		{"Origin null", "POST", "/ui/api/weights", w, map[string]string{"Origin": "null"}, 403, "Origin"},
 		{"other scheme", "POST", "/ui/api/weights", w, map[string]string{"Origin": "https://" + addr}, 403, "Origin"},

@@ -25,7 +25,7 @@ func TestErrorClasses(t *testing.T) {
 	e.instance("drained", "blue", "d1", "10.0.1.1:8000", 0)
 	e.weights("drained", map[string]float64{"blue": 0})
 	e.instance("full", "blue", "f1", "10.0.2.1:8000", 1) // KV cache full
-	if _, err := e.sc.Admin.SetPolicy(context.Background(), &pb.SetPolicyRequest{Pool: "full",
+	if _, err := e.sc.Admin.SetPolicy(context.Background(), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "full",
 		Policy: &pb.Policy{OnSaturation: pb.OnSaturation_ON_SATURATION_SHED}}); err != nil {
 		t.Fatal(err)
 	}

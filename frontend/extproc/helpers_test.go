@@ -89,7 +89,7 @@ func (e *env) report(r *pb.ReportLoadRequest) {
 // are drained on purpose.
 func (e *env) weights(pool string, w map[string]float64) {
 	e.t.Helper()
-	if _, err := e.sc.Admin.SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: pool, Weights: w, AllowDrain: true}); err != nil {
+	if _, err := e.sc.Admin.SetWeights(context.Background(), &pb.SetWeightsRequest{AllowNewPool: true, Pool: pool, Weights: w, AllowDrain: true}); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -68,15 +68,17 @@ func sendChunks(body []byte, eos bool, send func(chunk []byte, eos bool) error) 
 }
 
 // immediate is the ImmediateResponse of an error: its status, JSON body,
-// content type and reason header.
+// content type, reason header and, for a pool warming up, retry-after.
 func immediate(e *gateway.Error) *extprocv3.ProcessingResponse {
+	hs := []*corev3.HeaderValueOption{
+		setHeader("content-type", "application/json"),
+		setHeader(gateway.ReasonHeader, e.Reason),
+	}
+	e.SetRetryAfter(func(_, v string) { hs = append(hs, setHeader("retry-after", v)) }) // Envoy wants lower case
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extprocv3.ImmediateResponse{
-			Status: &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},
-			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
-				setHeader("content-type", "application/json"),
-				setHeader(gateway.ReasonHeader, e.Reason),
-			}},
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},
+			Headers: &extprocv3.HeaderMutation{SetHeaders: hs},
 			Body:    e.JSON(),
 			Details: "prefixroute_" + e.Reason + "_" + strconv.Itoa(e.Status),
 		}}}

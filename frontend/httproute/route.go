@@ -125,6 +125,7 @@ func writeRouteError(w http.ResponseWriter, e *gateway.Error) int {
 	hd := w.Header()
 	hd.Set(gateway.ReasonHeader, e.Reason)
 	hd.Set("Content-Type", "application/json")
+	e.SetRetryAfter(hd.Set)
 	w.WriteHeader(e.Status)
 	w.Write(e.JSON())
 	return e.Status

@@ -80,7 +80,7 @@ func TestHTTPRoute(t *testing.T) {
 func TestHTTPRouteErrors(t *testing.T) {
 	e := servertest.Start(t, servertest.Config(func(c *daemon.Config) { c.Gateway.MaxBodyBytes = 1024 }))
 	report(e, rep("chat", "a", "a-1"))
-	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{Pool: "drained", Weights: map[string]float64{"a": 0}, AllowDrain: true}); err != nil {
+	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "drained", Weights: map[string]float64{"a": 0}, AllowDrain: true}); err != nil {
 		t.Fatal(err)
 	}
 	report(e, rep("drained", "a", "d-1"))

@@ -52,7 +52,7 @@ func endToEnd(t *testing.T, dialect, metrics string, kind enginemetrics.Engine, 
 	}
 	defer cc.Close()
 	admin := pb.NewAdminServiceClient(cc)
-	if _, err := admin.SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"A": 1}}); err != nil {
+	if _, err := admin.SetWeights(context.Background(), &pb.SetWeightsRequest{AllowNewPool: true, Pool: pool, Weights: map[string]float64{"A": 1}}); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--dialect", dialect, "--metrics", metrics}

@@ -27,7 +27,7 @@ func benchRouter(b *testing.B) (*grpc.ClientConn, *client.Picker) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cc.Close() })
-	if _, err := pb.NewAdminServiceClient(cc).SetWeights(context.Background(), &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 1}}); err != nil {
+	if _, err := pb.NewAdminServiceClient(cc).SetWeights(context.Background(), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: map[string]float64{"A": 1}}); err != nil {
 		b.Fatal(err)
 	}
 	p, err := client.NewPicker(cc, client.PickerOptions{Pool: "m", BlockSize: 16, Timeout: 5 * time.Second})

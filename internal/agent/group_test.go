@@ -26,7 +26,7 @@ func TestEnginesOnOneLink(t *testing.T) {
 	}
 	defer cc.Close()
 	admin := pb.NewAdminServiceClient(cc)
-	if _, err := admin.SetWeights(t.Context(), &pb.SetWeightsRequest{Pool: pool, Weights: map[string]float64{"A": 1}}); err != nil {
+	if _, err := admin.SetWeights(t.Context(), &pb.SetWeightsRequest{AllowNewPool: true, Pool: pool, Weights: map[string]float64{"A": 1}}); err != nil {
 		t.Fatal(err)
 	}
 	link, err := client.NewBatchLink(cc, client.BatchLinkOptions{AckInterval: 50 * time.Millisecond})

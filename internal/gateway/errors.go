@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/prefixroute/prefixroute/internal/openai"
+	"github.com/prefixroute/prefixroute/internal/protoconv"
 )
 
 // Reasons: the short tokens of ReasonHeader, one per answer class.
@@ -19,6 +21,7 @@ const (
 	ReasonUnknownModel       = "unknown_model"        // 404: the request maps to no pool
 	ReasonUnknownPool        = "unknown_pool"         // 404: the router knows no such pool
 	ReasonNoEligibleInstance = "no_eligible_instance" // 503: no instance may serve it
+	ReasonPoolWarming        = "pool_warming"         // 503 + Retry-After: a known pool's instances have not reported yet
 	ReasonDrained            = "drained"              // 503: every deployment with instances has weight 0
 	ReasonSaturated          = "saturated"            // 429: every eligible instance is saturated
 	ReasonTimeout            = "timeout"              // 504: the pick's deadline passed
@@ -31,6 +34,26 @@ type Error struct {
 	Reason  string // ReasonHeader's value, one of the Reason* tokens
 	Message string // what was wrong, for a person
 }
+
+// RetryAfter is the Retry-After of e in seconds, 0 for none: a pool
+// warming up is worth a retry after protoconv.RetryAfterSeconds (1 s).
+func (e *Error) RetryAfter() int {
+	if e.Reason == ReasonPoolWarming {
+		return protoconv.RetryAfterSeconds
+	}
+	return 0
+}
+
+// SetRetryAfter sets the Retry-After header in set (a header setter, such
+// as http.Header.Set) when e has one (RetryAfter).
+func (e *Error) SetRetryAfter(set func(key, value string)) {
+	if n := e.RetryAfter(); n > 0 {
+		set(RetryAfterHeader, strconv.Itoa(n))
+	}
+}
+
+// RetryAfterHeader is the header of Error.RetryAfter.
+const RetryAfterHeader = "Retry-After"
 
 // Error returns the message with the reason.
 func (e *Error) Error() string { return e.Reason + ": " + e.Message }
@@ -67,6 +90,7 @@ func (e *Error) JSON() []byte {
 //	openai.ErrUnknownEndpoint           404 unknown_endpoint
 //	ErrNoPool                           404 unknown_model
 //	NotFound                            404 unknown_pool
+//	Unavailable, reason POOL_WARMING    503 pool_warming, Retry-After 1 s
 //	Unavailable                         503 no_eligible_instance
 //	FailedPrecondition                  503 drained (every weight is 0)
 //	ResourceExhausted                   429 saturated
@@ -105,6 +129,9 @@ func ErrorFor(err error) *Error {
 	case codes.NotFound:
 		return &Error{http.StatusNotFound, ReasonUnknownPool, msg}
 	case codes.Unavailable:
+		if protoconv.ReasonOf(err) == protoconv.ReasonPoolWarming {
+			return &Error{http.StatusServiceUnavailable, ReasonPoolWarming, msg}
+		}
 		return &Error{http.StatusServiceUnavailable, ReasonNoEligibleInstance, msg}
 	case codes.FailedPrecondition:
 		return &Error{http.StatusServiceUnavailable, ReasonDrained, msg}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/prefixroute/prefixroute/internal/openai"
+	"github.com/prefixroute/prefixroute/internal/protoconv"
 )
 
 func TestErrorFor(t *testing.T) {
@@ -26,6 +27,8 @@ func TestErrorFor(t *testing.T) {
 		{status.Error(codes.InvalidArgument, "pool is empty"), 400, ReasonBadRequest, "pool is empty"},
 		{status.Error(codes.NotFound, `pool "x" not found`), 404, ReasonUnknownPool, `pool "x" not found`},
 		{status.Error(codes.Unavailable, "no eligible instance"), 503, ReasonNoEligibleInstance, "no eligible instance"},
+		{protoconv.WithReason(codes.Unavailable, "warming", protoconv.ReasonPoolWarming, "chat").Err(), 503, ReasonPoolWarming, "warming"},
+		{protoconv.WithReason(codes.Unavailable, "other", "OTHER", "").Err(), 503, ReasonNoEligibleInstance, "other"},
 		{status.Error(codes.FailedPrecondition, "drained"), 503, ReasonDrained, "drained"},
 		{status.Error(codes.ResourceExhausted, "saturated"), 429, ReasonSaturated, "saturated"},
 		{status.Error(codes.DeadlineExceeded, "late"), 504, ReasonTimeout, "late"},
@@ -37,6 +40,13 @@ func TestErrorFor(t *testing.T) {
 		e := ErrorFor(tt.err)
 		if e.Status != tt.status || e.Reason != tt.reason || e.Message != tt.msg {
 			t.Errorf("ErrorFor(%v) = %+v; want %d %s %q", tt.err, *e, tt.status, tt.reason, tt.msg)
+		}
+		wantRetry := 0
+		if tt.reason == ReasonPoolWarming {
+			wantRetry = 1
+		}
+		if got := e.RetryAfter(); got != wantRetry {
+			t.Errorf("ErrorFor(%v).RetryAfter() = %d; want %d", tt.err, got, wantRetry)
 		}
 	}
 	if ErrorFor(nil) != nil {
@@ -52,6 +62,7 @@ func TestErrorJSON(t *testing.T) {
 		{Error{400, ReasonBadRequest, `bad "x"`}, `{"error":{"message":"bad \"x\"","type":"invalid_request_error","code":"bad_request"}}`},
 		{Error{429, ReasonSaturated, "full"}, `{"error":{"message":"full","type":"rate_limit_error","code":"saturated"}}`},
 		{Error{503, ReasonNoEligibleInstance, "none"}, `{"error":{"message":"none","type":"server_error","code":"no_eligible_instance"}}`},
+		{Error{503, ReasonPoolWarming, "soon"}, `{"error":{"message":"soon","type":"server_error","code":"pool_warming"}}`},
 	} {
 		if got := string(tt.e.JSON()); got != tt.want {
 			t.Errorf("JSON() = %s\nwant     %s", got, tt.want)

@@ -198,7 +198,7 @@ func (lr *liveRun) setup(conns []*grpc.ClientConn) error {
 	d, speed := lr.d, lr.opts.Speed
 	ctx, cancel := context.WithTimeout(lr.ctx, 10*time.Second)
 	defer cancel()
-	if _, err := lr.admin.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: d.Pool(), Policy: d.PolicyProto(speed)}); err != nil {
+	if _, err := lr.admin.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: d.Pool(), Policy: d.PolicyProto(speed), AllowNewPool: true}); err != nil {
 		return fmt.Errorf("SetPolicy: %w", err)
 	}
 	if err := lr.setWeights(d.FirstWeights(), 0); err != nil {
@@ -257,7 +257,7 @@ func (lr *liveRun) waitInstances(ctx context.Context, admin pb.AdminServiceClien
 func (lr *liveRun) setWeights(w map[string]float64, _ uint64) error {
 	ctx, cancel := context.WithTimeout(lr.ctx, 5*time.Second)
 	defer cancel()
-	if _, err := lr.admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: lr.d.Pool(), Weights: w}); err != nil {
+	if _, err := lr.admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: lr.d.Pool(), Weights: w, AllowNewPool: true}); err != nil {
 		return fmt.Errorf("SetWeights: %w", err)
 	}
 	return nil

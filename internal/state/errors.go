@@ -8,6 +8,11 @@ var (
 	// ErrPoolNotFound: no instance has reported into the pool and no operator
 	// configured it.
 	ErrPoolNotFound = errors.New("pool not found")
+	// ErrPoolWarming: the pool is known (configured, or instances reported
+	// into it within the seen set's TTL, possibly before a restart) but has
+	// no instance now: its instances have not reported (again) yet. A pick
+	// may be retried shortly; it is never "not found".
+	ErrPoolWarming = errors.New("pool warming up")
 	// ErrTooManyPools: creating the pool would pass Limits.MaxPools.
 	ErrTooManyPools = errors.New("too many pools")
 	// ErrTooManyInstances: a new instance would pass Limits.MaxInstancesPerPool.

@@ -65,6 +65,24 @@
 // than ignored, so that a misspelt field cannot silently fall back to its
 // default. The store writes every field.
 //
+// # Seen pools
+//
+// seen.json holds the pools instances reported into, with when they were
+// last seen (NoteSeen; the server notes every pool with instances once a
+// sweep, 1 s):
+//
+//	{"format": 1, "pools": {"chat": "2026-01-02T03:04:05Z"}}
+//
+// After a restart, a pool in it is known before its instances report
+// again: its picks answer "warming" (retryable) rather than "not found",
+// and configuration writes to it need no allow_new_pool. It is bounded:
+// a pool leaves it 24 h after it was last seen (Options.SeenTTL), and it
+// holds at most 1024 pools (Options.MaxSeenPools), dropping those seen
+// longest ago. A pool's time is rewritten at most once an hour (a quarter
+// of the TTL when that is shorter), so the file costs about one fsynced
+// write an hour per pool. A file that cannot be parsed stops Open with
+// ErrCorruptState naming it, as state.json does; it is not audited.
+//
 // # Audit log
 //
 // audit.log holds one JSON object per line, one per successful change:

@@ -56,6 +56,11 @@ func (c PoolConfig) clone() PoolConfig {
 type Options struct {
 	// Now returns the time of a change. Default time.Now.
 	Now func() time.Time
+	// SeenTTL is how long a pool stays in the seen set (NoteSeen) after
+	// its instances were last seen. Default DefaultSeenTTL (24 h).
+	SeenTTL time.Duration
+	// MaxSeenPools bounds the seen set. Default DefaultMaxSeenPools (1024).
+	MaxSeenPools int
 
 	// fs is where the store writes; nil means the OS. Tests inject faults.
 	fs fileSystem
@@ -73,10 +78,16 @@ type Options struct {
 // durable, then the one after.
 type Store struct {
 	dir, statePath, auditPath string
+	seenPath                  string
 	now                       func() time.Time
 	fs                        fileSystem
+	seenTTL                   time.Duration
+	maxSeen                   int
 
 	pools atomic.Pointer[map[string]PoolConfig] // immutable once stored
+	seen  atomic.Pointer[map[string]time.Time]  // the seen set (seen.go); immutable once stored
+
+	seenDirty bool // the seen set differs from seen.json; guarded by mu
 
 	mu     sync.Mutex // serializes changes and Close
 	onDisk []byte     // the state file's content; nil when there is no file
@@ -104,17 +115,30 @@ func Open(dir string, opts Options) (*Store, error) {
 		dir:       dir,
 		statePath: filepath.Join(dir, stateFileName),
 		auditPath: filepath.Join(dir, auditFileName),
+		seenPath:  filepath.Join(dir, seenFileName),
 		now:       opts.Now,
 		fs:        opts.fs,
+		seenTTL:   opts.SeenTTL,
+		maxSeen:   opts.MaxSeenPools,
 		lock:      lock,
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if s.seenTTL <= 0 {
+		s.seenTTL = DefaultSeenTTL
+	}
+	if s.maxSeen <= 0 {
+		s.maxSeen = DefaultMaxSeenPools
+	}
 	if s.fs == nil {
 		s.fs = osFS{}
 	}
 	pools, raw, err := loadState(s.statePath)
+	var seen map[string]time.Time
+	if err == nil {
+		seen, err = loadSeen(s.seenPath, s.maxSeen)
+	}
 	if err == nil {
 		err = s.prepareFiles()
 	}
@@ -124,14 +148,17 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s.onDisk = raw
 	s.pools.Store(&pools)
+	s.seen.Store(&seen)
 	return s, nil
 }
 
 // prepareFiles removes a temporary state file left by a crash and creates
 // the audit log, so that AuditLogPath names an existing file.
 func (s *Store) prepareFiles() error {
-	if err := s.fs.Remove(s.statePath + ".tmp"); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove stale temporary file: %w", err)
+	for _, tmp := range []string{s.statePath + ".tmp", s.seenPath + ".tmp"} {
+		if err := s.fs.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove stale temporary file: %w", err)
+		}
 	}
 	f, err := s.fs.OpenFile(s.auditPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {

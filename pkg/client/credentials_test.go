@@ -106,7 +106,7 @@ func TestSecureMutualTLS(t *testing.T) {
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := pb.NewAdminServiceClient(cc).SetWeights(ctx, &pb.SetWeightsRequest{Pool: "chat", Weights: map[string]float64{"a": 1}}); err != nil {
+	if _, err := pb.NewAdminServiceClient(cc).SetWeights(ctx, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "chat", Weights: map[string]float64{"a": 1}}); err != nil {
 		t.Fatalf("SetWeights with alice's certificate: %v", err)
 	}
 }

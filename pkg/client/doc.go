@@ -48,8 +48,11 @@
 // marks it stale.
 //
 // After any stream failure (the sidecar restarting, a network error, a
-// rejected report) the Reporter reconnects with jittered exponential
-// backoff (100ms doubling to 10s, full jitter) under the same identity.
+// rejected report) the Reporter reconnects under the same identity: the
+// first retry after 100 ms ± 50 ms, then jittered exponential backoff
+// (doubling to 10s, full jitter), a wait ending as soon as the connection
+// is ready again; the reconnect is logged at INFO with its time and
+// attempts.
 // Every new stream starts with a full snapshot of the instance's cache
 // (cache_cleared with every held block), so a restarted sidecar learns the
 // instance's cache at once; the events of the time it was away are never

@@ -125,16 +125,21 @@ func TestCacheBook(t *testing.T) {
 	}
 }
 
+// TestJitteredBackoff: the first retry comes after MinBackoff ± 50%, the
+// later ones with full jitter up to MinBackoff·2^n, capped at MaxBackoff.
 func TestJitteredBackoff(t *testing.T) {
 	for _, tc := range []struct {
-		n    int
-		ceil int64
-	}{{0, 100}, {1, 200}, {3, 800}, {7, 10000}, {100, 10000}} {
+		n          int
+		floor, top int64
+	}{{0, 50, 150}, {1, 0, 200}, {3, 0, 800}, {7, 0, 10000}, {100, 0, 10000}} {
 		for range 200 {
 			d := jitteredBackoff(100, 10000, tc.n)
-			if d < 0 || int64(d) > tc.ceil {
-				t.Fatalf("attempt %d: %v outside [0, %d]", tc.n, d, tc.ceil)
+			if int64(d) < tc.floor || int64(d) > tc.top {
+				t.Fatalf("attempt %d: %v outside [%d, %d]", tc.n, d, tc.floor, tc.top)
 			}
 		}
+	}
+	if d := jitteredBackoff(100, 60, 0); d > 60 {
+		t.Errorf("first retry %v above MaxBackoff 60", d)
 	}
 }

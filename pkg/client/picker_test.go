@@ -196,7 +196,7 @@ func TestPickErrors(t *testing.T) {
 	}
 
 	// A pool with weights but no instance: the sidecar answers Unavailable.
-	if _, err := pb.NewAdminServiceClient(cc).SetWeights(ctx, &pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 1}}); err != nil {
+	if _, err := pb.NewAdminServiceClient(cc).SetWeights(ctx, &pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: map[string]float64{"A": 1}}); err != nil {
 		t.Fatal(err)
 	}
 	p = newPicker(t, cc, client.PickerOptions{Pool: "m", Fallback: static})

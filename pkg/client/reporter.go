@@ -103,10 +103,16 @@ type ReporterOptions struct {
 	// report, which the Reporter handles the same way.
 	AckInterval time.Duration
 	// MinBackoff and MaxBackoff bound the wait before reconnecting after a
-	// stream fails: the n-th consecutive failure waits a uniformly random
-	// time in [0, min(MaxBackoff, MinBackoff*2^n)] ("full jitter", so that
-	// a fleet does not reconnect in lockstep after a sidecar restart).
-	// Defaults DefaultMinBackoff (100ms) and DefaultMaxBackoff (10s).
+	// stream fails: the first retry after a stream that worked (a sidecar
+	// restart) waits MinBackoff ± 50%; the n-th consecutive failure after
+	// it a uniformly random time in [0, min(MaxBackoff, MinBackoff*2^n)]
+	// ("full jitter", so that a fleet does not reconnect in lockstep). A
+	// wait ends early when the connection (a *grpc.ClientConn) becomes
+	// ready again after it was lost, so a restarted sidecar is reached
+	// again as soon as the connection's own backoff (Dial's
+	// ReconnectMaxDelay, 1 s) finds it. The reconnect is logged at INFO
+	// with its time and attempts (ReporterStats.LastReconnect). Defaults
+	// DefaultMinBackoff (100ms) and DefaultMaxBackoff (10s).
 	MinBackoff, MaxBackoff time.Duration
 	// MaxEventsPerMessage bounds the block events of one message. Default
 	// MaxEventsPerMessage (65536), the sidecar's default limit; set it to
@@ -144,6 +150,10 @@ type ReporterStats struct {
 	Resends uint64
 	// Interval is the report interval in force.
 	Interval time.Duration
+	// Reconnects counts the times the stream was lost and acknowledged
+	// again; LastReconnect describes the latest.
+	Reconnects    uint64
+	LastReconnect ReconnectStats
 	// LastError is the error that ended the latest failed stream, or nil.
 	LastError error
 }
@@ -161,7 +171,9 @@ type Reporter struct {
 	mu      sync.Mutex
 	book    *cacheBook
 	stats   ReporterStats
-	failing bool // the latest stream failed and none was acked since
+	failing bool        // the latest stream failed and none was acked since
+	out     outage      // while failing: since when, and the streams opened
+	watch   connWatcher // the connection, to retry once it is back; nil if not a *grpc.ClientConn
 
 	seq      atomic.Uint64
 	interval atomic.Int64 // time.Duration
@@ -213,6 +225,7 @@ func NewReporter(cc grpc.ClientConnInterface, opts ReporterOptions) (*Reporter, 
 		book:    newCacheBook(opts.Snapshot == nil),
 		closing: make(chan struct{}), done: make(chan struct{}), flush: make(chan struct{}, 1),
 	}
+	r.watch, _ = cc.(connWatcher)
 	r.interval.Store(int64(opts.Interval))
 	go r.run()
 	return r, nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +23,11 @@ func (r *Reporter) run() {
 	defer close(r.done)
 	failures := 0
 	for {
+		r.mu.Lock()
+		if r.failing {
+			r.out.attempts++ // a retry
+		}
+		r.mu.Unlock()
 		acked, err := r.stream()
 		if r.isClosing() {
 			return
@@ -40,6 +44,9 @@ func (r *Reporter) run() {
 		r.stats.LastError = err
 		first := !r.failing
 		r.failing = true
+		if first {
+			r.out = outage{since: time.Now()}
+		}
 		r.mu.Unlock()
 		// One warning per outage; the retries that follow are debug noise.
 		level := slog.LevelDebug
@@ -48,24 +55,20 @@ func (r *Reporter) run() {
 		}
 		r.log.Log(context.Background(), level, "prefixroute: load report stream failed; reconnecting",
 			"err", err, "code", status.Code(err).String(), "backoff", wait.String())
+		ctx, stop := context.WithCancel(context.Background())
+		back := r.readyAgain(ctx)
 		t := time.NewTimer(wait)
 		select {
 		case <-r.closing:
-			t.Stop()
-			return
 		case <-t.C:
+		case <-back:
+		}
+		t.Stop()
+		stop()
+		if r.isClosing() {
+			return
 		}
 	}
-}
-
-// jitteredBackoff is the full-jitter wait before the next attempt after n
-// consecutive failures: uniform in [0, min(maxD, minD*2^n)].
-func jitteredBackoff(minD, maxD time.Duration, n int) time.Duration {
-	ceil := maxD
-	if n < 62 && minD<<n > 0 && minD<<n < maxD {
-		ceil = minD << n
-	}
-	return rand.N(ceil + 1)
 }
 
 func (r *Reporter) isClosing() bool {
@@ -307,8 +310,12 @@ func (r *Reporter) ack(a *pb.ReportLoadResponse) {
 	r.stats.Connected = true
 	recovered := r.failing
 	r.failing = false
+	var rs ReconnectStats
+	if recovered {
+		rs = r.reconnected(time.Now())
+	}
 	r.mu.Unlock()
 	if recovered {
-		r.log.Info("prefixroute: load report stream reconnected", "streams", r.Stats().Streams)
+		r.logReconnect(rs)
 	}
 }

@@ -33,7 +33,7 @@ func TestReporterReconnectsAfterRestart(t *testing.T) {
 	r.Stored(hashes[:4]...)
 	cachedBlocks(t, s, cc, "m", "a-1", 4)
 	if _, err := pb.NewAdminServiceClient(cc).SetWeights(context.Background(),
-		&pb.SetWeightsRequest{Pool: "m", Weights: map[string]float64{"A": 1}}); err != nil {
+		&pb.SetWeightsRequest{AllowNewPool: true, Pool: "m", Weights: map[string]float64{"A": 1}}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -97,7 +97,13 @@ type SetWeightsRequest struct {
 	// instance at weight 0 while one had traffic (all 0 included), or that
 	// gives weight above 0 to a deployment the pool has never seen (weight 0
 	// pre-creates one without it). The audit log records the override.
-	AllowDrain    bool `protobuf:"varint,4,opt,name=allow_drain,json=allowDrain,proto3" json:"allow_drain,omitempty"`
+	AllowDrain bool `protobuf:"varint,4,opt,name=allow_drain,json=allowDrain,proto3" json:"allow_drain,omitempty"`
+	// allow_new_pool lets the call create a pool the router does not know:
+	// one with no stored weights, policy or ramp, no instances, and none seen
+	// reporting within 24 h. Without it such a call fails with NotFound
+	// naming the pool, so that a misspelt name is not created ('prefixctl
+	// ... --create').
+	AllowNewPool  bool `protobuf:"varint,5,opt,name=allow_new_pool,json=allowNewPool,proto3" json:"allow_new_pool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -156,6 +162,13 @@ func (x *SetWeightsRequest) GetExpectedVersion() uint64 {
 func (x *SetWeightsRequest) GetAllowDrain() bool {
 	if x != nil {
 		return x.AllowDrain
+	}
+	return false
+}
+
+func (x *SetWeightsRequest) GetAllowNewPool() bool {
+	if x != nil {
+		return x.AllowNewPool
 	}
 	return false
 }
@@ -419,9 +432,11 @@ func (x *DeploymentWeight) GetInstances() uint32 {
 }
 
 type SetPolicyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pool          string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
-	Policy        *Policy                `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Pool   string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	Policy *Policy                `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	// allow_new_pool: see SetWeightsRequest.allow_new_pool.
+	AllowNewPool  bool `protobuf:"varint,3,opt,name=allow_new_pool,json=allowNewPool,proto3" json:"allow_new_pool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -468,6 +483,13 @@ func (x *SetPolicyRequest) GetPolicy() *Policy {
 		return x.Policy
 	}
 	return nil
+}
+
+func (x *SetPolicyRequest) GetAllowNewPool() bool {
+	if x != nil {
+		return x.AllowNewPool
+	}
+	return false
 }
 
 type SetPolicyResponse struct {
@@ -1155,13 +1177,14 @@ var File_prefixroute_v1_admin_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1aprefixroute/v1/admin.proto\x12\x0eprefixroute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eprefixroute/v1/migration.proto\x1a\x1bprefixroute/v1/policy.proto\x1a\x1cprefixroute/v1/rollout.proto\"\xf9\x01\n" +
+	"\x1aprefixroute/v1/admin.proto\x12\x0eprefixroute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eprefixroute/v1/migration.proto\x1a\x1bprefixroute/v1/policy.proto\x1a\x1cprefixroute/v1/rollout.proto\"\x9f\x02\n" +
 	"\x11SetWeightsRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12H\n" +
 	"\aweights\x18\x02 \x03(\v2..prefixroute.v1.SetWeightsRequest.WeightsEntryR\aweights\x12)\n" +
 	"\x10expected_version\x18\x03 \x01(\x04R\x0fexpectedVersion\x12\x1f\n" +
 	"\vallow_drain\x18\x04 \x01(\bR\n" +
-	"allowDrain\x1a:\n" +
+	"allowDrain\x12$\n" +
+	"\x0eallow_new_pool\x18\x05 \x01(\bR\fallowNewPool\x1a:\n" +
 	"\fWeightsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xb5\x01\n" +
@@ -1192,10 +1215,11 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"configured\x18\x04 \x01(\bR\n" +
 	"configured\x12\x1c\n" +
-	"\tinstances\x18\x05 \x01(\rR\tinstances\"V\n" +
+	"\tinstances\x18\x05 \x01(\rR\tinstances\"|\n" +
 	"\x10SetPolicyRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12.\n" +
-	"\x06policy\x18\x02 \x01(\v2\x16.prefixroute.v1.PolicyR\x06policy\"]\n" +
+	"\x06policy\x18\x02 \x01(\v2\x16.prefixroute.v1.PolicyR\x06policy\x12$\n" +
+	"\x0eallow_new_pool\x18\x03 \x01(\bR\fallowNewPool\"]\n" +
 	"\x11SetPolicyResponse\x12.\n" +
 	"\x06policy\x18\x01 \x01(\v2\x16.prefixroute.v1.PolicyR\x06policy\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"&\n" +

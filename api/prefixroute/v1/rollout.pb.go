@@ -403,7 +403,9 @@ type StartRampRequest struct {
 	// SetWeightsRequest.allow_drain), checked on every step at the start; a
 	// ramp without it is paused before a step that would drain the pool's
 	// live traffic when it is due.
-	AllowDrain    bool `protobuf:"varint,8,opt,name=allow_drain,json=allowDrain,proto3" json:"allow_drain,omitempty"`
+	AllowDrain bool `protobuf:"varint,8,opt,name=allow_drain,json=allowDrain,proto3" json:"allow_drain,omitempty"`
+	// allow_new_pool: see SetWeightsRequest.allow_new_pool.
+	AllowNewPool  bool `protobuf:"varint,9,opt,name=allow_new_pool,json=allowNewPool,proto3" json:"allow_new_pool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -490,6 +492,13 @@ func (x *StartRampRequest) GetAutoHold() *AutoHold {
 func (x *StartRampRequest) GetAllowDrain() bool {
 	if x != nil {
 		return x.AllowDrain
+	}
+	return false
+}
+
+func (x *StartRampRequest) GetAllowNewPool() bool {
+	if x != nil {
+		return x.AllowNewPool
 	}
 	return false
 }
@@ -965,7 +974,7 @@ const file_prefixroute_v1_rollout_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a9\n" +
 	"\vTargetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xd1\x03\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xf7\x03\n" +
 	"\x10StartRampRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12D\n" +
 	"\x06target\x18\x02 \x03(\v2,.prefixroute.v1.StartRampRequest.TargetEntryR\x06target\x125\n" +
@@ -975,7 +984,8 @@ const file_prefixroute_v1_rollout_proto_rawDesc = "" +
 	"\x10expected_version\x18\x06 \x01(\x04R\x0fexpectedVersion\x125\n" +
 	"\tauto_hold\x18\a \x01(\v2\x18.prefixroute.v1.AutoHoldR\bautoHold\x12\x1f\n" +
 	"\vallow_drain\x18\b \x01(\bR\n" +
-	"allowDrain\x1a9\n" +
+	"allowDrain\x12$\n" +
+	"\x0eallow_new_pool\x18\t \x01(\bR\fallowNewPool\x1a9\n" +
 	"\vTargetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"=\n" +
