@@ -12,6 +12,8 @@ func eligibility(p *Policy, in *Instance, queueMs float64) Reason {
 	switch {
 	case in.Disconnected:
 		return ReasonDisconnected
+	case in.Unreachable:
+		return ReasonUnreachable
 	case in.ReportAge > p.StaleAfter:
 		return ReasonStale
 	case in.Draining:

@@ -20,6 +20,7 @@ type Reason uint8
 const (
 	ReasonNone               Reason = iota // took part (eligible)
 	ReasonDisconnected                     // instance: report stream closed
+	ReasonUnreachable                      // instance: a gateway could not connect to it (PickService.ReportOutcome)
 	ReasonStale                            // instance: ReportAge > Policy.StaleAfter
 	ReasonDraining                         // instance: reported draining
 	ReasonExcluded                         // instance: excluded by the request (retry)
@@ -36,6 +37,7 @@ const (
 var reasonNames = [NumReasons]string{
 	ReasonNone:               "",
 	ReasonDisconnected:       "disconnected",
+	ReasonUnreachable:        "unreachable",
 	ReasonStale:              "stale",
 	ReasonDraining:           "draining",
 	ReasonExcluded:           "excluded_by_request",
