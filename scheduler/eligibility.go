@@ -12,10 +12,10 @@ func eligibility(p *Policy, in *Instance, queueMs float64) Reason {
 	switch {
 	case in.Disconnected:
 		return ReasonDisconnected
-	case in.Unreachable:
-		return ReasonUnreachable
 	case in.ReportAge > p.StaleAfter:
 		return ReasonStale
+	case in.Unreachable:
+		return ReasonUnreachable
 	case in.Draining:
 		return ReasonDraining
 	case in.Excluded:

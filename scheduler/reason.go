@@ -20,8 +20,8 @@ type Reason uint8
 const (
 	ReasonNone               Reason = iota // took part (eligible)
 	ReasonDisconnected                     // instance: report stream closed
-	ReasonUnreachable                      // instance: a gateway could not connect to it (PickService.ReportOutcome)
 	ReasonStale                            // instance: ReportAge > Policy.StaleAfter
+	ReasonUnreachable                      // instance: a gateway could not connect to it (PickService.ReportOutcome)
 	ReasonDraining                         // instance: reported draining
 	ReasonExcluded                         // instance: excluded by the request (retry)
 	ReasonKVFull                           // instance: KVUsage >= Policy.MaxKVUsage
@@ -37,8 +37,8 @@ const (
 var reasonNames = [NumReasons]string{
 	ReasonNone:               "",
 	ReasonDisconnected:       "disconnected",
-	ReasonUnreachable:        "unreachable",
 	ReasonStale:              "stale",
+	ReasonUnreachable:        "unreachable",
 	ReasonDraining:           "draining",
 	ReasonExcluded:           "excluded_by_request",
 	ReasonKVFull:             "kv_full",

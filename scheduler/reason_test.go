@@ -15,8 +15,8 @@ func TestReasonString(t *testing.T) {
 	}{
 		{scheduler.ReasonNone, "", false, false},
 		{scheduler.ReasonDisconnected, "disconnected", true, true},
-		{scheduler.ReasonUnreachable, "unreachable", true, true},
 		{scheduler.ReasonStale, "stale", true, true},
+		{scheduler.ReasonUnreachable, "unreachable", true, true},
 		{scheduler.ReasonDraining, "draining", true, true},
 		{scheduler.ReasonExcluded, "excluded_by_request", true, true},
 		{scheduler.ReasonKVFull, "kv_full", true, true},

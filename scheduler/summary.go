@@ -60,11 +60,11 @@ func Standing(p *Policy, in *Instance) (reason Reason, loadMs float64, ok bool) 
 // the Reason constants, as Decide records it.
 func ReasonAt(standing Reason, stale, excluded bool) Reason {
 	switch {
-	case standing == ReasonDisconnected, standing == ReasonUnreachable:
+	case standing == ReasonDisconnected:
 		return standing
 	case stale:
 		return ReasonStale
-	case standing == ReasonDraining:
+	case standing == ReasonDraining, standing == ReasonUnreachable:
 		return standing
 	case excluded:
 		return ReasonExcluded

@@ -3,6 +3,7 @@ package httproute
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -54,4 +55,34 @@ func (h *Handler) serveOutcome(ctx context.Context, sink frontend.OutcomeSink, w
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
 	return http.StatusOK
+}
+
+// Headers of a /v1/route answer that a gateway needs to report outcomes
+// (POST /v1/outcome names the pool and the instance tried).
+const (
+	PoolHeader      = "x-prefixroute-pool"
+	InstancesHeader = "x-prefixroute-instances"
+)
+
+// destinationInstances is the comma-separated instance ids of dest, the
+// destination list gateway.Destination made of resp: the chosen instance,
+// then each fallback's id from the audit.
+func destinationInstances(resp *pb.PickResponse, dest string) string {
+	chosen := resp.GetInstanceId()
+	if !strings.Contains(dest, ",") {
+		return chosen
+	}
+	var sb strings.Builder
+	sb.WriteString(chosen)
+	addrs := strings.Split(dest, ",")[1:]
+	for _, a := range addrs {
+		sb.WriteByte(',')
+		for _, in := range resp.GetDecision().GetInstances() {
+			if in.GetAddress() == a && in.GetInstanceId() != chosen {
+				sb.WriteString(in.GetInstanceId())
+				break
+			}
+		}
+	}
+	return sb.String()
 }

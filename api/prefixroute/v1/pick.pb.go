@@ -957,8 +957,8 @@ type InstanceDecision struct {
 	Probability      float64 `protobuf:"fixed64,9,opt,name=probability,proto3" json:"probability,omitempty"`
 	JointProbability float64 `protobuf:"fixed64,10,opt,name=joint_probability,json=jointProbability,proto3" json:"joint_probability,omitempty"`
 	// excluded_reason is empty when the instance took part, else one of
-	// disconnected, unreachable (a gateway reported a failed connect,
-	// PickService.ReportOutcome), stale, draining, excluded_by_request, kv_full, queue_full,
+	// disconnected, stale, unreachable (a gateway reported a failed connect,
+	// PickService.ReportOutcome), draining, excluded_by_request, kv_full, queue_full,
 	// outside_threshold, not_minimum.
 	ExcludedReason string `protobuf:"bytes,11,opt,name=excluded_reason,json=excludedReason,proto3" json:"excluded_reason,omitempty"`
 	UncachedTokens uint32 `protobuf:"varint,12,opt,name=uncached_tokens,json=uncachedTokens,proto3" json:"uncached_tokens,omitempty"`
