@@ -90,6 +90,7 @@ type OutcomeReporter struct {
 	done                  chan struct{}
 	sent, dropped, failed atomic.Uint64
 	closed                bool
+	closeErr              error // the final flush's errors, for Close
 }
 
 // NewOutcomeReporter starts an OutcomeReporter sending through p.
@@ -140,8 +141,9 @@ func (r *OutcomeReporter) Stats() OutcomeReporterStats {
 }
 
 // Close sends the outcomes queued, within the Picker's timeout per call,
-// and stops the reporter. Later Reports are dropped. A second Close does
-// nothing.
+// and stops the reporter; the error is that of the calls of this last
+// flush that failed (their outcomes are counted in Failed). Later Reports
+// are dropped. A second Close does nothing and returns nil.
 func (r *OutcomeReporter) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -152,7 +154,7 @@ func (r *OutcomeReporter) Close() error {
 	r.mu.Unlock()
 	close(r.stop)
 	<-r.done
-	return nil
+	return r.closeErr
 }
 
 func (r *OutcomeReporter) run() {
@@ -163,15 +165,19 @@ func (r *OutcomeReporter) run() {
 	for {
 		select {
 		case <-r.stop:
+			var errs []error
 			for batch = r.take(batch); len(batch) > 0; batch = r.take(batch) {
-				r.send(batch)
+				if err := r.send(batch); err != nil {
+					errs = append(errs, err)
+				}
 			}
+			r.closeErr = errors.Join(errs...)
 			return
 		case <-t.C:
 		case <-r.kick:
 		}
 		for batch = r.take(batch); len(batch) > 0; batch = r.take(batch) {
-			r.send(batch)
+			_ = r.send(batch) // counted in Failed and given to OnError
 		}
 	}
 }
@@ -186,13 +192,15 @@ func (r *OutcomeReporter) take(batch []Outcome) []Outcome {
 	return batch
 }
 
-func (r *OutcomeReporter) send(batch []Outcome) {
+// send makes one call of batch, counting its outcomes as sent or failed.
+func (r *OutcomeReporter) send(batch []Outcome) error {
 	if _, err := r.p.ReportOutcome(context.Background(), batch...); err != nil {
 		r.failed.Add(uint64(len(batch)))
 		if r.opts.OnError != nil {
 			r.opts.OnError(err)
 		}
-		return
+		return err
 	}
 	r.sent.Add(uint64(len(batch)))
+	return nil
 }

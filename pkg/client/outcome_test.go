@@ -109,9 +109,24 @@ func TestOutcomeReporterOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Close()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
 	r.Report(client.Outcome{InstanceID: "a", Status: pb.OutcomeStatus_OUTCOME_STATUS_SERVED})
 	if st := r.Stats(); st.Dropped != 1 || st.Sent != 0 {
 		t.Errorf("stats %+v after a Report past Close, want 1 dropped", st)
+	}
+	// With the sidecar gone, Close says the last flush failed.
+	r, err = p.NewOutcomeReporter(client.OutcomeReporterOptions{FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stop()
+	r.Report(client.Outcome{InstanceID: "a", Status: pb.OutcomeStatus_OUTCOME_STATUS_SERVED})
+	if err := r.Close(); err == nil {
+		t.Error("Close with the sidecar stopped: no error")
+	}
+	if st := r.Stats(); st.Failed != 1 || st.Sent != 0 {
+		t.Errorf("stats %+v, want 1 failed", st)
 	}
 }
