@@ -146,7 +146,7 @@ func checkExposure(cfg *Config) error {
 // that no bearer token is taken in cleartext off loopback.
 func tokenRefusal(cfg *Config) string {
 	if err := exposure(listeners(cfg)[1], cfg.TokensFile != "", cfg.Insecure); errors.Is(err, errCleartext) {
-		return fmt.Sprintf("%s, %s and the console's API (/ui/api/) are not served: %v", httproute.PathPick, httproute.PathRoute, err)
+		return fmt.Sprintf("%s, %s, %s and the console's API (/ui/api/) are not served: %v", httproute.PathPick, httproute.PathRoute, httproute.PathOutcome, err)
 	}
 	return ""
 }

@@ -127,6 +127,11 @@ var authCalls = map[string]func(context.Context, *grpc.ClientConn) error{
 		_, err := pb.NewPickServiceClient(cc).Pick(ctx, &pb.PickRequest{Pool: "chat", PromptTokens: 10})
 		return err
 	},
+	"ReportOutcome": func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := pb.NewPickServiceClient(cc).ReportOutcome(ctx, &pb.ReportOutcomeRequest{Outcomes: []*pb.Outcome{
+			{Pool: "chat", InstanceId: "a-9", Status: pb.OutcomeStatus_OUTCOME_STATUS_CONNECT_FAILED}}})
+		return err
+	},
 	"ReportLoad chat/a": func(ctx context.Context, cc *grpc.ClientConn) error { return report(ctx, cc, "chat", "a", "a-9") },
 	"ReportLoad chat/b": func(ctx context.Context, cc *grpc.ClientConn) error { return report(ctx, cc, "chat", "b", "b-9") },
 	"ReportLoad other/a": func(ctx context.Context, cc *grpc.ClientConn) error {

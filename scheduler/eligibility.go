@@ -14,6 +14,8 @@ func eligibility(p *Policy, in *Instance, queueMs float64) Reason {
 		return ReasonDisconnected
 	case in.ReportAge > p.StaleAfter:
 		return ReasonStale
+	case in.Unreachable:
+		return ReasonUnreachable
 	case in.Draining:
 		return ReasonDraining
 	case in.Excluded:

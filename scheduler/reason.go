@@ -21,6 +21,7 @@ const (
 	ReasonNone               Reason = iota // took part (eligible)
 	ReasonDisconnected                     // instance: report stream closed
 	ReasonStale                            // instance: ReportAge > Policy.StaleAfter
+	ReasonUnreachable                      // instance: a gateway could not connect to it (PickService.ReportOutcome)
 	ReasonDraining                         // instance: reported draining
 	ReasonExcluded                         // instance: excluded by the request (retry)
 	ReasonKVFull                           // instance: KVUsage >= Policy.MaxKVUsage
@@ -37,6 +38,7 @@ var reasonNames = [NumReasons]string{
 	ReasonNone:               "",
 	ReasonDisconnected:       "disconnected",
 	ReasonStale:              "stale",
+	ReasonUnreachable:        "unreachable",
 	ReasonDraining:           "draining",
 	ReasonExcluded:           "excluded_by_request",
 	ReasonKVFull:             "kv_full",

@@ -16,6 +16,7 @@ func TestReasonString(t *testing.T) {
 		{scheduler.ReasonNone, "", false, false},
 		{scheduler.ReasonDisconnected, "disconnected", true, true},
 		{scheduler.ReasonStale, "stale", true, true},
+		{scheduler.ReasonUnreachable, "unreachable", true, true},
 		{scheduler.ReasonDraining, "draining", true, true},
 		{scheduler.ReasonExcluded, "excluded_by_request", true, true},
 		{scheduler.ReasonKVFull, "kv_full", true, true},
@@ -25,7 +26,7 @@ func TestReasonString(t *testing.T) {
 		{scheduler.ReasonZeroWeight, "zero_weight", false, false},
 		{scheduler.ReasonUnweighted, "not_in_weights", false, false},
 		{scheduler.ReasonNoEligibleInstance, "no_eligible_instance", false, false},
-		{scheduler.NumReasons, "Reason(12)", false, false},
+		{scheduler.NumReasons, "Reason(13)", false, false},
 		{200, "Reason(200)", false, false},
 	}
 	if len(tests) != int(scheduler.NumReasons)+2 {

@@ -23,7 +23,7 @@ type Summary struct {
 
 // Standing returns what instance in's eligibility and load term depend on
 // apart from the request and the time: its eligibility reason ignoring
-// ReportAge and Excluded (ReasonDisconnected, ReasonDraining, ReasonKVFull,
+// ReportAge and Excluded (ReasonDisconnected, ReasonUnreachable, ReasonDraining, ReasonKVFull,
 // ReasonQueueFull or ReasonNone; see ReasonAt), and its load
 // QueueMs + BatchWaitMs as Decide computes them. ok is false when in's
 // figures are not valid (see Decide) or its cost can overflow for some
@@ -42,6 +42,8 @@ func Standing(p *Policy, in *Instance) (reason Reason, loadMs float64, ok bool) 
 	switch {
 	case in.Disconnected:
 		reason = ReasonDisconnected
+	case in.Unreachable:
+		reason = ReasonUnreachable
 	case in.Draining:
 		reason = ReasonDraining
 	case in.KVUsage >= p.MaxKVUsage:
@@ -62,7 +64,7 @@ func ReasonAt(standing Reason, stale, excluded bool) Reason {
 		return standing
 	case stale:
 		return ReasonStale
-	case standing == ReasonDraining:
+	case standing == ReasonDraining, standing == ReasonUnreachable:
 		return standing
 	case excluded:
 		return ReasonExcluded

@@ -96,6 +96,9 @@ type Instance struct {
 	Disconnected bool
 	// Draining is true when the instance said it is draining.
 	Draining bool
+	// Unreachable is true when a gateway reported a failed connect to the
+	// instance and it has not served or reported since its back-off.
+	Unreachable bool
 	// Excluded is true when the request excludes this instance (a retry).
 	Excluded bool
 }

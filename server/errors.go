@@ -25,6 +25,7 @@ func codeOf(err error) codes.Code {
 	case errors.Is(err, store.ErrRampActive), errors.Is(err, store.ErrRampNotActive), errors.Is(err, rollout.ErrDrain):
 		return codes.FailedPrecondition
 	case errors.Is(err, state.ErrInvalidPick), errors.Is(err, state.ErrInvalidReport), errors.Is(err, state.ErrInvalidName),
+		errors.Is(err, state.ErrInvalidOutcome),
 		errors.Is(err, store.ErrInvalidWeights), errors.Is(err, store.ErrInvalidName),
 		errors.Is(err, scheduler.ErrInvalidPolicy), errors.Is(err, store.ErrInvalidRamp),
 		errors.Is(err, readiness.ErrSameDeployment), errors.Is(err, readiness.ErrInvalidQuery):

@@ -48,12 +48,16 @@ func (s *Server) Observe(meter metric.Meter, dl DecisionLogConfig) error {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
+	outs, err := newOutcomeObs(meter)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	if dl.Path != "" {
 		if obs.dlog, err = decisionlog.Open(dl.Path, dl.Rate, dl.Buffer, meter); err != nil {
 			return err
 		}
 	}
-	s.obs = obs
+	s.obs, s.outcomes = obs, outs
 	return nil
 }
 

@@ -81,6 +81,7 @@ func (s *Server) pick(req *pb.PickRequest, sc *pickScratch, rec *pickRecord) (*p
 		return nil, pickError(pool.Name(), &sc.pick, err)
 	}
 	s.repl.Picked(pool.Name(), &sc.pick, req.GetPrefixHashes())
+	s.bookPick(pool.Name(), req.GetRequestId(), &sc.pick)
 	return pickResponseAt(req.GetAudit(), &sc.pick, seed, len(req.GetPrefixHashes()), req.GetPromptTokens()), nil
 }
 

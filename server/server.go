@@ -65,6 +65,8 @@ type Server struct {
 	takeovers flapLog      // cross-deployment takeovers logged (load_takeover.go)
 	waits     waiting      // report streams before their first message, per identity (load_admit.go)
 	guard     *reportGuard // report-stream limits (LimitReports); nil: none
+	book      *pickBook    // recent picks by request_id, for outcomes (outcome_book.go)
+	outcomes  *outcomeObs  // the outcome metrics (outcome_metrics.go); nil records nothing
 }
 
 // New opens the data dir, restores every configured pool and returns a
@@ -97,6 +99,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, reg: state.NewRegistry(opts.Limits, state.WithMigration(opts.Migration)), store: st, stopping: make(chan struct{})}
 	s.picks.New = func() any { return newPickScratch() }
+	s.book = newPickBook()
 	for name, pc := range st.Pools() {
 		p, err := s.reg.Ensure(name)
 		if err != nil {
@@ -150,6 +153,7 @@ func (s *Server) sweepOnce() {
 	})
 	for _, name := range dropped {
 		s.obs.dropPool(name)
+		s.outcomes.dropPool(name)
 	}
 	if len(dropped) > 0 {
 		s.log.Info("dropped pools with neither instances nor configuration past forget_after", "pools", len(dropped))

@@ -32,6 +32,10 @@
 //     x-gateway-destination-endpoint-served, when it differs from the
 //     chosen endpoint, is counted in prefixroute_extproc_served_mismatch_total,
 //     logged, and written to the decision log (Picker.RecordServed).
+//   - Each routed request's outcome is reported to the router in process
+//     (frontend.OutcomeSink, outcome.go): served or upstream_error from the
+//     response :status on the served endpoint, with the ttft to the first
+//     response body chunk when the gateway sends the body.
 //   - A subset hint, filter_metadata["envoy.lb.subset_hint"]
 //     ["x-gateway-destination-endpoint-subset"] (a list of "ip:port" or
 //     IPs), restricts the candidates: the pool's other instances are sent

@@ -146,7 +146,8 @@ func FrontEnd(listen string, tls frontend.TLSMode, opts Options) frontend.GRPC {
 // Process serves one HTTP request's stream.
 func (p *Processor) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	st := newStream(p, srv)
-	defer st.releaseBody() // however the stream ends: the body's bytes go back to the budget
+	defer st.releaseBody()      // however the stream ends: the body's bytes go back to the budget
+	defer st.reportOutcome(nil) // an outcome still pending (no body came)
 	for {
 		req, err := srv.Recv()
 		if err != nil {

@@ -50,7 +50,8 @@ type stream struct {
 	chosen   string   // the chosen endpoint once decided
 	pool     string
 	reqID    string
-	served   bool // the served endpoint was checked
+	served   bool         // the served endpoint was checked
+	out      outcomeState // the outcome to report (outcome.go)
 }
 
 func newStream(p *Processor, srv extprocv3.ExternalProcessor_ProcessServer) *stream {
@@ -83,10 +84,12 @@ func (s *stream) handle(req *extprocv3.ProcessingRequest) (done bool, err error)
 		return s.requestTrailers()
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		s.checkServed(req)
+		s.responseHeadersSeen(req, r.ResponseHeaders)
 		return false, s.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 			ResponseHeaders: &extprocv3.HeadersResponse{}}})
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		s.checkServed(req)
+		s.responseBodySeen()
 		return false, s.responseBody(r.ResponseBody)
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
 		s.checkServed(req)
@@ -202,6 +205,7 @@ func (s *stream) decide(trailers bool) (bool, error) {
 	}
 	dest := gateway.Destination(resp, s.p.fallbacks)
 	s.chosen = resp.GetAddress()
+	s.decided(resp)
 	common := &extprocv3.CommonResponse{ClearRouteCache: true, HeaderMutation: &extprocv3.HeaderMutation{
 		SetHeaders: s.decisionHeaders(dest, resp)}}
 	md := destinationMetadata(dest)

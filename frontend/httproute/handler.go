@@ -41,12 +41,14 @@ type Options struct {
 	HTTP frontend.HTTP
 }
 
-// Handler serves POST /v1/pick and /v1/route. Safe for concurrent use.
+// Handler serves POST /v1/pick, /v1/route and /v1/outcome. Safe for
+// concurrent use.
 type Handler struct {
 	p            frontend.Picker
 	m            *gateway.Mapper // /v1/route's mapping
 	maxPickBytes int
 	pick, route  http.Handler // under frontend.Wrap
+	outcome      http.Handler // POST /v1/outcome under frontend.Wrap; nil without an OutcomeSink
 }
 
 // New returns the front ends picking through p.
@@ -66,13 +68,18 @@ func New(p frontend.Picker, opts Options) (*Handler, error) {
 	h.pick = frontend.Wrap(opts.HTTP, frontend.Route{Path: PathPick, FullMethod: pb.PickService_Pick_FullMethodName, Serve: h.servePick})
 	h.route = frontend.Wrap(opts.HTTP, frontend.Route{Path: PathRoute, FullMethod: pb.PickService_Pick_FullMethodName,
 		Serve: h.serveRoute, Denied: denied})
+	h.outcome = h.outcomeRoute(p, opts.HTTP)
 	return h, nil
 }
 
-// Register adds both endpoints to mux.
+// Register adds the endpoints to mux: /v1/pick, /v1/route and, when the
+// picker is also a frontend.OutcomeSink (*server.Server is), /v1/outcome.
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.Handle("POST "+PathPick, h.pick)
 	mux.Handle("POST "+PathRoute, h.route)
+	if h.outcome != nil {
+		mux.Handle("POST "+PathOutcome, h.outcome)
+	}
 }
 
 // servePick answers one authorized /v1/pick and returns the HTTP status it

@@ -16,7 +16,7 @@ import (
 // not a browser, on loopback, is served.
 func TestUnauthenticatedOrigin(t *testing.T) {
 	e := servertest.Start(t)
-	for _, path := range []string{httproute.PathPick, httproute.PathRoute} {
+	for _, path := range []string{httproute.PathPick, httproute.PathRoute, httproute.PathOutcome} {
 		for _, tc := range []struct {
 			name      string
 			hdr       map[string]string
@@ -33,8 +33,11 @@ func TestUnauthenticatedOrigin(t *testing.T) {
 			{"same-site fetch", map[string]string{"Sec-Fetch-Site": "same-site"}, true},
 		} {
 			body := `{"pool":"m","prompt_tokens":64}`
-			if path == httproute.PathRoute {
+			switch path {
+			case httproute.PathRoute:
 				body = `{"model":"m","prompt":"hi"}`
+			case httproute.PathOutcome:
+				body = `{"outcomes":[{"pool":"m","instance_id":"a","status":"OUTCOME_STATUS_SERVED"}]}`
 			}
 			req, _ := http.NewRequest(http.MethodPost, "http://"+e.HTTPAddr()+path, strings.NewReader(body))
 			req.Header.Set("Content-Type", "text/plain")

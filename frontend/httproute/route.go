@@ -27,6 +27,9 @@ import (
 //	x-prefixroute-instance          its instance id
 //	x-prefixroute-deployment        its deployment
 //	x-prefixroute-probability       P(d)·P(i|d) of the choice
+//	x-prefixroute-pool              the pool picked from
+//	x-prefixroute-instances         the instance ids of the destination
+//	                                list, in its order (for POST /v1/outcome)
 //
 // or, when the request gets no instance, gateway.ErrorFor's status with its
 // OpenAI-style JSON body and the x-prefixroute-reason header, exactly as
@@ -88,7 +91,10 @@ func (h *Handler) serveRoute(ctx context.Context, w http.ResponseWriter, r *http
 		return writeRouteError(w, gateway.ErrorFor(err))
 	}
 	hd := w.Header()
-	hd.Set(gateway.DestinationHeader, gateway.Destination(resp, RouteFallbacks))
+	dest := gateway.Destination(resp, RouteFallbacks)
+	hd.Set(gateway.DestinationHeader, dest)
+	hd.Set(PoolHeader, req.GetPool())
+	hd.Set(InstancesHeader, destinationInstances(resp, dest))
 	hd.Set(InstanceHeader, resp.GetInstanceId())
 	hd.Set(DeploymentHeader, resp.GetDeployment())
 	if pr, ok := chosenProbability(resp); ok {

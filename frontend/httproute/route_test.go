@@ -64,6 +64,17 @@ func TestHTTPRoute(t *testing.T) {
 			if !seen["a-1:8000"] || !seen["b-1:8000"] || !seen["b-2:8000"] {
 				t.Errorf("destination %q does not list each instance once", dest)
 			}
+			// The ids of the list, for /v1/outcome: each address is id:8000.
+			ids := strings.Split(a.header.Get(httproute.InstancesHeader), ",")
+			for i := range dest {
+				if i >= len(ids) || ids[i]+":8000" != dest[i] {
+					t.Errorf("instances %q do not parallel destination %q", ids, dest)
+					break
+				}
+			}
+			if p := a.header.Get(httproute.PoolHeader); p != "chat" {
+				t.Errorf("pool header %q, want chat", p)
+			}
 			pr, err := strconv.ParseFloat(a.header.Get(httproute.ProbabilityHeader), 64)
 			if err != nil || pr <= 0 || pr > 1 {
 				t.Errorf("probability %q: %v", a.header.Get(httproute.ProbabilityHeader), err)

@@ -9,7 +9,7 @@
 //
 // A principal (one identity of the tokens file) holds a set of roles:
 //
-//	gateway        PickService.Pick
+//	gateway        PickService.Pick, PickService.ReportOutcome
 //	instance       LoadService.ReportLoad and ReportLoadBatch, every report
 //	               inside the identity's binding
 //	operator-read  the AdminService methods that only read (Get*, List*)

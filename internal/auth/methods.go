@@ -40,6 +40,8 @@ const reflectionV1Alpha = "/grpc.reflection.v1alpha.ServerReflection/ServerRefle
 // tests walk the daemon's registered services to make sure it has one.
 var methodRules = map[string]Rule{
 	pb.PickService_Pick_FullMethodName: {Role: RoleGateway},
+	// A gateway's outcomes of the tries of its picks.
+	pb.PickService_ReportOutcome_FullMethodName: {Role: RoleGateway},
 	// The Envoy ext_proc endpoint picker (--extproc-listen) picks as Pick does.
 	extprocv3.ExternalProcessor_Process_FullMethodName: {Role: RoleGateway},
 	pb.LoadService_ReportLoad_FullMethodName:           {Role: RoleInstance},

@@ -29,4 +29,7 @@ var (
 	// ErrTakeoverRefused: a report stream's caller may not take over the
 	// instance where it lives now (ConnectIf; a *TakeoverError says where).
 	ErrTakeoverRefused = errors.New("instance takeover refused")
+	// ErrInvalidOutcome: a gateway's outcome report is malformed or over a
+	// limit.
+	ErrInvalidOutcome = errors.New("invalid outcome")
 )

@@ -46,6 +46,11 @@ type instance struct {
 	assigned       uint64 // prefill tokens picked onto it since its last report
 	ledger         ledger // its latest picks, for the queue estimate
 	cache          *blockLRU
+	// unreachable: a gateway reported a failed connect at unreachableAt
+	// and the instance has not served since, nor reported after
+	// UnreachableBackoff (outcome.go).
+	unreachable   bool
+	unreachableAt time.Time
 }
 
 // Session is one report stream's hold on an instance. Done is closed when a
@@ -182,6 +187,9 @@ func (p *Pool) report(s *Session, now time.Time, rep *Report) error {
 	in.reported = true
 	in.lastReport = now
 	in.assigned = 0
+	if in.unreachable && now.Sub(in.unreachableAt) >= UnreachableBackoff {
+		in.unreachable = false
+	}
 	p.syncReport(in)
 	if capChanged {
 		p.applyCapacity(in)

@@ -21,6 +21,77 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// OutcomeStatus is what happened to one try.
+type OutcomeStatus int32
+
+const (
+	// OUTCOME_STATUS_UNSPECIFIED is refused: say what happened.
+	OutcomeStatus_OUTCOME_STATUS_UNSPECIFIED OutcomeStatus = 0
+	// OUTCOME_STATUS_SERVED: the instance answered (any HTTP status below
+	// 500). Ends an unreachable exclusion of the instance.
+	OutcomeStatus_OUTCOME_STATUS_SERVED OutcomeStatus = 1
+	// OUTCOME_STATUS_CONNECT_FAILED: the gateway could not connect to the
+	// instance (refused, reset before a response, connect timeout). Excludes
+	// the instance for the back-off.
+	OutcomeStatus_OUTCOME_STATUS_CONNECT_FAILED OutcomeStatus = 2
+	// OUTCOME_STATUS_UPSTREAM_ERROR: the instance answered with a 5xx status
+	// or broke the response off. Counted; does not exclude.
+	OutcomeStatus_OUTCOME_STATUS_UPSTREAM_ERROR OutcomeStatus = 3
+	// OUTCOME_STATUS_TIMEOUT: the instance accepted the connection but sent
+	// no response in the gateway's time limit. Counted; does not exclude.
+	OutcomeStatus_OUTCOME_STATUS_TIMEOUT OutcomeStatus = 4
+	// OUTCOME_STATUS_CANCELLED: the client went away before the answer.
+	// Counted; does not exclude.
+	OutcomeStatus_OUTCOME_STATUS_CANCELLED OutcomeStatus = 5
+)
+
+// Enum value maps for OutcomeStatus.
+var (
+	OutcomeStatus_name = map[int32]string{
+		0: "OUTCOME_STATUS_UNSPECIFIED",
+		1: "OUTCOME_STATUS_SERVED",
+		2: "OUTCOME_STATUS_CONNECT_FAILED",
+		3: "OUTCOME_STATUS_UPSTREAM_ERROR",
+		4: "OUTCOME_STATUS_TIMEOUT",
+		5: "OUTCOME_STATUS_CANCELLED",
+	}
+	OutcomeStatus_value = map[string]int32{
+		"OUTCOME_STATUS_UNSPECIFIED":    0,
+		"OUTCOME_STATUS_SERVED":         1,
+		"OUTCOME_STATUS_CONNECT_FAILED": 2,
+		"OUTCOME_STATUS_UPSTREAM_ERROR": 3,
+		"OUTCOME_STATUS_TIMEOUT":        4,
+		"OUTCOME_STATUS_CANCELLED":      5,
+	}
+)
+
+func (x OutcomeStatus) Enum() *OutcomeStatus {
+	p := new(OutcomeStatus)
+	*p = x
+	return p
+}
+
+func (x OutcomeStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OutcomeStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_prefixroute_v1_pick_proto_enumTypes[0].Descriptor()
+}
+
+func (OutcomeStatus) Type() protoreflect.EnumType {
+	return &file_prefixroute_v1_pick_proto_enumTypes[0]
+}
+
+func (x OutcomeStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OutcomeStatus.Descriptor instead.
+func (OutcomeStatus) EnumDescriptor() ([]byte, []int) {
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{0}
+}
+
 // AuditLevel says how much of the decision a PickResponse carries. The choice
 // and its probabilities are the same at every level; only the response size
 // differs (a full audit of 1,000 instances is about 100 KiB).
@@ -65,11 +136,11 @@ func (x AuditLevel) String() string {
 }
 
 func (AuditLevel) Descriptor() protoreflect.EnumDescriptor {
-	return file_prefixroute_v1_pick_proto_enumTypes[0].Descriptor()
+	return file_prefixroute_v1_pick_proto_enumTypes[1].Descriptor()
 }
 
 func (AuditLevel) Type() protoreflect.EnumType {
-	return &file_prefixroute_v1_pick_proto_enumTypes[0]
+	return &file_prefixroute_v1_pick_proto_enumTypes[1]
 }
 
 func (x AuditLevel) Number() protoreflect.EnumNumber {
@@ -78,7 +149,208 @@ func (x AuditLevel) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AuditLevel.Descriptor instead.
 func (AuditLevel) EnumDescriptor() ([]byte, []int) {
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{1}
+}
+
+// ReportOutcomeRequest carries the outcomes of one or more tries.
+type ReportOutcomeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// outcomes are the tries, in any order. 1 to 1024 of them.
+	Outcomes      []*Outcome `protobuf:"bytes,1,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportOutcomeRequest) Reset() {
+	*x = ReportOutcomeRequest{}
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportOutcomeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportOutcomeRequest) ProtoMessage() {}
+
+func (x *ReportOutcomeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportOutcomeRequest.ProtoReflect.Descriptor instead.
+func (*ReportOutcomeRequest) Descriptor() ([]byte, []int) {
 	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ReportOutcomeRequest) GetOutcomes() []*Outcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+// Outcome is what happened to one try of a picked request on one instance.
+type Outcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pool is the pool the request was picked from. Required, at most 128
+	// bytes.
+	Pool string `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	// request_id is the request_id given to Pick; it matches the outcome with
+	// the pick it belongs to. Optional (an outcome without it still counts),
+	// at most 256 bytes.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// instance_id is the instance that was tried: the picked one, or the one
+	// a fallback used. Required, at most 128 bytes.
+	InstanceId string `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// status is what happened. Required (not UNSPECIFIED).
+	Status OutcomeStatus `protobuf:"varint,4,opt,name=status,proto3,enum=prefixroute.v1.OutcomeStatus" json:"status,omitempty"`
+	// ttft_ms is the time from sending the request to the instance to the
+	// first byte of the response body, in ms, when the gateway knows it: a
+	// finite number >= 0 and at most 3600000 (one hour).
+	TtftMs        *float64 `protobuf:"fixed64,5,opt,name=ttft_ms,json=ttftMs,proto3,oneof" json:"ttft_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Outcome) Reset() {
+	*x = Outcome{}
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Outcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Outcome) ProtoMessage() {}
+
+func (x *Outcome) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
+func (*Outcome) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Outcome) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *Outcome) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Outcome) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *Outcome) GetStatus() OutcomeStatus {
+	if x != nil {
+		return x.Status
+	}
+	return OutcomeStatus_OUTCOME_STATUS_UNSPECIFIED
+}
+
+func (x *Outcome) GetTtftMs() float64 {
+	if x != nil && x.TtftMs != nil {
+		return *x.TtftMs
+	}
+	return 0
+}
+
+// ReportOutcomeResponse says how the outcomes were taken.
+type ReportOutcomeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// accepted is the number of outcomes counted (all of them on success).
+	Accepted uint32 `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	// matched is the number whose request_id matched a recent pick (the
+	// router keeps the last 65536 picks with a request_id); the others are
+	// counted all the same.
+	Matched uint32 `protobuf:"varint,2,opt,name=matched,proto3" json:"matched,omitempty"`
+	// unknown_instances is the number whose instance_id the pool does not
+	// know (forgotten, or never reported); counted, nothing excluded.
+	UnknownInstances uint32 `protobuf:"varint,3,opt,name=unknown_instances,json=unknownInstances,proto3" json:"unknown_instances,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ReportOutcomeResponse) Reset() {
+	*x = ReportOutcomeResponse{}
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportOutcomeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportOutcomeResponse) ProtoMessage() {}
+
+func (x *ReportOutcomeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportOutcomeResponse.ProtoReflect.Descriptor instead.
+func (*ReportOutcomeResponse) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReportOutcomeResponse) GetAccepted() uint32 {
+	if x != nil {
+		return x.Accepted
+	}
+	return 0
+}
+
+func (x *ReportOutcomeResponse) GetMatched() uint32 {
+	if x != nil {
+		return x.Matched
+	}
+	return 0
+}
+
+func (x *ReportOutcomeResponse) GetUnknownInstances() uint32 {
+	if x != nil {
+		return x.UnknownInstances
+	}
+	return 0
 }
 
 // PickRequest describes one request to route.
@@ -110,7 +382,7 @@ type PickRequest struct {
 
 func (x *PickRequest) Reset() {
 	*x = PickRequest{}
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[0]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -122,7 +394,7 @@ func (x *PickRequest) String() string {
 func (*PickRequest) ProtoMessage() {}
 
 func (x *PickRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[0]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -135,7 +407,7 @@ func (x *PickRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PickRequest.ProtoReflect.Descriptor instead.
 func (*PickRequest) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{0}
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PickRequest) GetPool() string {
@@ -204,7 +476,7 @@ type LoadSnapshot struct {
 
 func (x *LoadSnapshot) Reset() {
 	*x = LoadSnapshot{}
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[1]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -216,7 +488,7 @@ func (x *LoadSnapshot) String() string {
 func (*LoadSnapshot) ProtoMessage() {}
 
 func (x *LoadSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[1]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -229,7 +501,7 @@ func (x *LoadSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadSnapshot.ProtoReflect.Descriptor instead.
 func (*LoadSnapshot) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{1}
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LoadSnapshot) GetInstances() []*InstanceLoad {
@@ -262,7 +534,7 @@ type InstanceLoad struct {
 
 func (x *InstanceLoad) Reset() {
 	*x = InstanceLoad{}
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[2]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -274,7 +546,7 @@ func (x *InstanceLoad) String() string {
 func (*InstanceLoad) ProtoMessage() {}
 
 func (x *InstanceLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[2]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -287,7 +559,7 @@ func (x *InstanceLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceLoad.ProtoReflect.Descriptor instead.
 func (*InstanceLoad) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{2}
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InstanceLoad) GetInstanceId() string {
@@ -360,7 +632,7 @@ type PickResponse struct {
 
 func (x *PickResponse) Reset() {
 	*x = PickResponse{}
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[3]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -372,7 +644,7 @@ func (x *PickResponse) String() string {
 func (*PickResponse) ProtoMessage() {}
 
 func (x *PickResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[3]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -385,7 +657,7 @@ func (x *PickResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PickResponse.ProtoReflect.Descriptor instead.
 func (*PickResponse) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{3}
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PickResponse) GetAddress() string {
@@ -449,7 +721,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[4]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +733,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[4]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +746,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{4}
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Decision) GetStrategy() Strategy {
@@ -585,7 +857,7 @@ type DeploymentDecision struct {
 
 func (x *DeploymentDecision) Reset() {
 	*x = DeploymentDecision{}
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[5]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +869,7 @@ func (x *DeploymentDecision) String() string {
 func (*DeploymentDecision) ProtoMessage() {}
 
 func (x *DeploymentDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[5]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +882,7 @@ func (x *DeploymentDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentDecision.ProtoReflect.Descriptor instead.
 func (*DeploymentDecision) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{5}
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeploymentDecision) GetDeployment() string {
@@ -685,7 +957,8 @@ type InstanceDecision struct {
 	Probability      float64 `protobuf:"fixed64,9,opt,name=probability,proto3" json:"probability,omitempty"`
 	JointProbability float64 `protobuf:"fixed64,10,opt,name=joint_probability,json=jointProbability,proto3" json:"joint_probability,omitempty"`
 	// excluded_reason is empty when the instance took part, else one of
-	// disconnected, stale, draining, excluded_by_request, kv_full, queue_full,
+	// disconnected, stale, unreachable (a gateway reported a failed connect,
+	// PickService.ReportOutcome), draining, excluded_by_request, kv_full, queue_full,
 	// outside_threshold, not_minimum.
 	ExcludedReason string `protobuf:"bytes,11,opt,name=excluded_reason,json=excludedReason,proto3" json:"excluded_reason,omitempty"`
 	UncachedTokens uint32 `protobuf:"varint,12,opt,name=uncached_tokens,json=uncachedTokens,proto3" json:"uncached_tokens,omitempty"`
@@ -695,7 +968,7 @@ type InstanceDecision struct {
 
 func (x *InstanceDecision) Reset() {
 	*x = InstanceDecision{}
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[6]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +980,7 @@ func (x *InstanceDecision) String() string {
 func (*InstanceDecision) ProtoMessage() {}
 
 func (x *InstanceDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[6]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +993,7 @@ func (x *InstanceDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceDecision.ProtoReflect.Descriptor instead.
 func (*InstanceDecision) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{6}
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InstanceDecision) GetInstanceId() string {
@@ -811,7 +1084,23 @@ var File_prefixroute_v1_pick_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\n" +
-	"\x19prefixroute/v1/pick.proto\x12\x0eprefixroute.v1\x1a\x1bprefixroute/v1/policy.proto\"\xce\x02\n" +
+	"\x19prefixroute/v1/pick.proto\x12\x0eprefixroute.v1\x1a\x1bprefixroute/v1/policy.proto\"K\n" +
+	"\x14ReportOutcomeRequest\x123\n" +
+	"\boutcomes\x18\x01 \x03(\v2\x17.prefixroute.v1.OutcomeR\boutcomes\"\xbe\x01\n" +
+	"\aOutcome\x12\x12\n" +
+	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x1f\n" +
+	"\vinstance_id\x18\x03 \x01(\tR\n" +
+	"instanceId\x125\n" +
+	"\x06status\x18\x04 \x01(\x0e2\x1d.prefixroute.v1.OutcomeStatusR\x06status\x12\x1c\n" +
+	"\attft_ms\x18\x05 \x01(\x01H\x00R\x06ttftMs\x88\x01\x01B\n" +
+	"\n" +
+	"\b_ttft_ms\"z\n" +
+	"\x15ReportOutcomeResponse\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\rR\baccepted\x12\x18\n" +
+	"\amatched\x18\x02 \x01(\rR\amatched\x12+\n" +
+	"\x11unknown_instances\x18\x03 \x01(\rR\x10unknownInstances\"\xce\x02\n" +
 	"\vPickRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12#\n" +
 	"\rprefix_hashes\x18\x02 \x03(\x04R\fprefixHashes\x12#\n" +
@@ -892,15 +1181,23 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\x11joint_probability\x18\n" +
 	" \x01(\x01R\x10jointProbability\x12'\n" +
 	"\x0fexcluded_reason\x18\v \x01(\tR\x0eexcludedReason\x12'\n" +
-	"\x0funcached_tokens\x18\f \x01(\rR\x0euncachedTokens*m\n" +
+	"\x0funcached_tokens\x18\f \x01(\rR\x0euncachedTokens*\xca\x01\n" +
+	"\rOutcomeStatus\x12\x1e\n" +
+	"\x1aOUTCOME_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15OUTCOME_STATUS_SERVED\x10\x01\x12!\n" +
+	"\x1dOUTCOME_STATUS_CONNECT_FAILED\x10\x02\x12!\n" +
+	"\x1dOUTCOME_STATUS_UPSTREAM_ERROR\x10\x03\x12\x1a\n" +
+	"\x16OUTCOME_STATUS_TIMEOUT\x10\x04\x12\x1c\n" +
+	"\x18OUTCOME_STATUS_CANCELLED\x10\x05*m\n" +
 	"\n" +
 	"AuditLevel\x12\x1b\n" +
 	"\x17AUDIT_LEVEL_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10AUDIT_LEVEL_FULL\x10\x01\x12\x16\n" +
 	"\x12AUDIT_LEVEL_CHOSEN\x10\x02\x12\x14\n" +
-	"\x10AUDIT_LEVEL_NONE\x10\x032P\n" +
+	"\x10AUDIT_LEVEL_NONE\x10\x032\xae\x01\n" +
 	"\vPickService\x12A\n" +
-	"\x04Pick\x12\x1b.prefixroute.v1.PickRequest\x1a\x1c.prefixroute.v1.PickResponseB\xbd\x01\n" +
+	"\x04Pick\x12\x1b.prefixroute.v1.PickRequest\x1a\x1c.prefixroute.v1.PickResponse\x12\\\n" +
+	"\rReportOutcome\x12$.prefixroute.v1.ReportOutcomeRequest\x1a%.prefixroute.v1.ReportOutcomeResponseB\xbd\x01\n" +
 	"\x12com.prefixroute.v1B\tPickProtoP\x01ZCgithub.com/prefixroute/prefixroute/api/prefixroute/v1;prefixroutev1\xa2\x02\x03PXX\xaa\x02\x0ePrefixroute.V1\xca\x02\x0ePrefixroute\\V1\xe2\x02\x1aPrefixroute\\V1\\GPBMetadata\xea\x02\x0fPrefixroute::V1b\x06proto3"
 
 var (
@@ -915,36 +1212,44 @@ func file_prefixroute_v1_pick_proto_rawDescGZIP() []byte {
 	return file_prefixroute_v1_pick_proto_rawDescData
 }
 
-var file_prefixroute_v1_pick_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_prefixroute_v1_pick_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_prefixroute_v1_pick_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_prefixroute_v1_pick_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_prefixroute_v1_pick_proto_goTypes = []any{
-	(AuditLevel)(0),            // 0: prefixroute.v1.AuditLevel
-	(*PickRequest)(nil),        // 1: prefixroute.v1.PickRequest
-	(*LoadSnapshot)(nil),       // 2: prefixroute.v1.LoadSnapshot
-	(*InstanceLoad)(nil),       // 3: prefixroute.v1.InstanceLoad
-	(*PickResponse)(nil),       // 4: prefixroute.v1.PickResponse
-	(*Decision)(nil),           // 5: prefixroute.v1.Decision
-	(*DeploymentDecision)(nil), // 6: prefixroute.v1.DeploymentDecision
-	(*InstanceDecision)(nil),   // 7: prefixroute.v1.InstanceDecision
-	(Strategy)(0),              // 8: prefixroute.v1.Strategy
-	(*Policy)(nil),             // 9: prefixroute.v1.Policy
+	(OutcomeStatus)(0),            // 0: prefixroute.v1.OutcomeStatus
+	(AuditLevel)(0),               // 1: prefixroute.v1.AuditLevel
+	(*ReportOutcomeRequest)(nil),  // 2: prefixroute.v1.ReportOutcomeRequest
+	(*Outcome)(nil),               // 3: prefixroute.v1.Outcome
+	(*ReportOutcomeResponse)(nil), // 4: prefixroute.v1.ReportOutcomeResponse
+	(*PickRequest)(nil),           // 5: prefixroute.v1.PickRequest
+	(*LoadSnapshot)(nil),          // 6: prefixroute.v1.LoadSnapshot
+	(*InstanceLoad)(nil),          // 7: prefixroute.v1.InstanceLoad
+	(*PickResponse)(nil),          // 8: prefixroute.v1.PickResponse
+	(*Decision)(nil),              // 9: prefixroute.v1.Decision
+	(*DeploymentDecision)(nil),    // 10: prefixroute.v1.DeploymentDecision
+	(*InstanceDecision)(nil),      // 11: prefixroute.v1.InstanceDecision
+	(Strategy)(0),                 // 12: prefixroute.v1.Strategy
+	(*Policy)(nil),                // 13: prefixroute.v1.Policy
 }
 var file_prefixroute_v1_pick_proto_depIdxs = []int32{
-	2, // 0: prefixroute.v1.PickRequest.load_snapshot:type_name -> prefixroute.v1.LoadSnapshot
-	0, // 1: prefixroute.v1.PickRequest.audit:type_name -> prefixroute.v1.AuditLevel
-	3, // 2: prefixroute.v1.LoadSnapshot.instances:type_name -> prefixroute.v1.InstanceLoad
-	5, // 3: prefixroute.v1.PickResponse.decision:type_name -> prefixroute.v1.Decision
-	8, // 4: prefixroute.v1.Decision.strategy:type_name -> prefixroute.v1.Strategy
-	9, // 5: prefixroute.v1.Decision.policy:type_name -> prefixroute.v1.Policy
-	6, // 6: prefixroute.v1.Decision.deployments:type_name -> prefixroute.v1.DeploymentDecision
-	7, // 7: prefixroute.v1.Decision.instances:type_name -> prefixroute.v1.InstanceDecision
-	1, // 8: prefixroute.v1.PickService.Pick:input_type -> prefixroute.v1.PickRequest
-	4, // 9: prefixroute.v1.PickService.Pick:output_type -> prefixroute.v1.PickResponse
-	9, // [9:10] is the sub-list for method output_type
-	8, // [8:9] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	3,  // 0: prefixroute.v1.ReportOutcomeRequest.outcomes:type_name -> prefixroute.v1.Outcome
+	0,  // 1: prefixroute.v1.Outcome.status:type_name -> prefixroute.v1.OutcomeStatus
+	6,  // 2: prefixroute.v1.PickRequest.load_snapshot:type_name -> prefixroute.v1.LoadSnapshot
+	1,  // 3: prefixroute.v1.PickRequest.audit:type_name -> prefixroute.v1.AuditLevel
+	7,  // 4: prefixroute.v1.LoadSnapshot.instances:type_name -> prefixroute.v1.InstanceLoad
+	9,  // 5: prefixroute.v1.PickResponse.decision:type_name -> prefixroute.v1.Decision
+	12, // 6: prefixroute.v1.Decision.strategy:type_name -> prefixroute.v1.Strategy
+	13, // 7: prefixroute.v1.Decision.policy:type_name -> prefixroute.v1.Policy
+	10, // 8: prefixroute.v1.Decision.deployments:type_name -> prefixroute.v1.DeploymentDecision
+	11, // 9: prefixroute.v1.Decision.instances:type_name -> prefixroute.v1.InstanceDecision
+	5,  // 10: prefixroute.v1.PickService.Pick:input_type -> prefixroute.v1.PickRequest
+	2,  // 11: prefixroute.v1.PickService.ReportOutcome:input_type -> prefixroute.v1.ReportOutcomeRequest
+	8,  // 12: prefixroute.v1.PickService.Pick:output_type -> prefixroute.v1.PickResponse
+	4,  // 13: prefixroute.v1.PickService.ReportOutcome:output_type -> prefixroute.v1.ReportOutcomeResponse
+	12, // [12:14] is the sub-list for method output_type
+	10, // [10:12] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_pick_proto_init() }
@@ -953,15 +1258,16 @@ func file_prefixroute_v1_pick_proto_init() {
 		return
 	}
 	file_prefixroute_v1_policy_proto_init()
-	file_prefixroute_v1_pick_proto_msgTypes[0].OneofWrappers = []any{}
-	file_prefixroute_v1_pick_proto_msgTypes[2].OneofWrappers = []any{}
+	file_prefixroute_v1_pick_proto_msgTypes[1].OneofWrappers = []any{}
+	file_prefixroute_v1_pick_proto_msgTypes[3].OneofWrappers = []any{}
+	file_prefixroute_v1_pick_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_pick_proto_rawDesc), len(file_prefixroute_v1_pick_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   7,
+			NumEnums:      2,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	PickService_Pick_FullMethodName = "/prefixroute.v1.PickService/Pick"
+	PickService_Pick_FullMethodName          = "/prefixroute.v1.PickService/Pick"
+	PickService_ReportOutcome_FullMethodName = "/prefixroute.v1.PickService/ReportOutcome"
 )
 
 // PickServiceClient is the client API for PickService service.
@@ -32,6 +33,13 @@ type PickServiceClient interface {
 	// Pick chooses an instance of the pool for one request and returns the
 	// full audit of the decision.
 	Pick(ctx context.Context, in *PickRequest, opts ...grpc.CallOption) (*PickResponse, error)
+	// ReportOutcome tells the router what happened to picked requests: served,
+	// or the instance could not be reached. A connect_failed outcome excludes
+	// the instance from picks (excluded_reason unreachable) for a back-off of
+	// 5 s, until it serves again or reports load after the back-off. Batch
+	// outcomes: one call may carry up to 1024. Authorized as the gateway role,
+	// like Pick.
+	ReportOutcome(ctx context.Context, in *ReportOutcomeRequest, opts ...grpc.CallOption) (*ReportOutcomeResponse, error)
 }
 
 type pickServiceClient struct {
@@ -52,6 +60,16 @@ func (c *pickServiceClient) Pick(ctx context.Context, in *PickRequest, opts ...g
 	return out, nil
 }
 
+func (c *pickServiceClient) ReportOutcome(ctx context.Context, in *ReportOutcomeRequest, opts ...grpc.CallOption) (*ReportOutcomeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportOutcomeResponse)
+	err := c.cc.Invoke(ctx, PickService_ReportOutcome_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PickServiceServer is the server API for PickService service.
 // All implementations must embed UnimplementedPickServiceServer
 // for forward compatibility.
@@ -62,6 +80,13 @@ type PickServiceServer interface {
 	// Pick chooses an instance of the pool for one request and returns the
 	// full audit of the decision.
 	Pick(context.Context, *PickRequest) (*PickResponse, error)
+	// ReportOutcome tells the router what happened to picked requests: served,
+	// or the instance could not be reached. A connect_failed outcome excludes
+	// the instance from picks (excluded_reason unreachable) for a back-off of
+	// 5 s, until it serves again or reports load after the back-off. Batch
+	// outcomes: one call may carry up to 1024. Authorized as the gateway role,
+	// like Pick.
+	ReportOutcome(context.Context, *ReportOutcomeRequest) (*ReportOutcomeResponse, error)
 	mustEmbedUnimplementedPickServiceServer()
 }
 
@@ -74,6 +99,9 @@ type UnimplementedPickServiceServer struct{}
 
 func (UnimplementedPickServiceServer) Pick(context.Context, *PickRequest) (*PickResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Pick not implemented")
+}
+func (UnimplementedPickServiceServer) ReportOutcome(context.Context, *ReportOutcomeRequest) (*ReportOutcomeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportOutcome not implemented")
 }
 func (UnimplementedPickServiceServer) mustEmbedUnimplementedPickServiceServer() {}
 func (UnimplementedPickServiceServer) testEmbeddedByValue()                     {}
@@ -114,6 +142,24 @@ func _PickService_Pick_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PickService_ReportOutcome_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportOutcomeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PickServiceServer).ReportOutcome(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PickService_ReportOutcome_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PickServiceServer).ReportOutcome(ctx, req.(*ReportOutcomeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PickService_ServiceDesc is the grpc.ServiceDesc for PickService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -124,6 +170,10 @@ var PickService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Pick",
 			Handler:    _PickService_Pick_Handler,
+		},
+		{
+			MethodName: "ReportOutcome",
+			Handler:    _PickService_ReportOutcome_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

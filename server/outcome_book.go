@@ -1,0 +1,138 @@
+package server
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+)
+
+// The pick book: the router's recent picks that carried a request_id, with
+// what the decision predicted for the chosen instance, so that a gateway's
+// outcome (ReportOutcome) is kept with the pick it belongs to and the
+// predicted cost can be compared with the observed time to first token.
+//
+// Memory is bounded: pickBookSize entries in pickBookShards shards, each a
+// ring with a map from request_id to its slot; the oldest pick of a shard
+// is evicted by the next. An entry holds the request's strings (no copy)
+// and about 120 bytes more: about 8 MiB for the whole book at 65536 entries.
+// An outcome whose pick was evicted or never made is still counted, not
+// matched.
+const (
+	pickBookSize   = 1 << 16
+	pickBookShards = 16
+	pickBookShard  = pickBookSize / pickBookShards
+)
+
+// PickOutcome is one recent pick and what a gateway reported about it: the
+// decision's prediction for the chosen instance and, once an outcome
+// matched, the observed status and ttft. It is a plain value.
+type PickOutcome struct {
+	Pool, RequestID string
+	// Instance and Deployment are the pick's choice.
+	Instance, Deployment string
+	// At is when the pick was made.
+	At time.Time
+	// CostMs, PrefillMs and QueueMs are the decision's figures for the chosen
+	// instance, in ms.
+	CostMs, PrefillMs, QueueMs float64
+	// Reported is true once an outcome matched the pick; Tried, Status and
+	// TTFTMs are then the latest one's (Tried differs from Instance when the
+	// gateway fell back to another instance). HasTTFT says TTFTMs was given.
+	Reported bool
+	Tried    string
+	Status   pb.OutcomeStatus
+	TTFTMs   float64
+	HasTTFT  bool
+}
+
+// pickBook is the bounded book of recent picks by request_id. Safe for
+// concurrent use: one shard lock per add or match, no allocation in steady
+// state (the maps are sized for their shard and entries are replaced in
+// place).
+type pickBook struct {
+	seed   maphash.Seed
+	shards [pickBookShards]bookShard
+}
+
+type bookShard struct {
+	mu   sync.Mutex
+	ring []PickOutcome
+	next int
+	byID map[string]int32 // request_id → ring slot
+}
+
+func newPickBook() *pickBook {
+	b := &pickBook{seed: maphash.MakeSeed()}
+	for i := range b.shards {
+		b.shards[i].ring = make([]PickOutcome, pickBookShard)
+		b.shards[i].byID = make(map[string]int32, pickBookShard)
+	}
+	return b
+}
+
+func (b *pickBook) shard(requestID string) *bookShard {
+	return &b.shards[maphash.String(b.seed, requestID)%pickBookShards]
+}
+
+// add records a pick. A pick with an id already in the book replaces it
+// (the gateway retried with the same id: the latest pick is the one tried).
+func (b *pickBook) add(e *PickOutcome) {
+	sh := b.shard(e.RequestID)
+	sh.mu.Lock()
+	if i, ok := sh.byID[e.RequestID]; ok {
+		sh.ring[i] = *e
+		sh.mu.Unlock()
+		return
+	}
+	slot := &sh.ring[sh.next]
+	if slot.RequestID != "" {
+		delete(sh.byID, slot.RequestID)
+	}
+	*slot = *e
+	sh.byID[e.RequestID] = int32(sh.next)
+	sh.next = (sh.next + 1) % len(sh.ring)
+	sh.mu.Unlock()
+}
+
+// match attaches an outcome to the pick of requestID in pool; false when
+// the book has no such pick.
+func (b *pickBook) match(pool, requestID, tried string, st pb.OutcomeStatus, ttft *float64) bool {
+	if requestID == "" {
+		return false
+	}
+	sh := b.shard(requestID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i, ok := sh.byID[requestID]
+	if !ok || sh.ring[i].Pool != pool {
+		return false
+	}
+	e := &sh.ring[i]
+	e.Reported, e.Tried, e.Status = true, tried, st
+	e.TTFTMs, e.HasTTFT = 0, ttft != nil
+	if ttft != nil {
+		e.TTFTMs = *ttft
+	}
+	return true
+}
+
+// get returns a copy of the pick of requestID.
+func (b *pickBook) get(requestID string) (PickOutcome, bool) {
+	sh := b.shard(requestID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i, ok := sh.byID[requestID]
+	if !ok {
+		return PickOutcome{}, false
+	}
+	return sh.ring[i], true
+}
+
+// PickOutcome returns the recent pick made with requestID and the outcome
+// a gateway reported for it, if the book still holds it (the last
+// pickBookSize picks with a request_id, about). Safe for concurrent use.
+func (s *Server) PickOutcome(requestID string) (PickOutcome, bool) {
+	return s.book.get(requestID)
+}
