@@ -101,6 +101,12 @@ func TestReportOfNamesEveryBadField(t *testing.T) {
 		!strings.HasSuffix(err.Error(), "; 3 block events (stored + removed); the limit is 2 per report") {
 		t.Fatalf("ReportOf: %v\nwant it to start %q and name the block events", err, want)
 	}
+}
+
+// TestReportOfValidAllocs: validating a good report allocates nothing.
+func TestReportOfValidAllocs(t *testing.T) {
+	reg := state.NewRegistry(state.Limits{})
+	var rep state.Report
 	good := &pb.ReportLoadRequest{KvCacheUsage: 0.5, PrefillTokensPerSecond: 100, StoredBlockHashes: []uint64{1}}
 	if n := testing.AllocsPerRun(100, func() { _ = ReportOf(reg, good, &rep) }); n != 0 {
 		t.Errorf("ReportOf of a valid report: %v allocs, want 0", n)
