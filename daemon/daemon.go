@@ -84,6 +84,10 @@ type Config struct {
 	Insecure bool
 	// Transport bounds connections and report streams.
 	Transport TransportLimits
+	// CgroupRoot is where the cgroup file system is read for the memory
+	// limit that Server.Limits.MaxIndexPairs is derived from when it is 0
+	// (memcap.go). Default DefaultCgroupRoot.
+	CgroupRoot string
 	// Gateway maps a gateway's HTTP request (an OpenAI body) to a Pick:
 	// its pool, prefix hashes and prompt length, and the body limit. The
 	// HTTP listener's POST /v1/route uses it (frontend/httproute).
@@ -170,6 +174,7 @@ func Start(cfg Config) (*Daemon, error) {
 	if cfg.Server.Now == nil {
 		cfg.Server.Now = time.Now
 	}
+	log.Info(applyIndexCap(&cfg).String())
 	d := &Daemon{log: log, done: make(chan error, 2+len(cfg.FrontEnds))}
 	if err := d.start(&cfg); err != nil {
 		d.release(context.Background())

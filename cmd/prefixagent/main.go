@@ -49,6 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.KVEvents, "kv-events", "", "the engine's KV event publisher, e.g. tcp://127.0.0.1:5557; empty: load only, the router guesses the cache")
 	fs.BoolVar(&c.KVEventsBind, "kv-events-bind", false, "listen on --kv-events (when the engine's endpoint has no '*', it connects)")
 	fs.StringVar(&c.KVEventsReplay, "kv-events-replay", "", "the engine's replay endpoint, e.g. tcp://127.0.0.1:5558 (recovers missed messages)")
+	fs.DurationVar(&c.KVEventsSilentAfter, "kv-events-silent-after", agent.DefaultKVEventsSilentAfter, "with --kv-events set and no message received this long after start, warn (log, prefixagent_kv_events_silent, /status): wrong endpoint or port?")
 	fs.StringVar(&c.Topic, "kv-events-topic", "", "the publisher's topic (the engines' default is empty)")
 	fs.Int64Var(&c.DPRank, "data-parallel-rank", 0, "the engine's data-parallel rank this agent reports (one agent per rank)")
 	fs.StringVar(&router, "router", "127.0.0.1:50051", "prefixrouted's gRPC address")
@@ -66,7 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.Salt, "hash-salt", "", "the prefix-hash salt of the pool's gateways (PickerOptions.Salt)")
 	fs.IntVar(&c.BlockSize, "block-size", 0, "the pool's block size in tokens; 0 takes the engine's (cache_config_info); a mismatch is an error")
 	fs.IntVar(&c.MaxBlocks, "max-blocks", 0, "bound of the engine-hash map in blocks; 0: 2 x the engine's capacity")
-	fs.StringVar(&httpListen, "http-listen", "127.0.0.1:9091", "address of the agent's /metrics and /healthz; off disables")
+	fs.StringVar(&httpListen, "http-listen", "127.0.0.1:9091", "address of the agent's /metrics, /healthz (engine and router reachable), /livez (agent running) and /status; off disables")
 	fs.BoolVar(&version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -146,7 +147,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				log.Warn("prefixagent: closing the /metrics server", "err", err)
 			}
 		}()
-		log.Info("prefixagent: serving /metrics and /healthz", "addr", l.Addr().String())
+		log.Info("prefixagent: serving /metrics, /healthz, /livez and /status", "addr", l.Addr().String())
 	}
 	for _, c := range cfgs {
 		log.Info("prefixagent: started", "version", versionString(), "engine", c.Engine.String(), "router", router,

@@ -246,3 +246,17 @@ func TestMigrationCommand(t *testing.T) {
 		t.Fatalf("migration -o json: %v", &st)
 	}
 }
+
+// TestQueueAgreesWithExplain: an instance that reports queued prefill
+// tokens but neither queue_ms nor a throughput (prefixagent before it has
+// measured one) shows the same QUEUE in 'instances' as in 'pick --explain':
+// 3600 tokens at the policy's default 10000 tokens/s, 360 ms.
+func TestQueueAgreesWithExplain(t *testing.T) {
+	d := startDaemon(t, true)
+	addr := d.Addr()
+	report(t, addr, client.ReporterOptions{Pool: "q", Deployment: "A", InstanceID: "agent-fed", Address: "10.0.0.1:8000"},
+		client.Load{WaitingRequests: 3, QueuedPrefillTokens: 3600})
+	r := ctl(addr, "instances", "q", "--wait", "1", "--wait-timeout", "20s")
+	expect(t, r, 0, "agent-fed", "~360 ms", "~ QUEUE: as Pick sees it")
+	expect(t, ctl(addr, "pick", "q", "--tokens", "0-15", "--seed", "1", "--explain"), 0, "agent-fed", "360 ms")
+}

@@ -11,7 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/protoconv"
 	"github.com/prefixroute/prefixroute/pkg/client"
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 // pools is 'prefixctl pools'.
@@ -68,10 +70,26 @@ func (c *cli) instances(fs *pflag.FlagSet) runner {
 			if c.output == "json" {
 				return writeJSON(c.stdout, resp)
 			}
-			renderInstances(c.stdout, pos[0], resp)
+			renderInstances(c.stdout, pos[0], resp, c.poolPolicy(admin, pos[0]))
 			return nil
 		}
 	}
+}
+
+// poolPolicy is the pool's policy in force, or nil when it cannot be
+// read (the QUEUE column then shows only reported queue_ms).
+func (c *cli) poolPolicy(admin pb.AdminServiceClient, pool string) *scheduler.Policy {
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := admin.GetPolicy(ctx, &pb.GetPolicyRequest{Pool: pool})
+	if err != nil {
+		return nil
+	}
+	p, err := protoconv.MergePolicy(scheduler.DefaultPolicy(), resp.GetPolicy())
+	if err != nil {
+		return nil
+	}
+	return &p
 }
 
 // renderPools prints ListPools as a table.
@@ -108,24 +126,39 @@ func stateCell(in *pb.InstanceStatus) string {
 	return "unknown"
 }
 
-// queueCell is the instance's queue in ms: its own estimate when it
-// reports one, else its queued prefill tokens at its reported throughput,
-// marked "~" (estimated reports whether it is); "-" when neither is known.
-func queueCell(in *pb.InstanceStatus) (cell string, estimated bool) {
-	switch tps := in.GetPrefillTokensPerSecond(); {
-	case in.QueueMs != nil:
-		return fmtMs(in.GetQueueMs()), false
-	case in.GetQueuedPrefillTokens() == 0:
-		return fmtMs(0), false
-	case tps > 0:
-		return "~" + fmtMs(float64(in.GetQueuedPrefillTokens())/tps*1000), true
+// queueCell is the instance's queue in ms as Pick sees it (the QUEUE of
+// 'pick --explain'): scheduler.Standing with policy p, which takes its own
+// queue_ms when it reports one, else its queued prefill tokens at its
+// reported throughput or p's default_prefill_tokens_per_second, plus the
+// tokens assigned to it since its last report. estimated is true unless
+// the figure is the instance's queue_ms alone; "-" when it has no valid
+// figures (or p is nil: the policy could not be read and the instance
+// reports no queue_ms).
+func queueCell(in *pb.InstanceStatus, p *scheduler.Policy) (cell string, estimated bool) {
+	if p == nil {
+		if in.QueueMs != nil {
+			return fmtMs(in.GetQueueMs()), false
+		}
+		return "-", false
 	}
-	return "-", false
+	noWait := *p
+	noWait.BatchWaitMs = 0
+	si := scheduler.Instance{PrefillTokensPerSecond: in.GetPrefillTokensPerSecond(), QueueMs: in.GetQueueMs(),
+		HasQueueMs: in.QueueMs != nil, QueuedPrefillTokens: in.GetQueuedPrefillTokens(), AssignedTokens: in.GetAssignedTokens()}
+	_, ms, ok := scheduler.Standing(&noWait, &si)
+	switch {
+	case !ok:
+		return "-", false
+	case in.GetAssignedTokens() == 0 && (in.QueueMs != nil || in.GetQueuedPrefillTokens() == 0):
+		return fmtMs(ms), false
+	}
+	return "~" + fmtMs(ms), true
 }
 
 // renderInstances prints ListInstances as a table of the connected
 // instances by deployment, then one line per disconnected instance.
-func renderInstances(w io.Writer, pool string, r *pb.ListInstancesResponse) {
+// p is the pool's policy (nil when it could not be read), for QUEUE.
+func renderInstances(w io.Writer, pool string, r *pb.ListInstancesResponse, p *scheduler.Policy) {
 	ok := 0
 	for _, in := range r.GetInstances() {
 		if in.GetState() == pb.InstanceState_INSTANCE_STATE_OK {
@@ -154,7 +187,7 @@ func renderInstances(w io.Writer, pool string, r *pb.ListInstancesResponse) {
 		if !in.GetReportsCacheEvents() {
 			cached, guessed = "~"+cached, true
 		}
-		queue, est := queueCell(in)
+		queue, est := queueCell(in, p)
 		estimated = estimated || est
 		t.add("  "+in.GetInstanceId(), in.GetAddress(), stateCell(in), queue,
 			fmtPct(in.GetKvCacheUsage()), cached, fmtTPS(in.GetPrefillTokensPerSecond()))
@@ -167,7 +200,7 @@ func renderInstances(w io.Writer, pool string, r *pb.ListInstancesResponse) {
 			in.GetInstanceId(), in.GetDeployment(), in.GetAddress(), fmtAge(in.GetReportAgeMs()))
 	}
 	if estimated {
-		fmt.Fprintln(w, "~ QUEUE: queued prefill tokens / throughput (the instance reports no queue_ms)")
+		fmt.Fprintln(w, "~ QUEUE: as Pick sees it: queued + newly routed tokens / throughput")
 	}
 	if guessed {
 		fmt.Fprintln(w, "~ CACHED: guessed from the requests routed there (no cache events)")

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -180,8 +181,8 @@ func TestRenderGolden(t *testing.T) {
 				{Pool: "llama-3-8b", Deployments: 2, Instances: 5, WeightsVersion: 3}, {Pool: "m", Deployments: 1, Instances: 1}}})
 		}},
 		{"pools_empty", func(b *bytes.Buffer) { renderPools(b, &pb.ListPoolsResponse{}) }},
-		{"instances", func(b *bytes.Buffer) { renderInstances(b, "m", instances) }},
-		{"instances_empty", func(b *bytes.Buffer) { renderInstances(b, "m", &pb.ListInstancesResponse{}) }},
+		{"instances", func(b *bytes.Buffer) { dp := scheduler.DefaultPolicy(); renderInstances(b, "m", instances, &dp) }},
+		{"instances_empty", func(b *bytes.Buffer) { renderInstances(b, "m", &pb.ListInstancesResponse{}, nil) }},
 		{"weights_get", func(b *bytes.Buffer) { renderWeights(b, "m", weights) }},
 		{"weights_get_unset", func(b *bytes.Buffer) { renderWeights(b, "m", unset) }},
 		{"weights_set", func(b *bytes.Buffer) {

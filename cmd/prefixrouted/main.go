@@ -44,7 +44,7 @@ func run() int {
 	flag.IntVar(&cfg.Server.Limits.MaxInstancesPerPool, "max-instances-per-pool", state.DefaultMaxInstancesPerPool, "most instances one pool may hold")
 	flag.IntVar(&cfg.Server.Limits.MaxPools, "max-pools", state.DefaultMaxPools, "most pools the router may hold")
 	flag.IntVar(&cfg.Server.Limits.MaxBlocksPerInstance, "max-blocks-per-instance", state.DefaultMaxBlocksPerInstance, "most prefix-index blocks held for one instance, whatever kv_capacity_blocks it reports")
-	flag.IntVar(&cfg.Server.Limits.MaxIndexPairs, "max-index-pairs", state.DefaultMaxIndexPairs, "most prefix-index (block, instance) pairs over all pools (about 165 bytes of RSS each when each block is on one instance)")
+	flag.IntVar(&cfg.Server.Limits.MaxIndexPairs, "max-index-pairs", 0, "most prefix-index (block, instance) pairs over all pools, about 165 bytes of RSS each (0: 60% of the cgroup memory limit or GOMEMLIMIT, whichever is smaller, else 67108864)")
 	flag.DurationVar(&cfg.Server.Migration.Window, "migration-window", readiness.DefaultWindow,
 		fmt.Sprintf("window of picks GetMigrationStatus reads (prefixctl migration), in %d buckets", readiness.DefaultBuckets))
 	flag.StringVar(&cfg.DecisionLog, "decision-log", "", "append sampled Picks with their full decision to this file as JSON lines (off when empty)")

@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
@@ -191,6 +193,23 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.open("#/")
 	b.waitJS(`document.querySelector('tr[data-pool="chat"]') && document.querySelector('tr[data-pool="chat"]').textContent.includes("5")`)
 	b.screenshot("pools")
+	// A pool without instances shows its weights, or says why it has none,
+	// never a bare "0".
+	if _, err := f.sc.Admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: "idle", Weights: map[string]float64{"x": 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.sc.Admin.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: "bare", Policy: &pb.Policy{DeltaMs: proto.Float64(30)}}); err != nil {
+		t.Fatal(err)
+	}
+	b.open("#/pool/chat")
+	b.open("#/")
+	b.waitJS(`document.querySelector('tr[data-pool="idle"] td.deps') && document.querySelector('tr[data-pool="bare"] td.deps')`)
+	if got := must[string](b, `document.querySelector('tr[data-pool="idle"] td.deps').textContent`); !strings.Contains(got, "x weight 3.00 (no instances)") {
+		t.Errorf("pools page, pool with weights and no instances: %q", got)
+	}
+	if got := must[string](b, `document.querySelector('tr[data-pool="bare"] td.deps').textContent`); !strings.HasPrefix(got, "— no instances") {
+		t.Errorf("pools page, pool without weights or instances: %q", got)
+	}
 
 	// Instances: exactly the five reporters, a-3 marked stale once it stops.
 	f.held.Store(true)
@@ -254,6 +273,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.open("#/pool/chat/migration")
 	b.waitJS(`document.querySelector('#verdict')`)
 	b.screenshot("migration")
+	// One unit, in words, as 'prefixctl migration': loads in % of the
+	// prefill capacity, amounts in prefill tokens/s; no ms/s.
+	if mig := must[string](b, `document.querySelector('#mig').textContent + " " + document.querySelector('#mig-bar').getAttribute("aria-label")`); strings.Contains(mig, "ms/s") ||
+		strings.Contains(mig, "ms of prefill") || !strings.Contains(mig, "% of its prefill capacity") ||
+		!regexp.MustCompile(`^\+\d+ prefill tokens/s in all: \d+ prefill tokens/s that move with a's traffic, \d+ prefill tokens/s recomputing prefixes only a holds$`).MatchString(
+			must[string](b, `document.querySelector('#mig-extra').textContent`)) {
+		t.Errorf("migration page wording: %q", mig)
+	}
 
 	// Explain: the largest P(d) bar of a prompt only a-1 holds is a's, and
 	// the instance chosen is one of a's.

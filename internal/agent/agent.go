@@ -82,6 +82,10 @@ type Config struct {
 	// ScrapeInterval, EngineTimeout and ReplayTimeout default to the
 	// constants above.
 	ScrapeInterval, EngineTimeout, ReplayTimeout time.Duration
+	// KVEventsSilentAfter is how long after start, with KVEvents set and
+	// no message received, the agent warns (liveness.go). Default
+	// DefaultKVEventsSilentAfter.
+	KVEventsSilentAfter time.Duration
 	// ReporterMinBackoff/MaxBackoff are passed to the Reporter (0:
 	// its defaults).
 	ReporterMinBackoff, ReporterMaxBackoff time.Duration
@@ -105,7 +109,13 @@ type Agent struct {
 	seed uint64
 	m    *metrics
 
-	lastOK atomic.Int64 // unix nanos of the last good scrape
+	lastOK  atomic.Int64 // unix nanos of the last good scrape
+	turn    atomic.Int64 // unix nanos of the scrape loop's last turn
+	running atomic.Bool  // Run is running
+	kvSeen  atomic.Bool  // a KV event message arrived
+
+	kvMu     sync.Mutex
+	kvSilent bool // the silence warning is on
 
 	mu      sync.Mutex
 	load    client.Load
@@ -138,6 +148,7 @@ func New(cc grpc.ClientConnInterface, cfg Config) (*Agent, error) {
 	def(&cfg.ScrapeInterval, DefaultScrapeInterval)
 	def(&cfg.EngineTimeout, DefaultEngineTimeout)
 	def(&cfg.ReplayTimeout, DefaultReplayTimeout)
+	def(&cfg.KVEventsSilentAfter, DefaultKVEventsSilentAfter)
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: max(cfg.EngineTimeout/2, 100*time.Millisecond)}
 	}
@@ -156,7 +167,7 @@ func (c *Config) labels() map[string]string {
 	return map[string]string{"instance_id": c.InstanceID}
 }
 
-// Handler serves the agent's /metrics and /healthz.
+// Handler serves the agent's /metrics, /healthz, /livez and /status.
 func (a *Agent) Handler() http.Handler { return GroupHandler([]*Agent{a}) }
 
 // healthy says why the agent is unhealthy, or "".
@@ -190,6 +201,8 @@ func (a *Agent) Exact() bool {
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	a.running.Store(true)
+	defer a.running.Store(false)
 	a.setMode(false)
 	defer func() {
 		a.mu.Lock()
@@ -217,6 +230,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			if err := a.eventLoop(ctx); err != nil {
 				cancel(err)
 			}
+		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.watchSilence(ctx)
 		}()
 	}
 	<-ctx.Done()

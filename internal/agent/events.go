@@ -93,6 +93,7 @@ func (a *Agent) receive(ctx context.Context, st *eventState) error {
 // duplicate.
 func (a *Agent) message(ctx context.Context, st *eventState, m kvevents.Message) error {
 	a.m.messages.Inc()
+	a.kvReceived()
 	switch {
 	case m.Seq == 0 && (!st.haveSeq || st.next > 0):
 		// The publisher's first message: a fresh engine's cache is empty
@@ -160,6 +161,9 @@ func (a *Agent) recover(ctx context.Context, st *eventState, from int64) error {
 		return nil
 	}
 	a.m.replays.WithLabelValues("ok").Inc()
+	if len(got) > 0 {
+		a.kvReceived()
+	}
 	if from == 0 {
 		a.mu.Lock()
 		if a.al != nil {

@@ -14,13 +14,13 @@ import (
 
 // metrics are the agent's own Prometheus series (prefixagent_*).
 type metrics struct {
-	reg                                            *prometheus.Registry
-	messages, malformed, gaps, unknowns, otherRank prometheus.Counter
-	scrapeErrors, misses                           prometheus.Counter
-	eventsByKind                                   *prometheus.CounterVec
-	skipped                                        *prometheus.CounterVec
-	replays                                        *prometheus.CounterVec
-	exact, held, reportLag, waiting, queueMs       prometheus.Gauge
+	reg                                                *prometheus.Registry
+	messages, malformed, gaps, unknowns, otherRank     prometheus.Counter
+	scrapeErrors, misses                               prometheus.Counter
+	eventsByKind                                       *prometheus.CounterVec
+	skipped                                            *prometheus.CounterVec
+	replays                                            *prometheus.CounterVec
+	exact, held, reportLag, waiting, queueMs, kvSilent prometheus.Gauge
 }
 
 // newMetrics returns the series of one agent, each with the constant
@@ -58,6 +58,7 @@ func newMetrics(labels prometheus.Labels) *metrics {
 		reportLag:    g("report_lag_seconds", "Age of the load figures in the latest report, in seconds."),
 		waiting:      g("engine_waiting_requests", "The engine's waiting requests at the latest scrape."),
 		queueMs:      g("engine_queue_ms", "The agent's queue estimate at the latest scrape, in ms."),
+		kvSilent:     g("kv_events_silent", "1 while KV events are configured and no message has arrived within --kv-events-silent-after of start (wrong endpoint or port?), else 0."),
 	}
 }
 
@@ -80,10 +81,13 @@ func (m *metrics) aligned(before, after kvalign.Stats, held int) {
 	m.held.Set(float64(held))
 }
 
-// GroupHandler serves /metrics and /healthz of the agents of one process:
-// the series of all (each agent's own, told apart by instance_id when
-// several run: Config.LabelMetrics), and 200 "ok" when every agent is
-// healthy, else 503 with a JSON error naming each one that is not and why.
+// GroupHandler serves /metrics, /healthz, /livez and /status of the agents
+// of one process: the series of all (each agent's own, told apart by
+// instance_id when several run: Config.LabelMetrics); /healthz 200 "ok"
+// when every agent is healthy (engine scraped, router connected), else 503
+// with a JSON error naming each one that is not and why; /livez 200 "ok"
+// while every agent runs, whatever the engine and the router do
+// (liveness.go); /status the JSON Status of each.
 func GroupHandler(agents []*Agent) http.Handler {
 	var gs prometheus.Gatherers
 	for _, a := range agents {
@@ -91,6 +95,8 @@ func GroupHandler(agents []*Agent) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gs, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /livez", livezHandler(agents))
+	mux.HandleFunc("GET /status", statusHandler(agents))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		var why []string
 		for _, a := range agents {

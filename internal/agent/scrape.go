@@ -17,6 +17,7 @@ func (a *Agent) scrapeLoop(ctx context.Context) error {
 	defer t.Stop()
 	failing := false
 	for {
+		a.turn.Store(time.Now().UnixNano())
 		s, err := a.scrape(ctx)
 		if ctx.Err() != nil {
 			return nil

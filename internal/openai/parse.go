@@ -104,7 +104,7 @@ func Parse(e Endpoint, data []byte, max int) (*Request, error) {
 	var b body
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&b); err != nil {
-		return nil, fmt.Errorf("%w: not a JSON object of the request: %v", ErrBadBody, err)
+		return nil, bodyError(err)
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("%w: data after the JSON object", ErrBadBody)

@@ -3,6 +3,7 @@ package protoconv
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -82,5 +83,32 @@ func TestReportOfRefuses(t *testing.T) {
 	var rep state.Report
 	if err := ReportOf(reg, &pb.ReportLoadRequest{KvCacheUsage: 1.5}, &rep); !errors.Is(err, state.ErrInvalidReport) {
 		t.Fatalf("ReportOf of kv_cache_usage 1.5: %v, want ErrInvalidReport", err)
+	}
+}
+
+// TestReportOfNamesEveryBadField: a report with several bad fields is
+// refused with one message naming each, in field order.
+func TestReportOfNamesEveryBadField(t *testing.T) {
+	reg := state.NewRegistry(state.Limits{MaxBlockEvents: 2})
+	q := -5.0
+	var rep state.Report
+	err := ReportOf(reg, &pb.ReportLoadRequest{KvCacheUsage: 1.5, QueueMs: &q, PrefillTokensPerSecond: -1,
+		BlockSizeTokens: 1 << 30, StoredBlockHashes: []uint64{1, 2, 3}}, &rep)
+	want := "invalid load report: kv_cache_usage is 1.5; want a fraction in [0, 1]; " +
+		"queue_ms is -5; want a finite number >= 0; prefill_tokens_per_second is -1; want a finite number >= 0; " +
+		"block_size_tokens is 1073741824; the limit is "
+	if !errors.Is(err, state.ErrInvalidReport) || !strings.HasPrefix(err.Error(), want) ||
+		!strings.HasSuffix(err.Error(), "; 3 block events (stored + removed); the limit is 2 per report") {
+		t.Fatalf("ReportOf: %v\nwant it to start %q and name the block events", err, want)
+	}
+}
+
+// TestReportOfValidAllocs: validating a good report allocates nothing.
+func TestReportOfValidAllocs(t *testing.T) {
+	reg := state.NewRegistry(state.Limits{})
+	var rep state.Report
+	good := &pb.ReportLoadRequest{KvCacheUsage: 0.5, PrefillTokensPerSecond: 100, StoredBlockHashes: []uint64{1}}
+	if n := testing.AllocsPerRun(100, func() { _ = ReportOf(reg, good, &rep) }); n != 0 {
+		t.Errorf("ReportOf of a valid report: %v allocs, want 0", n)
 	}
 }

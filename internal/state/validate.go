@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"math"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -49,26 +50,37 @@ func (r *Registry) ValidateIdentity(id Identity) error {
 	return nil
 }
 
-// ValidateReport checks one load report's figures and sizes.
+// ValidateReport checks one load report's figures and sizes. Its error
+// names every bad field, in field order, joined by "; " (as a policy's
+// does). It does not allocate when rep is valid.
 func (r *Registry) ValidateReport(rep *Report) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidReport, fmt.Sprintf(format, args...))
-	}
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-	switch {
-	case !finite(rep.KVCacheUsage) || rep.KVCacheUsage < 0 || rep.KVCacheUsage > 1:
-		return bad("kv_cache_usage is %v; want a fraction in [0, 1]", rep.KVCacheUsage)
-	case rep.HasQueueMs && (!finite(rep.QueueMs) || rep.QueueMs < 0):
-		return bad("queue_ms is %v; want a finite number >= 0", rep.QueueMs)
-	case !finite(rep.PrefillTokensPerSecond) || rep.PrefillTokensPerSecond < 0:
-		return bad("prefill_tokens_per_second is %v; want a finite number >= 0", rep.PrefillTokensPerSecond)
-	case rep.BlockSizeTokens > maxBlockSizeTokens:
-		return bad("block_size_tokens is %d; the limit is %d", rep.BlockSizeTokens, maxBlockSizeTokens)
-	case len(rep.Stored)+len(rep.Removed) > r.limits.MaxBlockEvents:
-		return bad("%d block events (stored + removed); the limit is %d per report",
-			len(rep.Stored)+len(rep.Removed), r.limits.MaxBlockEvents)
+	events := len(rep.Stored) + len(rep.Removed)
+	badUsage := !finite(rep.KVCacheUsage) || rep.KVCacheUsage < 0 || rep.KVCacheUsage > 1
+	badQueue := rep.HasQueueMs && (!finite(rep.QueueMs) || rep.QueueMs < 0)
+	badRate := !finite(rep.PrefillTokensPerSecond) || rep.PrefillTokensPerSecond < 0
+	badBlock := rep.BlockSizeTokens > maxBlockSizeTokens
+	badEvents := events > r.limits.MaxBlockEvents
+	if !badUsage && !badQueue && !badRate && !badBlock && !badEvents {
+		return nil
 	}
-	return nil
+	var why []string
+	if badUsage {
+		why = append(why, fmt.Sprintf("kv_cache_usage is %v; want a fraction in [0, 1]", rep.KVCacheUsage))
+	}
+	if badQueue {
+		why = append(why, fmt.Sprintf("queue_ms is %v; want a finite number >= 0", rep.QueueMs))
+	}
+	if badRate {
+		why = append(why, fmt.Sprintf("prefill_tokens_per_second is %v; want a finite number >= 0", rep.PrefillTokensPerSecond))
+	}
+	if badBlock {
+		why = append(why, fmt.Sprintf("block_size_tokens is %d; the limit is %d", rep.BlockSizeTokens, maxBlockSizeTokens))
+	}
+	if badEvents {
+		why = append(why, fmt.Sprintf("%d block events (stored + removed); the limit is %d per report", events, r.limits.MaxBlockEvents))
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidReport, strings.Join(why, "; "))
 }
 
 // maxBlockSizeTokens bounds a report's block_size_tokens so token

@@ -108,21 +108,25 @@ const pageMigration = {
     const a = m.absorption;
     const cap = a.to_capacity_ms_per_second, now = a.to_prefill_ms_per_second, extra = a.extra_prefill_ms_per_second;
     const scale = Math.max(cap, now + extra, 1);
+    // Loads are in % of the prefill capacity, amounts in prefill tokens/s: the units of 'prefixctl migration'.
+    const capPct = (ms) => cap > 0 && a.throughput_known ? `${num(100 * ms / cap, 1)} %` : "unknown";
     const verdict = Number(m.picks) === 0 ? ["no", "No verdict yet: no picks in the window"]
       : a.can_absorb ? ["yes", `Ready: ${m.to} can absorb ${m.from}'s traffic`] : ["no", `Not yet: ${m.to} would run out of prefill headroom`];
     box.replaceChildren(
       el("p", {}, el("span", { class: "verdict " + verdict[0], id: "verdict", text: verdict[1] })),
-      el("h3", { text: `${m.to}'s prefill time: in use now, extra after the move, capacity (ms of prefill per second)` }),
-      el("div", { class: "bar", style: "height:26px", role: "img", "aria-label": `now ${num(now, 0)} ms/s, extra ${num(extra, 0)} ms/s, capacity ${num(cap, 0)} ms/s` },
+      el("h3", { text: `${m.to}'s prefill load, in % of its prefill capacity: now, and added by the move` }),
+      el("div", { class: "bar", id: "mig-bar", style: "height:26px", role: "img", "aria-label": `busy now ${capPct(now)}, added by the move ${capPct(extra)} of ${m.to}'s prefill capacity` },
         el("span", { style: `width:${100 * now / scale}%;background:#0072B2` }),
         el("span", { class: "hatch", style: `width:${100 * extra / scale}%` })),
-      legend([{ label: `in use ${num(now, 0)} ms/s`, color: "#0072B2", width: 8 }, { label: `extra ${num(extra, 0)} ms/s`, color: "#D55E00", width: 8 },
-        { label: `capacity ${num(cap, 0)} ms/s; headroom after the move ${num(a.headroom_pct, 1)} %`, color: "#555", width: 1 }]),
+      legend([{ label: `busy now ${capPct(now)}`, color: "#0072B2", width: 8 }, { label: `added by the move ${capPct(extra)}`, color: "#D55E00", width: 8 },
+        { label: `capacity 100 %; headroom after the move ${num(a.headroom_pct, 1)} %`, color: "#555", width: 1 }]),
       a.throughput_known ? "" : el("p", { class: "muted", text: "Prefill throughput unknown: the instances report no prefill_tokens_per_second." }),
       el("dl", { class: "kv" },
         el("dt", { text: "Window" }), el("dd", { text: `${secs(m.covered)} of ${secs(m.window)} covered, ${m.picks} picks` }),
         el("dt", { text: `Only ${m.from} holds` }), el("dd", { text: `${pct(m.from_only_request_share)} of requests, ${pct(m.from_only_token_share)} of prompt tokens` }),
-        el("dt", { text: "Recompute after the move" }), el("dd", { text: `${num(a.recompute_tokens_per_second, 0)} tokens/s, ${num(a.extra_tokens_per_second, 0)} extra tokens/s` })),
+        el("dt", { text: `Added to ${m.to}'s prefill` }), el("dd", { id: "mig-extra", text: `+${num(a.extra_tokens_per_second, 0)} prefill tokens/s in all: ` +
+          `${num(a.moved_prefill_tokens_per_second, 0)} prefill tokens/s that move with ${m.from}'s traffic, ` +
+          `${num(a.recompute_tokens_per_second, 0)} prefill tokens/s recomputing prefixes only ${m.from} holds` })),
       el("h3", { text: `Hot prefixes only ${m.from} holds` }),
       el("div", { class: "scroll" }, el("table", {},
         el("thead", {}, el("tr", {}, ["First block hash", `Depth on ${m.from} (blocks)`, `Depth on ${m.to} (blocks)`, "Requests", "Extra tokens"].map((t, i) => el("th", { class: i ? "num" : null, text: t })))),

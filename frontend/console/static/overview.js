@@ -4,6 +4,20 @@
 
 // ---------- pools ----------
 
+// depsCell is a pool's deployments with their weight shares; a deployment
+// without instances shows its weight and says so; a pool with neither
+// deployments nor weights says why instead of a bare count.
+function depsCell(s, w, deps, colors) {
+  if (!w) return String(s.deployments) + " deployments";
+  if (deps.length) {
+    return deps.map((d) => el("span", { style: "margin-right:10px" }, swatch(colors.get(d.deployment)),
+      d.deployment + " " + (Number(d.instances) > 0 ? pct(d.share, 0) : `weight ${num(d.weight, 2)} (no instances)`)));
+  }
+  const set = Object.entries(w.weights || {});
+  if (set.length) return set.map(([d, x]) => `${d} weight ${num(x, 2)}`).join(", ") + " (no instances)";
+  return "— no instances (forgotten or never reported) and weights never set";
+}
+
 const pagePools = {
   init(view) {
     view.append(el("h2", { text: "Pools" }), el("div", { class: "scroll", id: "pools" }));
@@ -24,8 +38,7 @@ const pagePools = {
       }
       return el("tr", { dataset: { pool: s.pool } },
         el("th", { scope: "row" }, el("a", { href: "#/pool/" + encodeURIComponent(s.pool), text: s.pool })),
-        el("td", {}, deps.length ? deps.map((d) => el("span", { style: "margin-right:10px" },
-          swatch(colors.get(d.deployment)), d.deployment + " " + pct(d.share, 0))) : String(s.deployments)),
+        el("td", { class: "deps" }, depsCell(s, w, deps, colors)),
         el("td", { class: "num" }, String(s.instances)),
         el("td", {}, ["ok", "stale", "draining", "disconnected"].filter((k) => st[k]).map((k) =>
           el("span", { class: "badge " + k, style: "margin-right:4px", text: st[k] + " " + k }))),
