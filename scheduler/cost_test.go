@@ -90,7 +90,7 @@ func TestCostParts(t *testing.T) {
 		},
 		{
 			name: "attention term, full hit costs nothing", prompt: 64, blocks: 4, doubling: 256,
-			in:       scheduler.Instance{MatchedBlocks: 4, PrefillTokensPerSecond: 1000},
+			in: scheduler.Instance{MatchedBlocks: 4, PrefillTokensPerSecond: 1000},
 		},
 		{
 			name: "excluded instances get cost parts too", prompt: 100,
