@@ -23,7 +23,7 @@ func readPrefillCells(t *testing.T) []prefillCell {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var cells []prefillCell
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
