@@ -11,9 +11,9 @@ import (
 const MaxBacklogWeight = 20
 
 // UtilisationTau is the time constant of a pool's utilisation estimate: the
-// rate of prefill tokens picked decays by e^(−age/UtilisationTau)
-// (DecayedRate, AddedRate), and the measured busy share is averaged over it
-// (BusyAverage). 2 s: a few report intervals of every instance, short
+// rates of prefill work and of picks decay by e^(−age/UtilisationTau)
+// (DecayedRate, AddedRate), and the reported queues are averaged over it
+// (TimeAverage). 2 s: a few report intervals of every instance, short
 // against a load change a router should follow.
 const UtilisationTau = 2 * time.Second
 
@@ -25,29 +25,59 @@ type Backlog struct {
 	Found bool
 	// LeastWaiting is the fewest waiting requests any of them reports.
 	LeastWaiting uint32
-	// PickedTokensPerSecond is the rate of prefill tokens picked onto the
-	// pool, decaying over UtilisationTau (AddedRate, DecayedRate).
+	// Instances is how many qualify.
+	Instances int
+	// PickedTokensPerSecond is the rate of prefill work picked onto the
+	// pool, in work tokens (WorkTokens) per second, and PicksPerSecond the
+	// rate of picks, both decaying over UtilisationTau (AddedRate,
+	// DecayedRate).
 	PickedTokensPerSecond float64
+	PicksPerSecond        float64
 	// ThroughputTokensPerSecond is their summed prefill throughput (the
 	// policy's default for an instance that reports none).
 	ThroughputTokensPerSecond float64
-	// Busy is the share of them whose latest report shows prefill work
-	// queued or running (ReportsBusy), averaged over UtilisationTau
-	// (BusyAverage): the pool's measured prefill utilisation.
-	Busy float64
+	// QueueMs is their mean reported queue (ReportedQueueMs), averaged over
+	// UtilisationTau (TimeAverage): the pool's measured unfinished prefill
+	// work per instance.
+	QueueMs float64
 }
 
-// Utilisation is the pool's prefill utilisation ρ as b estimates it: the
-// larger of the tokens picked per second of throughput and the measured
-// busy share. The busy share also counts the engine time the tokens do not
-// (a fixed cost per batch: at 70 % busy in SIMULATION.md's util70 the
-// tokens alone make ρ about 0.55). Pure; safe for concurrent use.
+// ServiceMs is the mean prefill time of a pick on b's pool, in ms: the
+// mean work of a pick (PickedTokensPerSecond / PicksPerSecond) at the mean
+// instance's throughput. 0 when no pick is in the rates or the pool has no
+// throughput. Pure; safe for concurrent use.
+func ServiceMs(b Backlog) float64 {
+	if !(b.PicksPerSecond > 0) || !(b.ThroughputTokensPerSecond > 0) || b.Instances <= 0 {
+		return 0
+	}
+	return b.PickedTokensPerSecond / b.PicksPerSecond * 1000 * float64(b.Instances) / b.ThroughputTokensPerSecond
+}
+
+// Utilisation is the pool's prefill utilisation ρ as b estimates it, the
+// larger of two readings:
+//
+//	ρ_rate  = PickedTokensPerSecond / ThroughputTokensPerSecond
+//	ρ_queue = QueueMs / (QueueMs + ServiceMs(b))   (0 when ServiceMs is 0)
+//
+// ρ_rate is the work the router sends over what the instances can do.
+// ρ_queue reads the reports: in a queue of utilisation ρ and mean service
+// time S the mean unfinished work is V = ρ·S/(1 − ρ) (M/M/1), so ρ =
+// V/(V + S). It counts what the rate cannot see (time per batch beyond
+// the tokens, a throughput below the reported one, work other routers
+// send), and it stays small when the queues are short against a request's
+// own prefill: three instances reporting 5–60 ms of queue (mean 32 ms)
+// under picks of 200 ms give ρ 0.14, where counting every instance with
+// some queue as busy (before issue 29) gave ρ 1 and the cap. Pure; safe
+// for concurrent use.
 func Utilisation(b Backlog) float64 {
 	rho := 0.0
 	if b.ThroughputTokensPerSecond > 0 {
 		rho = b.PickedTokensPerSecond / b.ThroughputTokensPerSecond
 	}
-	return max(rho, b.Busy)
+	if s := ServiceMs(b); s > 0 && b.QueueMs > 0 {
+		rho = max(rho, b.QueueMs/(b.QueueMs+s))
+	}
+	return rho
 }
 
 // BacklogWeight is the Request.PrefillWeight of a pick on a pool that b
@@ -111,26 +141,25 @@ func AddedRate(rate float64, dt time.Duration, tokens uint64) float64 {
 	return DecayedRate(rate, dt) + float64(tokens)/UtilisationTau.Seconds()
 }
 
-// BusyAverage is the busy share averaged in time: an exponential moving
-// average that moves from prev towards the share sampled now, a reading dt
-// after prev's, by 1 − e^(−dt/UtilisationTau). A sample dated at or before
-// prev's (a concurrent pick's earlier time) weighs nothing. Pure; safe for
+// TimeAverage is an exponential moving average in time: it moves from prev
+// towards the value sampled now, a reading dt after prev's, by
+// 1 − e^(−dt/UtilisationTau). A sample dated at or before prev's (a
+// concurrent pick's earlier time) weighs nothing. Pure; safe for
 // concurrent use.
-func BusyAverage(prev, sample float64, dt time.Duration) float64 {
+func TimeAverage(prev, sample float64, dt time.Duration) float64 {
 	return prev + (sample-prev)*(1-decayFactor(dt))
 }
 
-// ReportsBusy reports whether an instance's latest report shows prefill
-// work queued or running: its queue_ms when it reports one (hasQueueMs; the
-// protocol's "queued and running prefill work"), else its queued prefill
-// tokens. Sampled over the instances and over time it is the prefill
-// engines' busy fraction, which counts what the router's rate of picked
-// tokens cannot see: time per batch beyond the tokens (scheduling, kernel
-// launches) and a throughput below the reported one. Pure; safe for
-// concurrent use.
-func ReportsBusy(queueMs float64, hasQueueMs bool, queuedTokens uint64) bool {
+// ReportedQueueMs is an instance's queue as its report states it, in ms:
+// its queue_ms when it reports one (hasQueueMs; the protocol's "queued and
+// running prefill work"), else its queued prefill tokens at tps tokens/s
+// (0 when tps is not positive). Pure; safe for concurrent use.
+func ReportedQueueMs(queueMs float64, hasQueueMs bool, queuedTokens uint64, tps float64) float64 {
 	if hasQueueMs {
-		return queueMs > 0
+		return queueMs
 	}
-	return queuedTokens > 0
+	if !(tps > 0) {
+		return 0
+	}
+	return float64(queuedTokens) * 1000 / tps
 }

@@ -12,6 +12,7 @@ type costModel struct {
 	defaultTokPerSec float64
 	batchWaitMs      float64
 	prefillWeight    float64 // Request.PrefillWeight, 1 when 0
+	doubling         float64 // Policy.DoublingContextTokens
 }
 
 func newCostModel(p *Policy, req *Request) costModel {
@@ -23,6 +24,7 @@ func newCostModel(p *Policy, req *Request) costModel {
 		defaultTokPerSec: p.DefaultPrefillTokensPerSecond,
 		batchWaitMs:      p.BatchWaitMs,
 		prefillWeight:    max(1, req.PrefillWeight),
+		doubling:         p.DoublingContextTokens,
 	}
 }
 
@@ -31,17 +33,21 @@ func newCostModel(p *Policy, req *Request) costModel {
 // Request.Blocks):
 //
 //	uncached    = max(0, PromptTokens - matched*blockSize)
-//	PrefillMs   = uncached * 1000/tps
+//	cached      = PromptTokens - uncached
+//	WorkTokens  = PrefillWork(uncached, cached, C), rounded
+//	PrefillMs   = PrefillWork(uncached, cached, C) * 1000/tps   (PrefillMs)
 //	QueueMs     = (HasQueueMs ? in.QueueMs : QueuedPrefillTokens*1000/tps) + AssignedTokens*1000/tps
 //	BatchWaitMs = Policy.BatchWaitMs
 //	CostMs      = PrefillWeight*PrefillMs + QueueMs + BatchWaitMs (Request.PrefillWeight, 1 when 0)
 //
-// where tps is the instance's prefill throughput in tokens per second, and
-// the block size and the throughput fall back to the policy's when the
-// instance reports 0 (n*1000/tps is the design's n/(tps/1000) with one
-// division per instance instead of three). The caller has validated in and
-// the policy, so tps > 0; CostMs can still overflow to +Inf for an absurdly
-// small throughput, which the caller checks.
+// where C is Policy.DoublingContextTokens, tps the instance's prefill
+// throughput in tokens per second, and the block size and the throughput
+// fall back to the policy's when the instance reports 0 (n*1000/tps is the
+// design's n/(tps/1000) with one division per instance instead of three).
+// AssignedTokens are work tokens already (the WorkTokens of the picks), so
+// the queue the router adds counts the attention term too. The caller has
+// validated in and the policy, so tps > 0; CostMs can still overflow to
+// +Inf for an absurdly small throughput, which the caller checks.
 func (m *costModel) cost(in *Instance, r *InstanceResult) (matched int) {
 	matched = min(in.MatchedBlocks, m.blocks)
 	bs := in.BlockSizeTokens
@@ -50,7 +56,8 @@ func (m *costModel) cost(in *Instance, r *InstanceResult) (matched int) {
 	}
 	msPerTok, queue := m.queue(in)
 	uncached := uncachedTokens(m.promptTokens, matched, bs)
-	prefill := float64(uncached) * msPerTok
+	work := PrefillWork(uncached, m.promptTokens-uncached, m.doubling)
+	prefill := work * msPerTok
 	// Field by field: a composite literal goes through a stack temporary
 	// whose copy stalls on store forwarding.
 	r.CostMs = m.prefillWeight*prefill + queue + m.batchWaitMs
@@ -58,6 +65,7 @@ func (m *costModel) cost(in *Instance, r *InstanceResult) (matched int) {
 	r.QueueMs = queue
 	r.BatchWaitMs = m.batchWaitMs
 	r.UncachedTokens = uncached
+	r.WorkTokens = uint32(min(work+0.5, math.MaxUint32))
 	r.Probability = 0
 	r.Joint = 0
 	r.Reason = ReasonNone

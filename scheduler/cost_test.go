@@ -14,7 +14,9 @@ func TestCostParts(t *testing.T) {
 		blocks    int
 		in        scheduler.Instance
 		batchWait float64
+		doubling  float64 // Policy.DoublingContextTokens; 0: the linear model
 		uncached  uint32
+		work      uint32 // WorkTokens; uncached when 0
 		prefill   float64
 		queue     float64
 	}{
@@ -72,6 +74,25 @@ func TestCostParts(t *testing.T) {
 			uncached: 1, prefill: 1,
 		},
 		{
+			name: "attention term, cold: 1000·(1 + 500/1000)", prompt: 1000, doubling: 1000,
+			in:       scheduler.Instance{PrefillTokensPerSecond: 1000, AssignedTokens: 300},
+			uncached: 1000, work: 1500, prefill: 1500, queue: 300,
+		},
+		{
+			name: "attention term, cached tokens are not free: 68·(1 + (32 + 34)/256)", prompt: 100, blocks: 4, doubling: 256,
+			in:       scheduler.Instance{MatchedBlocks: 2, PrefillTokensPerSecond: 1000},
+			uncached: 68, work: 86, prefill: 68 * (1 + 66.0/256),
+		},
+		{
+			name: "attention term, 2048 new on 32768 cached at 17000 and 40000 tokens/s", prompt: 34816, blocks: 2048, doubling: 17000,
+			in:       scheduler.Instance{MatchedBlocks: 2048, PrefillTokensPerSecond: 40000},
+			uncached: 2048, work: 6119, prefill: 2048 * (1 + 33792/17000.0) / 40,
+		},
+		{
+			name: "attention term, full hit costs nothing", prompt: 64, blocks: 4, doubling: 256,
+			in: scheduler.Instance{MatchedBlocks: 4, PrefillTokensPerSecond: 1000},
+		},
+		{
 			name: "excluded instances get cost parts too", prompt: 100,
 			in:       scheduler.Instance{Draining: true, PrefillTokensPerSecond: 2000, AssignedTokens: 10},
 			uncached: 100, prefill: 50, queue: 5,
@@ -79,7 +100,7 @@ func TestCostParts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := policy(func(p *scheduler.Policy) { p.BatchWaitMs = tt.batchWait })
+			p := policy(func(p *scheduler.Policy) { p.BatchWaitMs, p.DoublingContextTokens = tt.batchWait, tt.doubling })
 			snap := &scheduler.Snapshot{
 				Deployments: deps(1),
 				Instances:   []scheduler.Instance{tt.in, q(0, 1e9)}, // a second one keeps the pool eligible
@@ -89,6 +110,9 @@ func TestCostParts(t *testing.T) {
 			r := d.Instances[0]
 			if r.UncachedTokens != tt.uncached {
 				t.Errorf("UncachedTokens = %d, want %d", r.UncachedTokens, tt.uncached)
+			}
+			if want := max(tt.work, tt.uncached); r.WorkTokens != want {
+				t.Errorf("WorkTokens = %d, want %d", r.WorkTokens, want)
 			}
 			near(t, "PrefillMs", r.PrefillMs, tt.prefill, 1e-12)
 			near(t, "QueueMs", r.QueueMs, tt.queue, 1e-12)
@@ -112,7 +136,8 @@ func TestPrefillWeight(t *testing.T) {
 	} {
 		snap := &scheduler.Snapshot{Deployments: deps(1), Instances: []scheduler.Instance{in, q(0, 1e9)}}
 		var d scheduler.Decision
-		err := scheduler.Decide(policy(nil), scheduler.Request{PromptTokens: 100, PrefillWeight: tt.weight}, snap, draws(0, 0), &d)
+		p := policy(func(p *scheduler.Policy) { p.DoublingContextTokens = 0 })
+		err := scheduler.Decide(p, scheduler.Request{PromptTokens: 100, PrefillWeight: tt.weight}, snap, draws(0, 0), &d)
 		if tt.bad {
 			if err == nil {
 				t.Errorf("weight %v accepted", tt.weight)
@@ -126,5 +151,6 @@ func TestPrefillWeight(t *testing.T) {
 		near(t, "CostMs", r.CostMs, tt.cost, 1e-12)
 		near(t, "PrefillMs", r.PrefillMs, 100, 1e-12)
 		near(t, "QueueMs", r.QueueMs, 500, 1e-12)
+		near(t, "Decision.PrefillWeight", d.PrefillWeight, max(1, tt.weight), 0)
 	}
 }

@@ -57,6 +57,7 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 		clear(d.Instances) // reset leaves them to the first pass
 		return err
 	}
+	d.PrefillWeight = max(1, req.PrefillWeight)
 	eligible, err := assess(p, &req, snap, d)
 	if err != nil {
 		return err

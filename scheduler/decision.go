@@ -34,16 +34,21 @@ type DeploymentResult struct {
 // InstanceResult is the audit of one instance in a Decision. It is a plain
 // value.
 type InstanceResult struct {
-	// CostMs = PrefillMs + QueueMs + BatchWaitMs, S_i of the model (with
-	// Request.PrefillWeight w > 1: w × PrefillMs + QueueMs + BatchWaitMs). The cost
-	// parts are filled for every instance, excluded ones included.
+	// CostMs = PrefillWeight × PrefillMs + QueueMs + BatchWaitMs, the
+	// decision cost S_i (Decision.PrefillWeight; 1 gives the predicted
+	// TTFT, PrefillMs + QueueMs + BatchWaitMs). The cost parts are filled
+	// for every instance, excluded ones included.
 	CostMs      float64
 	PrefillMs   float64
 	QueueMs     float64
 	BatchWaitMs float64
-	// UncachedTokens is the prompt tokens left to prefill on this instance:
-	// the work to add to the chosen instance's queue (optimistic accounting).
+	// UncachedTokens is the prompt tokens left to prefill on this instance.
 	UncachedTokens uint32
+	// WorkTokens is their prefill work in tokens at an empty context
+	// (PrefillWork of UncachedTokens on the cached rest, rounded): the work
+	// to add to the chosen instance's queue (optimistic accounting, the
+	// ledger, the rate of picked work).
+	WorkTokens uint32
 	// Probability is P(i|d), filled for the instances of every deployment
 	// with an eligible instance (drawn or not, weight 0 included); Joint is
 	// P(d)*P(i|d), so the Joints of the pool sum to 1.
@@ -85,6 +90,9 @@ type Decision struct {
 	// under the limit), QueueMs for a kv_full one (until its queued prefill
 	// work is done). 0 otherwise.
 	DrainMs float64
+	// PrefillWeight is the weight of every instance's PrefillMs in its
+	// CostMs: Request.PrefillWeight, 1 when that is 0.
+	PrefillWeight float64
 	// Deployments and Instances parallel Snapshot.Deployments and
 	// Snapshot.Instances.
 	Deployments []DeploymentResult
@@ -114,6 +122,7 @@ func (d *Decision) reset(nd, ni int) {
 	d.Deployment, d.Instance = -1, -1
 	d.DeploymentDraw, d.InstanceDraw = 0, 0
 	d.Saturated, d.DrainMs = false, 0
+	d.PrefillWeight = 1
 	d.Excluded = [NumReasons]int{}
 	d.Deployments = resize(d.Deployments, nd)
 	// Decide's first pass writes every field of every instance result.

@@ -97,6 +97,6 @@
 //
 // Optimistic accounting, the prefix index, the sums the backlog weight reads
 // and the ledgers live in the state layer (internal/state): it adds the
-// chosen instance's InstanceResult.UncachedTokens to that instance's
+// chosen instance's InstanceResult.WorkTokens to that instance's
 // AssignedTokens until its next report.
 package scheduler

@@ -16,6 +16,7 @@ import (
 // 0.8 : 0.2.
 func ExampleDecide() {
 	policy := scheduler.DefaultPolicy() // softmax, delta_ms 20, lambda_h 10
+	policy.DoublingContextTokens = 0    // the seed's linear prefill: cached tokens free
 	snap := scheduler.Snapshot{
 		Deployments: []scheduler.Deployment{{Name: "A", Weight: 1}, {Name: "B", Weight: 9}},
 		Instances: []scheduler.Instance{

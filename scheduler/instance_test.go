@@ -41,7 +41,7 @@ func TestSoftmaxSeed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := policy(func(p *scheduler.Policy) { p.DeltaMs = tt.delta })
+			p := policy(func(p *scheduler.Policy) { p.DeltaMs, p.DoublingContextTokens = tt.delta, 0 }) // the seed's linear prefill
 			snap := &scheduler.Snapshot{Deployments: deps(1), Instances: tt.inst}
 			d := decide(t, p, scheduler.Request{PromptTokens: 64, Blocks: 4}, snap)
 			checkInvariants(t, snap, d, nil, 1e-12)

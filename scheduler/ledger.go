@@ -1,7 +1,7 @@
 package scheduler
 
 // LedgerPicks is how many of its latest picks a router remembers per
-// instance (their predicted uncached tokens) for the queue ledger: 256,
+// instance (their predicted prefill work, WorkTokens) for the queue ledger: 256,
 // more than an engine's batch and queue hold at once in practice.
 const LedgerPicks = 256
 
@@ -26,7 +26,8 @@ func LedgerDepth(q ReportedQueue) uint64 { return uint64(q.Waiting) + uint64(q.R
 
 // LedgerQueue returns the queue the scheduler sees for q: the report's
 // figures capped by the ledger's, picked being the summed predicted
-// uncached tokens of the instance's latest LedgerDepth(q) picks (tokens,
+// prefill work (WorkTokens, with the attention term of PrefillWork) of the
+// instance's latest LedgerDepth(q) picks (tokens,
 // and at q's throughput, or defaultTPS when it reports none, ms). A report
 // with nothing waiting or running, or whose picks the ledger does not hold
 // (known false), stands.

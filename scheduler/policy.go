@@ -128,6 +128,13 @@ type Policy struct {
 	// DefaultPrefillTokensPerSecond is the prefill throughput of instances
 	// that do not report one. Default 10000. Range [1, 100000000] tokens/s.
 	DefaultPrefillTokensPerSecond float64
+	// DoublingContextTokens is C of the prefill model (PrefillMs): the
+	// context, cached and new tokens before a new one, at which a new
+	// token's prefill costs double its cost on an empty context. Default
+	// DefaultDoublingContextTokens (17,000, an 8B model on an H200); 0
+	// turns the attention term off (cached tokens free, the linear model).
+	// 0 or in [256, 100000000] tokens. Pool-wide: see docs/model.md.
+	DoublingContextTokens float64
 	// MaxKVUsage excludes instances whose KV usage is at or over it.
 	// Default 0.95. Range (0, 1]; 1 excludes only a completely full cache.
 	MaxKVUsage float64
@@ -169,6 +176,7 @@ func DefaultPolicy() Policy {
 		BatchWaitMs:                   0,
 		BlockSizeTokens:               16,
 		DefaultPrefillTokensPerSecond: 10000,
+		DoublingContextTokens:         DefaultDoublingContextTokens,
 		MaxKVUsage:                    0.95,
 		MaxQueueMs:                    0,
 		DeploymentDeltaMs:             0,
@@ -206,6 +214,7 @@ func (p *Policy) valid() bool {
 		in(p.BatchWaitMs, 0, MaxBatchWaitMs) &&
 		p.BlockSizeTokens >= 1 && p.BlockSizeTokens <= MaxBlockSizeTokens &&
 		in(p.DefaultPrefillTokensPerSecond, MinPrefillTokensPerSecond, MaxPrefillTokensPerSecond) &&
+		(p.DoublingContextTokens == 0 || in(p.DoublingContextTokens, MinDoublingContextTokens, MaxDoublingContextTokens)) &&
 		p.MaxKVUsage > 0 && p.MaxKVUsage <= 1 &&
 		in(p.MaxQueueMs, 0, MaxMaxQueueMs) &&
 		(p.DeploymentDeltaMs == 0 || in(p.DeploymentDeltaMs, MinDeltaMs, MaxDeltaMs)) &&

@@ -101,6 +101,9 @@ var policyFields = []PolicyField{
 		Meaning: "index size if none reported", Uint64: func(p *Policy) *uint64 { return &p.DefaultKVCapacityBlocks }},
 	{Key: "on_saturation", Kind: FieldEnum, Names: saturationNames[:], enumType: "Saturation", Meaning: "if all saturated: least_loaded, shed",
 		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.OnSaturation) }},
+	{Key: "doubling_context_tokens", Kind: FieldFloat, Unit: "tokens", ZeroOff: true, Min: MinDoublingContextTokens,
+		Max: MaxDoublingContextTokens, Meaning: "context doubling a token's prefill (0 = off)",
+		Float: func(p *Policy) *float64 { return &p.DoublingContextTokens }},
 }
 
 // PolicyFields returns every Policy field, in the proto's field order (a

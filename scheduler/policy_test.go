@@ -14,7 +14,7 @@ func TestDefaultPolicy(t *testing.T) {
 	p := scheduler.DefaultPolicy()
 	want := scheduler.Policy{
 		Strategy: scheduler.Softmax, LambdaH: 10, DeltaMs: 20, ThresholdRatio: 0.1, ThresholdMinMs: 20,
-		BlockSizeTokens: 16, DefaultPrefillTokensPerSecond: 10000, MaxKVUsage: 0.95,
+		BlockSizeTokens: 16, DefaultPrefillTokensPerSecond: 10000, DoublingContextTokens: 17000, MaxKVUsage: 0.95,
 		StaleAfter: 2 * time.Second, ForgetAfter: 30 * time.Second, DefaultKVCapacityBlocks: 16384,
 	}
 	if p != want {

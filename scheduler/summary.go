@@ -122,6 +122,7 @@ func DecideDeployment(p *Policy, req Request, deps []Deployment, sums []Summary,
 	if err := precheck(p, &req, &snap, rng); err != nil {
 		return err
 	}
+	d.PrefillWeight = max(1, req.PrefillWeight)
 	if len(sums) != len(deps) {
 		return fmt.Errorf("%w: %d summaries for %d deployments", ErrInvalidArgument, len(sums), len(deps))
 	}
@@ -177,6 +178,7 @@ func DecideInstance(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision
 	}
 	d.Instances = d.Instances[:len(snap.Instances)]
 	m := newCostModel(p, &req)
+	d.PrefillWeight = m.prefillWeight
 	st := &d.deps[dep]
 	nd, eligible := len(snap.Deployments), 0
 	for i := range snap.Instances {

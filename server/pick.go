@@ -186,4 +186,10 @@ func instanceDecision(dst *pb.InstanceDecision, pk *state.Pick, i int) {
 	dst.CostMs, dst.PrefillMs, dst.QueueMs, dst.BatchWaitMs = r.CostMs, r.PrefillMs, r.QueueMs, r.BatchWaitMs
 	dst.MatchedBlocks, dst.Probability, dst.JointProbability = uint32(in.MatchedBlocks), r.Probability, r.Joint
 	dst.ExcludedReason, dst.UncachedTokens = r.Reason.String(), r.UncachedTokens
+	dst.PredictedTtftMs = r.PrefillMs + r.QueueMs + r.BatchWaitMs
+	dst.PrefillWeight = pk.Decision.PrefillWeight
+	dst.PrefillTokensPerSecond = in.PrefillTokensPerSecond
+	if dst.PrefillTokensPerSecond == 0 {
+		dst.PrefillTokensPerSecond = pk.Config.Policy.DefaultPrefillTokensPerSecond
+	}
 }

@@ -9,6 +9,7 @@ import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/servertest"
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 // TestReplicasPickEventsSpreadLoad: picks fanned out as PickAssigned
@@ -30,6 +31,8 @@ func TestReplicasPickEventsSpreadLoad(t *testing.T) {
 		rounds    = 8 // 24 picks: 3 aligned windows of 8
 		prompt    = 1000
 	)
+	// The work of a cold 1000-token pick: 1000·(1 + 500/17000) = 1029 tokens.
+	work := uint64(scheduler.WorkTokens(prompt, 0, scheduler.DefaultDoublingContextTokens))
 	ids := make([]string, nInst)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("a-%d", i)
@@ -93,7 +96,7 @@ func TestReplicasPickEventsSpreadLoad(t *testing.T) {
 			start := time.Now()
 			for k := 1; k <= nReplicas; k++ {
 				r := rs[(i+k)%nReplicas]
-				for assigned(r) != uint64(i+1)*prompt {
+				for assigned(r) != uint64(i+1)*work {
 					if time.Since(start) > 10*time.Second {
 						t.Fatalf("pick %d: its work not on replica %d after 10 s", i, (i+k)%nReplicas+1)
 					}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
@@ -68,6 +69,10 @@ func renderPick(w io.Writer, r *pb.PickResponse, explain bool) {
 	}
 	it := newTable(nameCol("INSTANCE", 10), numCol("MATCHED"), numCol("PREFILL"), numCol("QUEUE"),
 		numCol("COST"), numCol("P(i|d)"), numCol("P"), nameCol("NOTE", 12))
+	weight := 0.0 // the backlog weight of PREFILL in COST, the same for every instance
+	if len(d.GetInstances()) > 0 {
+		weight = d.GetInstances()[0].GetPrefillWeight()
+	}
 	dep := ""
 	for i, in := range d.GetInstances() {
 		if i == 0 || in.GetDeployment() != dep {
@@ -83,8 +88,18 @@ func renderPick(w io.Writer, r *pb.PickResponse, explain bool) {
 			in.GetExcludedReason())
 	}
 	it.write(w)
-	fmt.Fprintf(w, "* chosen; COST = PREFILL + QUEUE + batch wait (%s); P = P(d) x P(i|d)\n",
-		fmtMs(p.GetBatchWaitMs()))
+	line("* chosen; COST = %s x PREFILL + QUEUE + batch wait (%s); predicted TTFT = PREFILL + QUEUE + batch wait; "+
+		"P = P(d) x P(i|d)", fmtWeightFactor(weight), fmtMs(p.GetBatchWaitMs()))
+}
+
+// fmtWeightFactor is the footer's prefill weight w (the backlog weight,
+// prefill_weight of the audit), exact to 4 significant digits; "w" from a
+// sidecar whose audit has none (0).
+func fmtWeightFactor(w float64) string {
+	if w == 0 {
+		return "w (not in this sidecar's audit)"
+	}
+	return strconv.FormatFloat(w, 'g', 4, 64)
 }
 
 // policyLine summarises the parameters the decision used.

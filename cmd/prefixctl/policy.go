@@ -115,6 +115,8 @@ func parsePolicyValue(fd protoreflect.FieldDescriptor, key *policyKey, v string)
 			v = strings.TrimSpace(strings.TrimSuffix(v, "ms"))
 		case key.unit == "tok/s":
 			v = strings.TrimSpace(strings.TrimSuffix(v, "tok/s"))
+		case key.unit == "tok":
+			v = strings.TrimSpace(strings.TrimSuffix(v, "tok"))
 		}
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
@@ -193,6 +195,12 @@ func policyValue(p *pb.Policy, key *policyKey) string {
 	case "tok/s":
 		return fmtNum(v.Float()) + " tok/s"
 	case "tok", "blk":
+		if fd.Kind() == protoreflect.DoubleKind { // doubling_context_tokens
+			if v.Float() == 0 && key.zeroOff {
+				return "off"
+			}
+			return fmtNum(v.Float()) + " " + key.unit
+		}
 		return strconv.FormatUint(v.Uint(), 10) + " " + key.unit
 	case "dur":
 		if d, ok := v.Message().Interface().(*durationpb.Duration); ok {

@@ -54,7 +54,7 @@ func defaultPolicy() *pb.Policy {
 		ThresholdMinMs: f64(20), BatchWaitMs: f64(0), BlockSizeTokens: u32(16), DefaultPrefillTokensPerSecond: f64(10000),
 		MaxKvUsage: f64(0.95), MaxQueueMs: f64(0), DeploymentDeltaMs: f64(0), StaleAfter: durationpb.New(2e9),
 		ForgetAfter: durationpb.New(30e9), DefaultKvCapacityBlocks: u64(16384),
-		OnSaturation: pb.OnSaturation_ON_SATURATION_LEAST_LOADED}
+		OnSaturation: pb.OnSaturation_ON_SATURATION_LEAST_LOADED, DoublingContextTokens: f64(17000)}
 }
 
 // seedPick is the seed's cutover example: weights 1:9, A holding the whole
@@ -69,11 +69,11 @@ func seedPick() *pb.PickResponse {
 		},
 		Instances: []*pb.InstanceDecision{
 			{InstanceId: "vllm-a-0", Deployment: "A", Address: "10.0.0.1:8000", CostMs: 100, QueueMs: 100, MatchedBlocks: 4,
-				Probability: 1, JointProbability: 1024.0 / 1033},
+				Probability: 1, JointProbability: 1024.0 / 1033, PredictedTtftMs: 100, PrefillWeight: 1},
 			{InstanceId: "vllm-b-0", Deployment: "B", Address: "10.0.0.2:8000", CostMs: 26.4, PrefillMs: 6.4, QueueMs: 20,
-				Probability: 1.0 / 3, JointProbability: 3.0 / 1033, UncachedTokens: 64},
+				Probability: 1.0 / 3, JointProbability: 3.0 / 1033, UncachedTokens: 64, PredictedTtftMs: 26.4, PrefillWeight: 1},
 			{InstanceId: "vllm-b-1", Deployment: "B", Address: "10.0.0.3:8000", CostMs: 6.4, PrefillMs: 6.4,
-				Probability: 2.0 / 3, JointProbability: 6.0 / 1033, UncachedTokens: 64},
+				Probability: 2.0 / 3, JointProbability: 6.0 / 1033, UncachedTokens: 64, PredictedTtftMs: 6.4, PrefillWeight: 1},
 		},
 	}}
 }
@@ -93,15 +93,18 @@ func busyPick() *pb.PickResponse {
 			{Deployment: "shadow", Weight: 0.25, Probability: 0, ExcludedReason: "no_eligible_instance"},
 		},
 		Instances: []*pb.InstanceDecision{
-			{InstanceId: "a-0", Deployment: "stable", CostMs: 1234567, PrefillMs: 1234500, QueueMs: 64.5, BatchWaitMs: 2.5},
+			// Prefill weight 2: COST = 2 x PREFILL + QUEUE + 2.5 ms.
+			{InstanceId: "a-0", Deployment: "stable", CostMs: 2469067, PrefillMs: 1234500, QueueMs: 64.5, BatchWaitMs: 2.5,
+				PredictedTtftMs: 1234567, PrefillWeight: 2},
 			{InstanceId: "pod-with-a-very-long-generated-name-7f9c8d6b5-x2v4q", Deployment: long, MatchedBlocks: 4096,
-				ExcludedReason: "excluded_by_request", CostMs: 9.5, PrefillMs: 7, BatchWaitMs: 2.5},
-			{InstanceId: "b-7", Deployment: long, MatchedBlocks: 4096, CostMs: 42.25, PrefillMs: 0.005, QueueMs: 39.745,
-				BatchWaitMs: 2.5, Probability: 0.5, JointProbability: 0.5},
+				ExcludedReason: "excluded_by_request", CostMs: 16.5, PrefillMs: 7, BatchWaitMs: 2.5, PredictedTtftMs: 9.5, PrefillWeight: 2},
+			{InstanceId: "b-7", Deployment: long, MatchedBlocks: 4096, CostMs: 42.255, PrefillMs: 0.005, QueueMs: 39.745,
+				BatchWaitMs: 2.5, Probability: 0.5, JointProbability: 0.5, PredictedTtftMs: 42.25, PrefillWeight: 2},
 			{InstanceId: "b-8", Deployment: long, MatchedBlocks: 4096, CostMs: 44, QueueMs: 41.5, BatchWaitMs: 2.5,
-				Probability: 0.5, JointProbability: 0.5},
-			{InstanceId: "b-9", Deployment: long, CostMs: 300, PrefillMs: 297.5, BatchWaitMs: 2.5, ExcludedReason: "outside_threshold"},
-			{InstanceId: "s-0", Deployment: "shadow", ExcludedReason: "disconnected"},
+				Probability: 0.5, JointProbability: 0.5, PredictedTtftMs: 44, PrefillWeight: 2},
+			{InstanceId: "b-9", Deployment: long, CostMs: 597.5, PrefillMs: 297.5, BatchWaitMs: 2.5, ExcludedReason: "outside_threshold",
+				PredictedTtftMs: 300, PrefillWeight: 2},
+			{InstanceId: "s-0", Deployment: "shadow", ExcludedReason: "disconnected", PrefillWeight: 2},
 		},
 	}}
 }

@@ -245,7 +245,7 @@ func (r *Replica) Reported(id state.Identity, m *pb.ReportLoadRequest) {
 func (r *Replica) Picked(pool string, out *state.Pick, hashes []uint64) {
 	d := &out.Decision
 	ev := &pb.PickAssigned{InstanceId: out.Snapshot.Instances[d.Instance].ID,
-		PrefillTokens: uint64(d.Instances[d.Instance].UncachedTokens)}
+		PrefillTokens: uint64(d.Instances[d.Instance].WorkTokens)}
 	if out.Approximate {
 		ev.BlockHashes = hashes
 	}

@@ -268,13 +268,14 @@ func (e *engine) enqueue(k int, r *Request) {
 
 // hindsight sets r's best instance of k's deployment in hindsight at now
 // and the estimates (Record.Best): each instance's exact queue (the running
-// batch's rest and the queued uncached tokens with their overheads) plus
+// batch's rest and the queued prefill work with their overheads) plus
 // r's own prefill there by its real cache. FCFS means later arrivals do not
 // delay r, so this is r's TTFT there up to batching.
 func (e *engine) hindsight(k int, r *Request) {
 	est := func(in *Instance) float64 {
 		u := uncached(r.PromptTokens, in.cache.Match(r.Hashes), in.bs)
-		return in.queueMs(e.now) + float64(in.prefillTime(uint64(u)))/1e6
+		w := scheduler.PrefillWork(u, r.PromptTokens-u, in.doubling)
+		return in.queueMs(e.now) + float64(in.prefillTime(w))/1e6
 	}
 	chosen := est(e.insts[k])
 	best, bestMs := k, chosen

@@ -5,10 +5,13 @@ import (
 	"time"
 
 	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 // Instance is one emulated model server: an FCFS prefill queue served in
-// batches (a fixed overhead plus uncached tokens / throughput), a prefix
+// batches (a fixed overhead plus the requests' prefill work / throughput,
+// the work of u uncached tokens on c cached ones being
+// scheduler.PrefillWork(u, c, doubling_context_tokens)), a prefix
 // cache of the blocks it actually prefilled, and optional decoding (output
 // tokens × decode_per_token, which holds KV but not the prefill engine).
 // Not safe for concurrent use: the simulation loop owns it.
@@ -29,9 +32,13 @@ type Instance struct {
 	batchStart   time.Duration
 	batchEnd     time.Duration
 	batchTokens  uint64
-	queuedTokens uint64 // uncached tokens of the queue, estimated at enqueue
-	queuedPrompt uint64 // prompt tokens of the queue
-	promptQueue  bool   // report the queue's prompt tokens (spec.QueueReport "prompt")
+	batchWork    float64 // the running batch's prefill work, tokens at an empty context
+	queuedTokens uint64  // uncached tokens of the queue, estimated at enqueue
+	queuedWork   float64 // their prefill work (scheduler.PrefillWork), estimated at enqueue
+	queuedPrompt uint64  // prompt tokens of the queue
+	queuedPWork  float64 // their work as whole prompts on nothing cached
+	doubling     float64 // spec.DoublingContextTokens (0: off)
+	promptQueue  bool    // report the queue's prompt tokens (spec.QueueReport "prompt")
 	decoding     int
 	activeBlocks int
 
@@ -44,8 +51,12 @@ type Instance struct {
 }
 
 func newInstance(id string, dep int, spec *DeploymentSpec, bs int, fleet map[uint64]int32, track bool) *Instance {
-	return &Instance{ID: id, Deployment: dep, spec: spec, bs: bs, cache: NewCache(spec.KVBlocks), fleet: fleet, track: track,
+	in := &Instance{ID: id, Deployment: dep, spec: spec, bs: bs, cache: NewCache(spec.KVBlocks), fleet: fleet, track: track,
 		promptQueue: spec.QueueReport == "prompt"}
+	if spec.DoublingContextTokens != nil {
+		in.doubling = *spec.DoublingContextTokens
+	}
+	return in
 }
 
 // Cache returns the instance's prefix cache.
@@ -65,15 +76,19 @@ func uncached(prompt uint32, matched, bs int) uint32 {
 // caller then starts a batch).
 func (in *Instance) enqueue(r *Request) bool {
 	r.estUncached = uncached(r.PromptTokens, in.cache.Match(r.Hashes), in.bs)
+	r.estWork = scheduler.PrefillWork(r.estUncached, r.PromptTokens-r.estUncached, in.doubling)
 	in.queuedTokens += uint64(r.estUncached)
+	in.queuedWork += r.estWork
 	in.queuedPrompt += uint64(r.PromptTokens)
+	in.queuedPWork += scheduler.PrefillWork(r.PromptTokens, 0, in.doubling)
 	in.queue = append(in.queue, r)
 	return !in.busy
 }
 
-// prefillTime is the duration of a batch of n uncached tokens.
-func (in *Instance) prefillTime(n uint64) time.Duration {
-	return in.spec.BatchOverhead.D() + time.Duration(math.Round(float64(n)*1e9/in.spec.PrefillTokensPerSecond))
+// prefillTime is the duration of a batch of w tokens of prefill work
+// (scheduler.PrefillWork summed over its requests).
+func (in *Instance) prefillTime(w float64) time.Duration {
+	return in.spec.BatchOverhead.D() + time.Duration(math.Round(w*1e9/in.spec.PrefillTokensPerSecond))
 }
 
 // startBatch takes the next batch off the queue at now: requests in FCFS
@@ -86,6 +101,7 @@ func (in *Instance) startBatch(now time.Duration) (time.Duration, bool) {
 	}
 	in.batch = in.batch[:0]
 	var tokens uint64
+	work := 0.0
 	for in.head < len(in.queue) {
 		r := in.queue[in.head]
 		m := in.cache.Match(r.Hashes)
@@ -96,15 +112,19 @@ func (in *Instance) startBatch(now time.Duration) (time.Duration, bool) {
 		in.queue[in.head] = nil
 		in.head++
 		in.queuedTokens -= uint64(r.estUncached)
+		in.queuedWork = max(0, in.queuedWork-r.estWork)
 		in.queuedPrompt -= uint64(r.PromptTokens)
+		in.queuedPWork = max(0, in.queuedPWork-scheduler.PrefillWork(r.PromptTokens, 0, in.doubling))
 		held := m
 		for held < len(r.Hashes) && in.fleet[r.Hashes[held]] > 0 {
 			held++
 		}
 		r.Start, r.HitTokens = now, r.PromptTokens-u
-		r.ownMs = float32(float64(u) * 1000 / in.spec.PrefillTokensPerSecond)
+		w := scheduler.PrefillWork(u, r.PromptTokens-u, in.doubling)
+		r.ownMs = float32(w * 1000 / in.spec.PrefillTokensPerSecond)
 		r.Recomputed = uint32(min(uint64(held-m)*uint64(in.bs), uint64(u)))
 		tokens += uint64(u)
+		work += w
 		in.batch = append(in.batch, r)
 		in.activeBlocks += len(r.Hashes) + len(r.DecodeHashes)
 	}
@@ -114,8 +134,8 @@ func (in *Instance) startBatch(now time.Duration) (time.Duration, bool) {
 		in.queue = append(in.queue[:0], in.queue[in.head:]...)
 		in.head = 0
 	}
-	in.busy, in.batchStart, in.batchTokens = true, now, tokens
-	in.batchEnd = now + in.prefillTime(tokens)
+	in.busy, in.batchStart, in.batchTokens, in.batchWork = true, now, tokens, work
+	in.batchEnd = now + in.prefillTime(work)
 	in.Batches++
 	in.Busy += in.batchEnd - now
 	return in.batchEnd, true
@@ -175,24 +195,24 @@ func (in *Instance) store(h uint64) {
 }
 
 // queueMs is the instance's own estimate of its queued and running prefill
-// work: the running batch's remaining time, then the queue's uncached
-// tokens at the throughput plus one overhead per max_batch_tokens.
+// work: the running batch's remaining time, then the queue's prefill work
+// at the throughput plus one overhead per max_batch_tokens.
 func (in *Instance) queueMs(now time.Duration) float64 {
 	ms := 0.0
 	if in.busy {
 		ms = float64(in.batchEnd-now) / 1e6
 	}
-	return ms + in.waitMs(in.queuedTokens)
+	return ms + in.waitMs(in.queuedTokens, in.queuedWork)
 }
 
-// waitMs is the time the queue's q uncached tokens take to prefill: q at
-// the throughput plus one overhead per max_batch_tokens (0 when nothing
-// waits).
-func (in *Instance) waitMs(q uint64) float64 {
+// waitMs is the time the queue's q uncached tokens of w work take to
+// prefill: w at the throughput plus one overhead per max_batch_tokens of q
+// (0 when nothing waits).
+func (in *Instance) waitMs(q uint64, w float64) float64 {
 	ms := 0.0
 	if in.head < len(in.queue) {
 		batches := math.Ceil(float64(max(q, 1)) / float64(in.spec.MaxBatchTokens))
-		ms += float64(q)*1000/in.spec.PrefillTokensPerSecond + batches*float64(in.spec.BatchOverhead.D())/1e6
+		ms += w*1000/in.spec.PrefillTokensPerSecond + batches*float64(in.spec.BatchOverhead.D())/1e6
 	}
 	return ms
 }
@@ -216,9 +236,9 @@ func (in *Instance) waiting() int { return len(in.queue) - in.head }
 // request reports.
 func (in *Instance) report(now time.Duration, rep *state.Report) {
 	stored, removed := rep.Stored[:0], rep.Removed[:0]
-	waiting := in.queuedTokens
+	waiting, work := in.queuedTokens, in.queuedWork
 	if in.promptQueue {
-		waiting = in.queuedPrompt
+		waiting, work = in.queuedPrompt, in.queuedPWork
 	}
 	queued, running := waiting, 0.0
 	if in.busy && in.batchEnd > in.batchStart {
@@ -227,7 +247,7 @@ func (in *Instance) report(now time.Duration, rep *state.Report) {
 	}
 	*rep = state.Report{
 		RunningRequests: uint32(len(in.batch)*btoi(in.busy) + in.decoding), WaitingRequests: uint32(in.waiting()),
-		QueuedPrefillTokens: queued, QueueMs: running + in.waitMs(waiting), HasQueueMs: true,
+		QueuedPrefillTokens: queued, QueueMs: running + in.waitMs(waiting, work), HasQueueMs: true,
 		KVCacheUsage:           min(1, float64(in.activeBlocks)/float64(in.cache.Capacity())),
 		KVCapacityBlocks:       uint64(in.cache.Capacity()),
 		PrefillTokensPerSecond: in.spec.PrefillTokensPerSecond, BlockSizeTokens: uint32(in.bs),

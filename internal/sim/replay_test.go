@@ -7,15 +7,15 @@ import (
 )
 
 // TestRouteDelays: a replayed route delay queues the request that much
-// later, so its TTFT grows by exactly the delay (105 ms + 7 ms), and
+// later, so its TTFT grows by exactly the delay (107.941176 ms + 7 ms), and
 // Routed records it.
 func TestRouteDelays(t *testing.T) {
 	sc := parse(t, oneInstance(1, "    - {name: u, share: 1, suffix_tokens: 1000}"))
 	res := run(t, sc, "softmax", RunOptions{RouteDelays: map[uint64]time.Duration{3: 7 * time.Millisecond}, LiveDraws: true})
 	for _, r := range res.Records {
-		want, routed := 105*time.Millisecond, time.Duration(0)
+		want, routed := 107941176*time.Nanosecond, time.Duration(0)
 		if r.ID == 3 {
-			want, routed = 112*time.Millisecond, 7*time.Millisecond
+			want, routed = 114941176*time.Nanosecond, 7*time.Millisecond
 		}
 		if r.TTFT != want || r.Routed != routed {
 			t.Fatalf("request %d: TTFT %v routed %v, want %v, %v", r.ID, r.TTFT, r.Routed, want, routed)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 //go:embed scenarios/*.yaml
@@ -98,6 +100,13 @@ type DeploymentSpec struct {
 	PrefillTokensPerSecond float64 `yaml:"prefill_tokens_per_second"`
 	// BatchOverhead is the fixed cost of every prefill batch.
 	BatchOverhead Duration `yaml:"batch_overhead"`
+	// DoublingContextTokens is C of the prefill physics: a request's u
+	// uncached tokens on c cached ones take u·(1 + (c + u/2)/C) /
+	// prefill_tokens_per_second (scheduler.PrefillMs). Default
+	// scheduler.DefaultDoublingContextTokens (17,000, the 8B shape on an
+	// H200 in data/prefill-h200); 0: no attention term (cached tokens
+	// free, the physics before issue 29).
+	DoublingContextTokens *float64 `yaml:"doubling_context_tokens"`
 	// MaxBatchTokens bounds the uncached tokens of one batch (a request
 	// larger than that runs alone). Default 8192.
 	MaxBatchTokens int `yaml:"max_batch_tokens"`
@@ -216,6 +225,10 @@ func (sc *Scenario) defaults() {
 	}
 	for i := range sc.Deployments {
 		def(&sc.Deployments[i].MaxBatchTokens, 8192)
+		if sc.Deployments[i].DoublingContextTokens == nil {
+			c := float64(scheduler.DefaultDoublingContextTokens)
+			sc.Deployments[i].DoublingContextTokens = &c
+		}
 	}
 	if sc.Focus == "" && len(sc.Deployments) > 0 {
 		sc.Focus = sc.Deployments[len(sc.Deployments)-1].Name

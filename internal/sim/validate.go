@@ -42,6 +42,8 @@ func (sc *Scenario) Validate() error {
 			bad("%s: instances must be >= 1", where)
 		case !(d.PrefillTokensPerSecond > 0) || math.IsInf(d.PrefillTokensPerSecond, 0):
 			bad("%s: prefill_tokens_per_second must be > 0", where)
+		case d.DoublingContextTokens != nil && *d.DoublingContextTokens != 0 && !(*d.DoublingContextTokens >= 1 && *d.DoublingContextTokens <= 1e9):
+			bad("%s: doubling_context_tokens must be 0 (off) or in [1, 1e9] tokens", where)
 		case d.BatchOverhead < 0 || d.DecodePerToken < 0:
 			bad("%s: batch_overhead and decode_per_token must be >= 0", where)
 		case d.QueueReport != "" && d.QueueReport != "uncached" && d.QueueReport != "prompt":

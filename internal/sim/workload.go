@@ -141,6 +141,7 @@ type Request struct {
 	HitTokens    uint32
 	Recomputed   uint32
 	estUncached  uint32
+	estWork      float64       // scheduler.PrefillWork of estUncached, at enqueue
 	queued       time.Duration // when it was queued on its instance
 	// hindsight (see engine.hindsight) and the own prefill time, ms.
 	best                      int32

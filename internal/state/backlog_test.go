@@ -57,6 +57,7 @@ func TestBacklogWeightPick(t *testing.T) {
 		_, p := newTestPool(t, Limits{})
 		cfg := DefaultConfig()
 		cfg.Policy.Strategy = scheduler.Argmin
+		cfg.Policy.DoublingContextTokens = 0 // the linear model: round figures
 		p.SetConfig(cfg)
 		// a holds the 10 blocks (160 tokens, 16 ms) and has 20 ms more queue.
 		connect(t, p, t0, "d", "a", &Report{ReportsCacheEvents: true, PrefillTokensPerSecond: 10000, BlockSizeTokens: 16,
@@ -68,15 +69,16 @@ func TestBacklogWeightPick(t *testing.T) {
 		if err := p.Pick(t0, &in, rand.New(rand.NewPCG(1, 1)), &out); err != nil {
 			t.Fatal(err)
 		}
-		// The model's cost (weight 1): a 30 + 1.6 against b 10 + 17.6 → b. Both
-		// report queued work, so ρ is 1 by the busy share: weight 20 → a
-		// 30 + 32 = 62, b 10 + 352 = 362. (No pick is in the ledgers yet:
-		// the reported queues stand.)
-		if out.prefillWeight != 20 {
-			t.Fatalf("prefill weight %v, want 20", out.prefillWeight)
+		// The model's cost (weight 1): a 30 + 1.6 against b 10 + 17.6 → b.
+		// Every instance has a request waiting: weight 1 + 1 (no pick yet,
+		// so the reported queues are not read as utilisation) → a 30 + 3.2,
+		// b 10 + 35.2. (No pick is in the ledgers yet: the reported queues
+		// stand.)
+		if out.prefillWeight != 2 {
+			t.Fatalf("prefill weight %v, want 2", out.prefillWeight)
 		}
-		if a, b := out.Decision.Instances[0].CostMs, out.Decision.Instances[1].CostMs; math.Abs(a-62) > 1e-9 || math.Abs(b-362) > 1e-9 {
-			t.Fatalf("costs a %v, b %v; want 62, 362", a, b)
+		if a, b := out.Decision.Instances[0].CostMs, out.Decision.Instances[1].CostMs; math.Abs(a-33.2) > 1e-9 || math.Abs(b-45.2) > 1e-9 {
+			t.Fatalf("costs a %v, b %v; want 33.2, 45.2", a, b)
 		}
 		if got := out.Snapshot.Instances[out.Decision.Instance].ID; got != "a" {
 			t.Fatalf("chose %s, want a (%+v)", got, out.Decision.Instances)
@@ -115,32 +117,37 @@ func TestBacklogWeightRefresh(t *testing.T) {
 	}
 }
 
-// TestBacklogWeightBusy: the utilisation is the larger of the work meter's
-// and the share of instances whose latest report shows prefill work
-// (QueueMs, or queued tokens without it), averaged in time.
-func TestBacklogWeightBusy(t *testing.T) {
+// TestBacklogWeightQueue: the utilisation is the larger of the work
+// meter's and the mean reported queue V read against the mean pick's
+// prefill S (V/(V + S)), V averaged in time; without picks the queue is not
+// read.
+func TestBacklogWeightQueue(t *testing.T) {
 	ext := func(rho float64) float64 { return 1 + rho/((1-rho)*(1-rho)) }
-	busyRep := &Report{PrefillTokensPerSecond: 10000, HasQueueMs: true, QueueMs: 12}
-	idleRep := &Report{PrefillTokensPerSecond: 10000, HasQueueMs: true}
-	tokensRep := &Report{PrefillTokensPerSecond: 10000, QueuedPrefillTokens: 100} // no QueueMs: its tokens
+	ms := func(q float64) *Report { return &Report{PrefillTokensPerSecond: 10000, HasQueueMs: true, QueueMs: q} }
+	tokensRep := &Report{PrefillTokensPerSecond: 10000, QueuedPrefillTokens: 2000} // no QueueMs: its tokens, 200 ms
 	for _, tc := range []struct {
 		name   string
 		reps   []*Report
-		tokens uint64 // work picked at t0
-		later  []bool // after, every instance reports busy (true) or idle
+		tokens uint64    // one pick of this work at t0 (0: none)
+		later  []float64 // after, every instance reports this queue_ms
 		after  time.Duration
 		want   float64
 	}{
-		{"none busy: the meter alone", []*Report{idleRep, idleRep}, 0, nil, 0, 1},
-		{"3 of 4 busy", []*Report{busyRep, busyRep, tokensRep, idleRep}, 0, nil, 0, 13},
-		{"queued tokens count only without QueueMs", []*Report{tokensRep, {PrefillTokensPerSecond: 10000, HasQueueMs: true, QueuedPrefillTokens: 100}}, 0, nil, 0, 3},
-		// 40000 tokens at t0: 20000 tokens/s of 40000, ρ 1/2 by the meter > 1/4 busy.
-		{"the meter when it is larger", []*Report{busyRep, idleRep, idleRep, idleRep}, 40000, nil, 0, 3},
-		// 3/4 at t0, then all idle for 2 s: 3/4 × e^-1.
-		{"averaged over time", []*Report{busyRep, busyRep, busyRep, idleRep}, 0, []bool{false, false, false, false}, 2 * time.Second, ext(0.75 * math.Exp(-1))},
-		// 1/4 at t0, then all busy 200 ms later: 1/4 + 3/4 × (1 − e^-0.1).
-		{"rising share", []*Report{busyRep, idleRep, idleRep, idleRep}, 0, []bool{true, true, true, true}, 200 * time.Millisecond, ext(0.25 + 0.75*(1-math.Exp(-0.1)))},
-		{"at most 20", []*Report{busyRep, busyRep}, 0, nil, 0, 20},
+		{"idle", []*Report{ms(0), ms(0)}, 2000, nil, 0, ext(1000.0 / 20000)},
+		// Issue 29: a nearly idle pool whose instances report 5, 30 and 60 ms
+		// of queue; one pick of 2000 tokens, S = 200 ms: ρ = 31.7/231.7 = 0.14,
+		// weight 1.2 (was 20, the cap: every instance counted busy).
+		{"issue 29: nearly idle, 5-60 ms of queue", []*Report{ms(5), ms(30), ms(60)}, 2000, nil, 0, ext(95.0 / 3 / (95.0/3 + 200))},
+		{"no picks: the queue unread", []*Report{ms(5), ms(30), ms(60)}, 0, nil, 0, 1},
+		{"queued tokens without QueueMs", []*Report{tokensRep, tokensRep}, 2000, nil, 0, 3},
+		{"queue three picks long: ρ 3/4", []*Report{ms(600), ms(600), ms(600)}, 2000, nil, 0, 13},
+		// One pick of 40000 tokens on 4 instances: 20000 tokens/s of 40000,
+		// ρ 1/2 by the meter; S = 4 s against 12 ms of queue.
+		{"the meter when it is larger", []*Report{ms(12), ms(12), ms(12), ms(12)}, 40000, nil, 0, 3},
+		// V 600 ms at t0, then all idle 2 s later: 600·e^-1 against S 200 ms.
+		{"averaged over time", []*Report{ms(600), ms(600), ms(600)}, 2000, []float64{0, 0, 0}, 2 * time.Second,
+			ext(max(600*math.Exp(-1)/(600*math.Exp(-1)+200), 1000*math.Exp(-1)/30000))},
+		{"at most 20", []*Report{ms(1e5), ms(1e5)}, 2000, nil, 0, 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, p := newTestPool(t, Limits{})
@@ -151,7 +158,9 @@ func TestBacklogWeightBusy(t *testing.T) {
 				ss = append(ss, connect(t, p, t0, "d", string(rune('a'+i)), &rep))
 			}
 			if tc.tokens > 0 {
+				p.mu.Lock()
 				p.work.add(t0, tc.tokens)
+				p.mu.Unlock()
 			}
 			weight := func(at time.Time) float64 {
 				p.mu.RLock()
@@ -161,11 +170,8 @@ func TestBacklogWeightBusy(t *testing.T) {
 			got := weight(t0)
 			if tc.later != nil {
 				at := t0.Add(tc.after)
-				for i, busy := range tc.later {
-					rep := *idleRep
-					if busy {
-						rep = *busyRep
-					}
+				for i, q := range tc.later {
+					rep := *ms(q)
 					rep.Seq = 2
 					if err := ss[i].Report(at, &rep); err != nil {
 						t.Fatal(err)
@@ -173,7 +179,7 @@ func TestBacklogWeightBusy(t *testing.T) {
 				}
 				got = weight(at)
 			}
-			if math.Abs(got-tc.want) > 1e-12 {
+			if math.Abs(got-tc.want) > 1e-9 {
 				t.Fatalf("backlogWeight = %v, want %v", got, tc.want)
 			}
 		})
@@ -183,20 +189,24 @@ func TestBacklogWeightBusy(t *testing.T) {
 // TestBacklogWeightLeastOrUtil: the weight is the larger of 1 + the fewest
 // waiting requests and the utilisation term.
 func TestBacklogWeightLeastOrUtil(t *testing.T) {
-	// 3 of 4 instances busy: ρ 3/4 → 13; 1 + 14 waiting is larger.
+	// 600 ms of queue against picks of 200 ms: ρ 3/4 → 13; 1 + 14 waiting
+	// is larger.
 	for _, tc := range []struct {
 		waiting uint32
 		want    float64
 	}{{0, 13}, {14, 15}} {
 		_, p := newTestPool(t, Limits{})
-		for i, q := range []float64{5, 5, 5, 0} {
+		for i := range 4 {
 			connect(t, p, t0, "d", string(rune('a'+i)), &Report{Seq: 1, PrefillTokensPerSecond: 10000, HasQueueMs: true,
-				QueueMs: q, WaitingRequests: tc.waiting})
+				QueueMs: 600, WaitingRequests: tc.waiting})
 		}
+		p.mu.Lock()
+		p.work.add(t0, 2000)
+		p.mu.Unlock()
 		p.mu.RLock()
 		got := p.backlogWeight(t0)
 		p.mu.RUnlock()
-		if got != tc.want {
+		if math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%d waiting: backlogWeight = %v, want %v", tc.waiting, got, tc.want)
 		}
 	}

@@ -32,7 +32,8 @@
 //
 // # Optimistic accounting
 //
-// A pick adds the request's uncached prompt tokens to the chosen instance's
+// A pick adds the request's prefill work (scheduler.WorkTokens: its
+// uncached prompt tokens with the attention term) to the chosen instance's
 // assigned work, which the scheduler adds to the instance's queue; the next
 // report from that instance replaces the estimate with the instance's own
 // figures. So gateways picking between two reports spread out instead of all
@@ -40,7 +41,7 @@
 //
 // # Queue ledger and backlog weight
 //
-// The router also remembers the predicted uncached tokens of each
+// The router also remembers the predicted prefill work of each
 // instance's latest picks and caps a report's queue at what its waiting and
 // running picks will really prefill (ledger.go): engines report whole
 // prompts. A pick's prefill term is weighed by how backlogged the pool is

@@ -43,7 +43,7 @@ type instance struct {
 	connected      bool
 	disconnectedAt time.Time
 	session        *Session
-	assigned       uint64 // prefill tokens picked onto it since its last report
+	assigned       uint64 // prefill work (scheduler.WorkTokens) picked onto it since its last report
 	ledger         ledger // its latest picks, for the queue estimate
 	cache          *blockLRU
 	// unreachable: a gateway reported a failed connect at unreachableAt

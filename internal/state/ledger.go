@@ -3,7 +3,7 @@ package state
 import "github.com/prefixroute/prefixroute/scheduler"
 
 // ledger is the router's record of the prefill work it sent one instance:
-// the predicted uncached tokens of its latest picks (its own and, through
+// the predicted prefill work (scheduler.WorkTokens) of its latest picks (its own and, through
 // Assign, other replicas'), newest last, in a ring of
 // scheduler.LedgerPicks. Guarded by the pool's lock. The queue the
 // scheduler sees is scheduler.LedgerQueue of the report and the ledger's
@@ -13,7 +13,7 @@ type ledger struct {
 	n    uint64 // picks recorded in all
 }
 
-// add records one pick's predicted uncached tokens.
+// add records one pick's predicted prefill work, in work tokens.
 func (l *ledger) add(tokens uint64) {
 	l.ring[l.n%scheduler.LedgerPicks] = uint32(min(tokens, 1<<32-1))
 	l.n++

@@ -126,7 +126,7 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 		return err
 	}
 	rec := out.recs[out.Decision.Instance]
-	tokens := uint64(out.Decision.Instances[out.Decision.Instance].UncachedTokens)
+	tokens := uint64(out.Decision.Instances[out.Decision.Instance].WorkTokens)
 	p.mu.Lock()
 	p.work.add(now, tokens)
 	out.Approximate, out.nodes = p.assign(rec, tokens, in.Hashes, out.nodes)

@@ -46,7 +46,7 @@ func TestPickSpreadsBetweenReports(t *testing.T) {
 				t.Fatalf("pick %d: instance %d matched %d of a cold prefix", i, j, si.MatchedBlocks)
 			}
 		}
-		u := uint64(pk.Decision.Instances[pk.Decision.Instance].UncachedTokens)
+		u := uint64(pk.Decision.Instances[pk.Decision.Instance].WorkTokens) // 1000·(1 + 500/17000) = 1029
 		counts[id]++
 		assigned[id] += u
 		total += u
@@ -62,8 +62,8 @@ func TestPickSpreadsBetweenReports(t *testing.T) {
 			t.Errorf("instance %s got %d of 200 picks", id, counts[id])
 		}
 	}
-	if total != 200*1000 {
-		t.Fatalf("uncached total %d", total)
+	if total != 200*1029 {
+		t.Fatalf("work total %d, want 200 × 1029", total)
 	}
 	sum := uint64(0)
 	for _, st := range p.Instances(t0) {

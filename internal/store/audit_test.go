@@ -40,7 +40,7 @@ func TestAuditLog(t *testing.T) {
 			"default_prefill_tokens_per_second": json.Number("10000"), "max_kv_usage": json.Number("0.95"),
 			"max_queue_ms": json.Number("0"), "deployment_delta_ms": json.Number("0"),
 			"stale_after": "2s", "forget_after": "30s", "default_kv_capacity_blocks": json.Number("16384"),
-			"on_saturation": "least_loaded",
+			"on_saturation": "least_loaded", "doubling_context_tokens": json.Number("17000"),
 		}
 	}
 	want := []map[string]any{

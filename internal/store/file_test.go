@@ -143,8 +143,11 @@ func TestPolicyJSONDefaults(t *testing.T) {
 			*p = scheduler.Policy{Strategy: scheduler.Argmin, LambdaH: 5, DeltaMs: 10, ThresholdRatio: 0.2, ThresholdMinMs: 30,
 				BatchWaitMs: 1, BlockSizeTokens: 32, DefaultPrefillTokensPerSecond: 20000, MaxKVUsage: 0.9, MaxQueueMs: 100,
 				DeploymentDeltaMs: 50, StaleAfter: 3 * time.Second, ForgetAfter: time.Minute, DefaultKVCapacityBlocks: 1000,
-				OnSaturation: scheduler.SaturationShed}
+				OnSaturation:          scheduler.SaturationShed,
+				DoublingContextTokens: scheduler.DefaultDoublingContextTokens} // absent from that file: the default
 		}},
+		{`{"doubling_context_tokens": 0}`, func(p *scheduler.Policy) { p.DoublingContextTokens = 0 }}, // off, not "absent"
+		{`{"doubling_context_tokens": 33000}`, func(p *scheduler.Policy) { p.DoublingContextTokens = 33000 }},
 		{`{"strategy": "threshold", "forget_after": "1m30s", "block_size_tokens": 64}`, func(p *scheduler.Policy) {
 			p.Strategy, p.ForgetAfter, p.BlockSizeTokens = scheduler.Threshold, 90*time.Second, 64
 		}},

@@ -237,7 +237,9 @@ func (x *InstanceClosed) GetInstanceId() string {
 type PickAssigned struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	InstanceId string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	// prefill_tokens is the uncached prompt tokens sent to it.
+	// prefill_tokens is the prefill work sent to it, in tokens at an empty
+	// context: its uncached prompt tokens with the attention term of
+	// Policy.doubling_context_tokens (scheduler.WorkTokens).
 	PrefillTokens uint64 `protobuf:"varint,2,opt,name=prefill_tokens,json=prefillTokens,proto3" json:"prefill_tokens,omitempty"`
 	// block_hashes are the request's hashes, set only when the instance does
 	// not report cache events (the approximate index records them).

@@ -947,9 +947,19 @@ type InstanceDecision struct {
 	InstanceId string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	Deployment string                 `protobuf:"bytes,2,opt,name=deployment,proto3" json:"deployment,omitempty"`
 	Address    string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
-	// cost_ms = prefill_ms + queue_ms + batch_wait_ms.
-	CostMs        float64 `protobuf:"fixed64,4,opt,name=cost_ms,json=costMs,proto3" json:"cost_ms,omitempty"`
-	PrefillMs     float64 `protobuf:"fixed64,5,opt,name=prefill_ms,json=prefillMs,proto3" json:"prefill_ms,omitempty"`
+	// cost_ms is the decision cost the strategy reads, in ms:
+	// cost_ms = prefill_weight × prefill_ms + queue_ms + batch_wait_ms
+	//
+	//	= predicted_ttft_ms + (prefill_weight − 1) × prefill_ms.
+	CostMs float64 `protobuf:"fixed64,4,opt,name=cost_ms,json=costMs,proto3" json:"cost_ms,omitempty"`
+	// prefill_ms is the request's own prefill on this instance, in ms:
+	// u·(1 + (c + u/2)/C) × 1000 / prefill_tokens_per_second, with u =
+	// uncached_tokens, c = prompt_tokens − uncached_tokens and C =
+	// policy.doubling_context_tokens (no attention term when C is 0).
+	PrefillMs float64 `protobuf:"fixed64,5,opt,name=prefill_ms,json=prefillMs,proto3" json:"prefill_ms,omitempty"`
+	// queue_ms is the prefill work ahead of the request, in ms: the
+	// instance's reported queue plus the work the router picked onto it
+	// since that report.
 	QueueMs       float64 `protobuf:"fixed64,6,opt,name=queue_ms,json=queueMs,proto3" json:"queue_ms,omitempty"`
 	BatchWaitMs   float64 `protobuf:"fixed64,7,opt,name=batch_wait_ms,json=batchWaitMs,proto3" json:"batch_wait_ms,omitempty"`
 	MatchedBlocks uint32  `protobuf:"varint,8,opt,name=matched_blocks,json=matchedBlocks,proto3" json:"matched_blocks,omitempty"`
@@ -962,8 +972,19 @@ type InstanceDecision struct {
 	// outside_threshold, not_minimum.
 	ExcludedReason string `protobuf:"bytes,11,opt,name=excluded_reason,json=excludedReason,proto3" json:"excluded_reason,omitempty"`
 	UncachedTokens uint32 `protobuf:"varint,12,opt,name=uncached_tokens,json=uncachedTokens,proto3" json:"uncached_tokens,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// predicted_ttft_ms is the request's predicted time to first token on
+	// this instance, in physical ms: queue_ms + prefill_ms + batch_wait_ms.
+	PredictedTtftMs float64 `protobuf:"fixed64,13,opt,name=predicted_ttft_ms,json=predictedTtftMs,proto3" json:"predicted_ttft_ms,omitempty"`
+	// prefill_weight is the backlog weight of the prefill term of cost_ms
+	// (>= 1; 1 = the cost is the predicted TTFT): the pool's utilisation
+	// weight, see docs/model.md. The same for every instance of a decision.
+	PrefillWeight float64 `protobuf:"fixed64,14,opt,name=prefill_weight,json=prefillWeight,proto3" json:"prefill_weight,omitempty"`
+	// prefill_tokens_per_second is the throughput prefill_ms and the
+	// router-added part of queue_ms were computed at: the instance's
+	// reported one, or the policy's default_prefill_tokens_per_second.
+	PrefillTokensPerSecond float64 `protobuf:"fixed64,15,opt,name=prefill_tokens_per_second,json=prefillTokensPerSecond,proto3" json:"prefill_tokens_per_second,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *InstanceDecision) Reset() {
@@ -1080,6 +1101,27 @@ func (x *InstanceDecision) GetUncachedTokens() uint32 {
 	return 0
 }
 
+func (x *InstanceDecision) GetPredictedTtftMs() float64 {
+	if x != nil {
+		return x.PredictedTtftMs
+	}
+	return 0
+}
+
+func (x *InstanceDecision) GetPrefillWeight() float64 {
+	if x != nil {
+		return x.PrefillWeight
+	}
+	return 0
+}
+
+func (x *InstanceDecision) GetPrefillTokensPerSecond() float64 {
+	if x != nil {
+		return x.PrefillTokensPerSecond
+	}
+	return 0
+}
+
 var File_prefixroute_v1_pick_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_pick_proto_rawDesc = "" +
@@ -1163,7 +1205,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\x0fexcluded_reason\x18\x05 \x01(\tR\x0eexcludedReason\x12%\n" +
 	"\x0ematched_blocks\x18\x06 \x01(\rR\rmatchedBlocks\x12-\n" +
 	"\x12eligible_instances\x18\a \x01(\rR\x11eligibleInstances\x12\x17\n" +
-	"\aload_ms\x18\b \x01(\x01R\x06loadMs\"\xac\x03\n" +
+	"\aload_ms\x18\b \x01(\x01R\x06loadMs\"\xba\x04\n" +
 	"\x10InstanceDecision\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1e\n" +
@@ -1181,7 +1223,10 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\x11joint_probability\x18\n" +
 	" \x01(\x01R\x10jointProbability\x12'\n" +
 	"\x0fexcluded_reason\x18\v \x01(\tR\x0eexcludedReason\x12'\n" +
-	"\x0funcached_tokens\x18\f \x01(\rR\x0euncachedTokens*\xca\x01\n" +
+	"\x0funcached_tokens\x18\f \x01(\rR\x0euncachedTokens\x12*\n" +
+	"\x11predicted_ttft_ms\x18\r \x01(\x01R\x0fpredictedTtftMs\x12%\n" +
+	"\x0eprefill_weight\x18\x0e \x01(\x01R\rprefillWeight\x129\n" +
+	"\x19prefill_tokens_per_second\x18\x0f \x01(\x01R\x16prefillTokensPerSecond*\xca\x01\n" +
 	"\rOutcomeStatus\x12\x1e\n" +
 	"\x1aOUTCOME_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15OUTCOME_STATUS_SERVED\x10\x01\x12!\n" +

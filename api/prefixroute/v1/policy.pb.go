@@ -182,9 +182,16 @@ type Policy struct {
 	// [1, 1073741824] (capped at the daemon's --max-blocks-per-instance).
 	DefaultKvCapacityBlocks *uint64 `protobuf:"varint,14,opt,name=default_kv_capacity_blocks,json=defaultKvCapacityBlocks,proto3,oneof" json:"default_kv_capacity_blocks,omitempty"`
 	// on_saturation: see OnSaturation. Default least_loaded.
-	OnSaturation  OnSaturation `protobuf:"varint,15,opt,name=on_saturation,json=onSaturation,proto3,enum=prefixroute.v1.OnSaturation" json:"on_saturation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OnSaturation OnSaturation `protobuf:"varint,15,opt,name=on_saturation,json=onSaturation,proto3,enum=prefixroute.v1.OnSaturation" json:"on_saturation,omitempty"`
+	// doubling_context_tokens is C of the prefill model: u new tokens on c
+	// cached ones cost u·(1 + (c + u/2)/C) / tokens_per_second, so a new
+	// token's prefill costs double once the context before it reaches C
+	// (every new token attends to every earlier key, cached or not). Default
+	// 17000 (an 8B model on an H200), 0 = off (cached tokens free), else
+	// [256, 100000000] tokens.
+	DoublingContextTokens *float64 `protobuf:"fixed64,16,opt,name=doubling_context_tokens,json=doublingContextTokens,proto3,oneof" json:"doubling_context_tokens,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
@@ -322,11 +329,18 @@ func (x *Policy) GetOnSaturation() OnSaturation {
 	return OnSaturation_ON_SATURATION_UNSPECIFIED
 }
 
+func (x *Policy) GetDoublingContextTokens() float64 {
+	if x != nil && x.DoublingContextTokens != nil {
+		return *x.DoublingContextTokens
+	}
+	return 0
+}
+
 var File_prefixroute_v1_policy_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xf0\a\n" +
+	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xc9\b\n" +
 	"\x06Policy\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12\x1e\n" +
 	"\blambda_h\x18\x02 \x01(\x01H\x00R\alambdaH\x88\x01\x01\x12\x1e\n" +
@@ -347,7 +361,8 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\fforget_after\x18\r \x01(\v2\x19.google.protobuf.DurationR\vforgetAfter\x12@\n" +
 	"\x1adefault_kv_capacity_blocks\x18\x0e \x01(\x04H\n" +
 	"R\x17defaultKvCapacityBlocks\x88\x01\x01\x12A\n" +
-	"\ron_saturation\x18\x0f \x01(\x0e2\x1c.prefixroute.v1.OnSaturationR\fonSaturationB\v\n" +
+	"\ron_saturation\x18\x0f \x01(\x0e2\x1c.prefixroute.v1.OnSaturationR\fonSaturation\x12;\n" +
+	"\x17doubling_context_tokens\x18\x10 \x01(\x01H\vR\x15doublingContextTokens\x88\x01\x01B\v\n" +
 	"\t_lambda_hB\v\n" +
 	"\t_delta_msB\x12\n" +
 	"\x10_threshold_ratioB\x13\n" +
@@ -358,7 +373,8 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\r_max_kv_usageB\x0f\n" +
 	"\r_max_queue_msB\x16\n" +
 	"\x14_deployment_delta_msB\x1d\n" +
-	"\x1b_default_kv_capacity_blocks*g\n" +
+	"\x1b_default_kv_capacity_blocksB\x1a\n" +
+	"\x18_doubling_context_tokens*g\n" +
 	"\bStrategy\x12\x18\n" +
 	"\x14STRATEGY_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STRATEGY_SOFTMAX\x10\x01\x12\x16\n" +
