@@ -90,8 +90,14 @@ func checkAgents(objs []object, all []running) []string {
 			}
 		}
 	}
+	agents := 0
+	for _, a := range all {
+		if a.prog == "prefixagent" {
+			agents++
+		}
+	}
 	for _, o := range objs {
-		if o.kind() != "InferencePool" {
+		if o.kind() != "InferencePool" || agents == 0 { // a chart renders the picker, not the model servers
 			continue
 		}
 		n := 0
