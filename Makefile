@@ -14,6 +14,7 @@ GRPCURL_VERSION            := v1.9.4
 NATS_SERVER_VERSION        := v2.15.2
 STATICCHECK_VERSION        := v0.8.2
 ERRCHECK_VERSION           := v1.30.0
+HELM_VERSION               := v4.3.2
 
 BUF                := $(BIN)/.stamp-buf-$(BUF_VERSION)
 PROTOC_GEN_GO      := $(BIN)/.stamp-protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
@@ -22,6 +23,7 @@ GRPCURL            := $(BIN)/.stamp-grpcurl-$(GRPCURL_VERSION)
 NATS_SERVER        := $(BIN)/.stamp-nats-server-$(NATS_SERVER_VERSION)
 STATICCHECK        := $(BIN)/.stamp-staticcheck-$(STATICCHECK_VERSION)
 ERRCHECK           := $(BIN)/.stamp-errcheck-$(ERRCHECK_VERSION)
+HELM               := $(BIN)/.stamp-helm-$(HELM_VERSION)
 
 LISTEN      ?= 127.0.0.1:50051
 HTTP_LISTEN ?= 127.0.0.1:9090
@@ -57,7 +59,12 @@ $(ERRCHECK):
 	$(GO) install github.com/kisielk/errcheck@$(ERRCHECK_VERSION)
 	@touch $@
 
-tools: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(GRPCURL) $(STATICCHECK) $(ERRCHECK)
+# helm renders and lints deploy/helm/prefixroute in deploy/helm_test.go.
+$(HELM):
+	$(GO) install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+	@touch $@
+
+tools: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(GRPCURL) $(STATICCHECK) $(ERRCHECK) $(HELM)
 
 ## run: start the sidecar on its embedded default (loopback, state in ./data).
 run:

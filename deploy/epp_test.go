@@ -49,9 +49,6 @@ func TestEndpointPickerManifests(t *testing.T) {
 	if !strings.HasSuffix(args["extproc-listen"], ":9002") || ports["grpc-ext-proc"] != 9002 || !strings.HasSuffix(args["listen"], ":50051") || ports["grpc"] != 50051 {
 		t.Errorf("--extproc-listen %q, --listen %q, ports %v: want 9002 (grpc-ext-proc) and 50051 (grpc)", args["extproc-listen"], args["listen"], ports)
 	}
-	if g := get(c, "readinessProbe", "grpc"); get(g, "port") != 9002 || str(g, "service") != "envoy.service.ext_proc.v3.ExternalProcessor" {
-		t.Errorf("readiness probe %v: want gRPC health of the ext_proc service on 9002", g)
-	}
 	svcPorts := map[string]int{}
 	for _, sp := range list(svc.m, "spec", "ports") {
 		if _, ok := ports[str(sp, "targetPort")]; !ok {

@@ -49,6 +49,9 @@ func loadManifests(t *testing.T) []object {
 		if err == nil && d.IsDir() && path == "envoy" {
 			return filepath.SkipDir // Envoy's config, not Kubernetes objects: envoy_test.go
 		}
+		if err == nil && d.IsDir() && path == "helm" {
+			return filepath.SkipDir // templates, rendered and checked by helm_test.go
+		}
 		if err != nil || d.IsDir() || !(strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
 			return err
 		}
@@ -56,28 +59,37 @@ func loadManifests(t *testing.T) []object {
 		if err != nil {
 			return err
 		}
-		dec := yaml.NewDecoder(bytes.NewReader(b))
-		for i := 1; ; i++ {
-			var m map[string]any
-			if err := dec.Decode(&m); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Errorf("%s, document %d: %v", path, i, err)
-				break
-			}
-			if m == nil {
-				continue
-			}
-			o := object{path, m}
-			if str(m, "apiVersion") == "" || o.kind() == "" || o.name() == "" {
-				t.Errorf("%s, document %d: want apiVersion, kind and metadata.name", path, i)
-			}
-			out = append(out, o)
-		}
+		out = append(out, decodeObjects(t, path, b)...)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// decodeObjects parses the YAML documents of one file, each an object
+// with apiVersion, kind and metadata.name.
+func decodeObjects(t *testing.T, path string, b []byte) []object {
+	t.Helper()
+	var out []object
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	for i := 1; ; i++ {
+		var m map[string]any
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Errorf("%s, document %d: %v", path, i, err)
+			break
+		}
+		if m == nil {
+			continue
+		}
+		o := object{path, m}
+		if str(m, "apiVersion") == "" || o.kind() == "" || o.name() == "" {
+			t.Errorf("%s, document %d: want apiVersion, kind and metadata.name", path, i)
+		}
+		out = append(out, o)
 	}
 	return out
 }
