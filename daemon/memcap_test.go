@@ -89,11 +89,12 @@ func TestIndexCapFlagWinsAndLogLine(t *testing.T) {
 	}
 }
 
-// TestIndexMemoryUnderLimit starts a daemon under a 48 MiB cgroup limit
+// TestIndexMemoryAllocsUnderLimit starts a daemon under a 48 MiB cgroup limit
 // (derived cap 183,000 pairs) and feeds it 400,000 unique blocks from four
 // instances: the index stays at the cap, the eviction counter grows, Picks
-// are answered, and the live heap stays under the limit.
-func TestIndexMemoryUnderLimit(t *testing.T) {
+// are answered, and the live heap stays under the limit (checked in make
+// test's non-race pass of 'Alloc' tests: the race runtime inflates the heap).
+func TestIndexMemoryAllocsUnderLimit(t *testing.T) {
 	const limit = 48 << 20
 	root := cgroupDir(t, map[string]string{"memory.max": "50331648"})
 	d := obsStart(t, func(c *Config) { c.CgroupRoot = root })
@@ -138,7 +139,7 @@ func TestIndexMemoryUnderLimit(t *testing.T) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	if ms.HeapAlloc > limit {
+	if !raceEnabled && ms.HeapAlloc > limit {
 		t.Errorf("live heap %d MiB after GC, over the %d MiB limit", ms.HeapAlloc>>20, limit>>20)
 	}
 	t.Logf("cap %d pairs, held %d, evicted %d, live heap %.1f MiB of %d MiB", capPairs, held, evicted, float64(ms.HeapAlloc)/(1<<20), limit>>20)

@@ -133,9 +133,11 @@ func TestOutcomeMatchedWithPick(t *testing.T) {
 	if !ok {
 		t.Fatal("PickOutcome(req-1): not kept")
 	}
-	// 1000 tokens at 10000 tokens/s: 100 ms of prefill predicted.
+	// 1000 new tokens at 10000 tokens/s with the default doubling
+	// context (17,000 tokens): 1000·(1 + 500/17000)/10000 s of prefill.
+	wantPrefill := 1000 * (1 + 500.0/17000) / 10000 * 1000
 	if !po.Reported || po.Tried != "a" || po.Instance != "a" || po.Status != served || !po.HasTTFT || po.TTFTMs != 123.5 ||
-		po.PrefillMs != 100 || po.CostMs < 100 || po.Deployment != "d" || po.Pool != "m" {
+		math.Abs(po.PrefillMs-wantPrefill) > 1e-9 || po.CostMs < po.PrefillMs || po.Deployment != "d" || po.Pool != "m" {
 		t.Errorf("PickOutcome(req-1) = %+v", po)
 	}
 	if v, _ := servertest.MetricValue(e.Metrics(), "prefixroute_outcomes_total", map[string]string{"pool": "", "status": "served"}); v != 1 {

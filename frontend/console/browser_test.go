@@ -195,10 +195,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.screenshot("pools")
 	// A pool without instances shows its weights, or says why it has none,
 	// never a bare "0".
-	if _, err := f.sc.Admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: "idle", Weights: map[string]float64{"x": 3}}); err != nil {
+	if _, err := f.sc.Admin.SetWeights(ctx, &pb.SetWeightsRequest{Pool: "idle", Weights: map[string]float64{"x": 3}, AllowNewPool: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.sc.Admin.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: "bare", Policy: &pb.Policy{DeltaMs: proto.Float64(30)}}); err != nil {
+	if _, err := f.sc.Admin.SetPolicy(ctx, &pb.SetPolicyRequest{Pool: "bare", Policy: &pb.Policy{DeltaMs: proto.Float64(30)}, AllowNewPool: true}); err != nil {
 		t.Fatal(err)
 	}
 	b.open("#/pool/chat")
