@@ -23,6 +23,7 @@
 import crypto from 'crypto';
 
 const REASON = 'x-prefixroute-reason';
+const RETRY_AFTER = 'Retry-After';
 
 // answer ends r with an OpenAI-style JSON error of nginx's own.
 function answer(r, status, code, message) {
@@ -31,7 +32,21 @@ function answer(r, status, code, message) {
     r.return(status, JSON.stringify({error: {message: message, type: 'server_error', code: code}}));
 }
 
-// proxy sends r to the first of addrs and keeps the rest for next.
+// passOn answers r with the sidecar's own answer: its status, JSON body,
+// reason and, for a pool warming up, its Retry-After (1 s).
+function passOn(r, reply, reason) {
+    r.headersOut['Content-Type'] = 'application/json';
+    r.headersOut[REASON] = reason;
+    const retry = reply.headersOut[RETRY_AFTER];
+    if (retry) {
+        r.headersOut[RETRY_AFTER] = retry;
+    }
+    r.return(reply.status, reply.responseText);
+}
+
+// proxy sends r to the first of addrs and keeps the rest for next. The
+// redirect to @prefixroute_upstream happens when the js_content handler
+// ends (njs), so the caller must not answer r itself afterwards.
 function proxy(r, addrs) {
     r.variables.prefixroute_upstream = addrs[0];
     r.variables.prefixroute_fallbacks = addrs.slice(1).join(',');
@@ -54,13 +69,18 @@ async function route(r) {
             unavailable(r, 'the routing sidecar did not answer (HTTP ' + reply.status + ')');
             return;
         }
+        // A failure of the sidecar's own (a 5xx other than drained:
+        // pool_warming after a restart, no_eligible_instance, timeout,
+        // internal) fails open like its absence. staticFallback returns
+        // null once it has proxied r: r then must get no answer of its
+        // own, as r.return would send one before the redirect, which
+        // happens only when this handler ends (nginx then logs "header
+        // already sent" for the upstream's answer).
         if (sidecarFailed(reply.status, reason) &&
-            staticFallback(r, 'the routing sidecar answered HTTP ' + reply.status + ' ' + reason) === '') {
+            staticFallback(r, 'the routing sidecar answered HTTP ' + reply.status + ' ' + reason) === null) {
             return;
         }
-        r.headersOut['Content-Type'] = 'application/json';
-        r.headersOut[REASON] = reason;
-        r.return(reply.status, reply.responseText);
+        passOn(r, reply, reason);
         return;
     }
     const addrs = (reply.headersOut['x-gateway-destination-endpoint'] || '').split(',').filter(a => a !== '');
