@@ -7,10 +7,13 @@
 //         hands it the client's body as it is). On 204 the request is
 //         proxied to the first address of x-gateway-destination-endpoint;
 //         any other answer of the sidecar is returned to the client as it
-//         is (status, JSON body, x-prefixroute-reason).
+//         is (status, JSON body, x-prefixroute-reason, Retry-After), unless
+//         it fails open (below).
 // next:   the proxied request could not connect (error_page 502 504):
-//         report the failed try to the sidecar (reportFailedTry), then
-//         proxy it to the next address of the list, or answer 502.
+//         report the failed try to the sidecar (reportFailedTry; only a
+//         try of the sidecar's own pick: a request that failed open names
+//         no pool), then proxy it to the next address of the list, or
+//         answer 502.
 //
 // Fail-open (the functions after next): when the sidecar cannot route a
 // request (unreachable, timed out, a 5xx of its own other than drained)
