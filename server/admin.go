@@ -8,6 +8,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/auth"
+	"github.com/prefixroute/prefixroute/internal/protoconv"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/internal/store"
 	"github.com/prefixroute/prefixroute/scheduler"
@@ -75,7 +76,7 @@ func (as *adminService) GetWeights(ctx context.Context, req *pb.GetWeightsReques
 	cfg := pool.Config()
 	resp := &pb.GetWeightsResponse{Version: cfg.WeightsVersion, Weights: maps.Clone(cfg.Weights), WeightsSet: cfg.Weights != nil}
 	if pc, ok := as.s.store.Pool(req.GetPool()); ok {
-		resp.Ramp = rampProto(pc.Ramp, as.s.opts.Now())
+		resp.Ramp = protoconv.RampProto(pc.Ramp, as.s.opts.Now())
 	}
 	for _, d := range pool.Deployments() {
 		resp.Deployments = append(resp.Deployments, &pb.DeploymentWeight{
