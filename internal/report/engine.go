@@ -140,7 +140,7 @@ func (s *Engine) serveReports(ctx context.Context, w reportWire, single bool) er
 	if err := checkAckInterval(first.ackMs, what); err != nil {
 		return err
 	}
-	e := &reportEngine{s: s, wire: w, ctx: ctx, single: single, members: make(map[memberKey]*member)}
+	e := &reportEngine{s: s, wire: w, ctx: ctx, single: single, members: make(map[memberKey]*member), emptySince: time.Now()}
 	if c := auth.CallerFrom(ctx); c != nil {
 		e.who = c.Name
 		if c.Bind != nil {
@@ -165,11 +165,24 @@ func (s *Engine) serveReports(ctx context.Context, w reportWire, single bool) er
 }
 
 // await waits for the end of the stream, whose receive goroutine reports
-// on ended, sending deferred acks when due. replaced, when not nil, is
+// on ended, sending deferred acks when due and reaping a batch stream
+// (idle.go). replaced, when not nil, is
 // closed when a newer stream replaced the single member.
 func (e *reportEngine) await(ended <-chan error, replaced <-chan struct{}) error {
+	var reap <-chan time.Time // a batch stream's reaping (idle.go)
+	if t := e.idleTicker(); t != nil {
+		defer t.Stop()
+		reap = t.C
+	}
 	for {
 		select {
+		case now := <-reap:
+			e.mu.Lock()
+			err := e.reap(now)
+			e.mu.Unlock()
+			if err != nil {
+				return err
+			}
 		case err := <-ended:
 			return err
 		case <-e.acks.due():

@@ -25,7 +25,8 @@ type Limits struct {
 	PerSecond float64
 	Burst     int
 	// FirstReportTimeout is how long a new stream may wait before its
-	// first message (--first-report-timeout).
+	// first message, and a ReportLoadBatch stream may carry no open
+	// instance (--first-report-timeout; idle.go).
 	FirstReportTimeout time.Duration
 }
 

@@ -3,6 +3,7 @@ package report
 import (
 	"context"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
@@ -71,6 +72,9 @@ type reportEngine struct {
 	run     batchRun            // reports to apply together
 	ackNow  bool                // the message's acks go out at once: a first report, or an end
 	fail    error               // single: what ends the stream
+	// emptySince is when the stream last had no member: its opening, or
+	// the end of its last member (reap, idle.go).
+	emptySince time.Time
 }
 
 // apply applies one message: each report to its member (opening it on its
@@ -278,6 +282,9 @@ func (e *reportEngine) end(k memberKey, mb *member, err error) {
 func (e *reportEngine) release(mb *member) {
 	s := e.s
 	delete(e.members, mb.key)
+	if len(e.members) == 0 {
+		e.emptySince = time.Now()
+	}
 	s.h.Replicas.StreamEnded(mb.id.Pool, mb.id.Instance, true)
 	mb.sess.Close(s.now())
 	e.giveSlot()
