@@ -127,6 +127,7 @@ func (as *adminService) ListInstances(ctx context.Context, req *pb.ListInstances
 			KvCapacityBlocks: in.Last.KVCapacityBlocks, PrefillTokensPerSecond: in.Last.PrefillTokensPerSecond,
 			BlockSizeTokens: in.Last.BlockSizeTokens, ReportsCacheEvents: in.Last.ReportsCacheEvents,
 			CachedBlocks: uint64(in.CachedBlocks), AssignedTokens: in.AssignedTokens,
+			UnreachableBackoffLeftMs: float64(in.BackoffLeft.Microseconds()) / 1000,
 		}
 		if in.Last.HasQueueMs {
 			st.QueueMs = &in.Last.QueueMs
@@ -250,6 +251,8 @@ func instanceStateProto(s state.InstanceState) pb.InstanceState {
 		return pb.InstanceState_INSTANCE_STATE_DRAINING
 	case state.StateDisconnected:
 		return pb.InstanceState_INSTANCE_STATE_DISCONNECTED
+	case state.StateUnreachable:
+		return pb.InstanceState_INSTANCE_STATE_UNREACHABLE
 	}
 	return pb.InstanceState_INSTANCE_STATE_UNSPECIFIED
 }
