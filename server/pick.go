@@ -84,7 +84,7 @@ func (s *Server) pick(req *pb.PickRequest, sc *pickScratch, rec *pickRecord) (*p
 		return nil, pickError(pool.Name(), &sc.pick, err)
 	}
 	s.repl.Picked(pool.Name(), &sc.pick, req.GetPrefixHashes())
-	s.bookPick(pool.Name(), req.GetRequestId(), &sc.pick)
+	s.bookPick(pool.Name(), req.GetRequestId(), &sc.pick, req.GetPromptTokens())
 	return pickResponseAt(req.GetAudit(), &sc.pick, seed, len(req.GetPrefixHashes()), req.GetPromptTokens()), nil
 }
 

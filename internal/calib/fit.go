@@ -94,7 +94,7 @@ func NewFitter(priorDoubling float64) *Fitter {
 	for i := range 3 {
 		f.p[i][i] = priorVar
 	}
-	f.absRes = 0.2
+	f.absRes = 0.5
 	return f
 }
 
@@ -125,7 +125,7 @@ func (f *Fitter) Add(s *Sample) bool {
 	}
 	y *= norm
 	e := y - (f.theta[0]*x[0] + f.theta[1]*x[1] + f.theta[2]*x[2])
-	f.absRes += (math.Abs(e) - f.absRes) / 64
+	f.absRes += (math.Abs(e) - f.absRes) / 32
 	if lim := ClipScale * max(f.absRes, 0.01); math.Abs(e) > lim {
 		e = math.Copysign(lim, e)
 		f.clipped++
