@@ -104,9 +104,9 @@ var policyFields = []PolicyField{
 	{Key: "doubling_context_tokens", Kind: FieldFloat, Unit: "tokens", ZeroOff: true, Min: MinDoublingContextTokens,
 		Max: MaxDoublingContextTokens, Meaning: "context doubling a token's prefill (0 = off)",
 		Float: func(p *Policy) *float64 { return &p.DoublingContextTokens }},
-	{Key: "on_slo_miss", Kind: FieldEnum, Names: sloMissNames[:], enumType: "SLOMiss", Meaning: "if no instance meets a TTFT target: best_effort, shed",
+	{Key: "on_slo_miss", Kind: FieldEnum, Names: sloMissNames[:], enumType: "SLOMiss", Meaning: "TTFT target unmet: best_effort, shed",
 		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.OnSLOMiss) }},
-	{Key: "calibration", Kind: FieldEnum, Names: calibrationNames[:], enumType: "CalibrationMode", Meaning: "fitted prefill model: apply, observe",
+	{Key: "calibration", Kind: FieldEnum, Names: calibrationNames[:], enumType: "CalibrationMode", Meaning: "fitted prefill: apply, observe",
 		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.Calibration) }},
 }
 

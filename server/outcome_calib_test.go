@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/calib"
 	"github.com/prefixroute/prefixroute/internal/servertest"
@@ -74,6 +76,13 @@ func TestOutcomesCalibrate(t *testing.T) {
 	if math.Abs(in.GetPrefillMs()-want) > 1e-9*want {
 		t.Errorf("prefill_ms %v, want %v from the audit's figures", in.GetPrefillMs(), want)
 	}
+	cr, err := e.Admin.GetSloCalibration(ctx(t), &pb.GetSloCalibrationRequest{Pool: "m"})
+	if err != nil || len(cr.GetDeployments()) != 1 || !cr.GetDeployments()[0].GetInUse() || cr.GetDeployments()[0].GetVersion() != 1 ||
+		cr.GetDeployments()[0].GetPrefillScale() != st[0].PrefillScale || cr.GetMinSamples() != calib.MinSamples {
+		t.Fatalf("GetSloCalibration: %v, %v", cr, err)
+	}
+	_, err = e.Admin.GetSloCalibration(ctx(t), &pb.GetSloCalibrationRequest{Pool: "nope"})
+	wantCode(t, err, codes.NotFound, "nope")
 	// Observe: the same fit is reported but no longer prices.
 	if _, err := e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{Pool: "m", Policy: &pb.Policy{Calibration: pb.SloCalibration_SLO_CALIBRATION_OBSERVE}}); err != nil {
 		t.Fatal(err)

@@ -101,6 +101,9 @@ func init() {
 		{"migration", "POOL --from A --to B [--top N] [--check]",
 			"Can B take A's traffic now? From the picks of the last --migration-window (default 5 min): each deployment's weight, traffic and hit ratio; the prefill B would absorb if A's weight went to 0 now (A's uncached work plus the one-off recompute of what only A has cached), next to B's capacity; a verdict line; and the hottest prefixes cached only on A (their first block hash: replay those prompts to B to warm it). --check exits 5 unless B can absorb it.",
 			1, 1, (*cli).migration, []argKind{argPool}},
+		{"calibration", "POOL",
+			"Show the prefill model each deployment learned from outcomes (served ReportOutcome with ttft_ms, matched to its pick by request_id): the prefill time's scale over the prior, the fitted doubling context, the fitted queue correction (not applied), samples, and whether picks use it (policy calibration apply, after a minimum of samples).",
+			1, 1, (*cli).calibration, []argKind{argPool}},
 		{"policy get", "POOL", "Show the pool's scheduling policy.", 1, 1, (*cli).policyGet, []argKind{argPool}},
 		{"policy set", "POOL KEY=VALUE...",
 			"Change policy fields; the others keep their value. Keys: " + strings.Join(policyKeyNames(), ", ") +
