@@ -64,6 +64,17 @@ func TestBook(t *testing.T) {
 	wg.Wait()
 }
 
+// TestBookAddDoesNotAllocate: a sample into an existing fit allocates
+// nothing.
+func TestBookAddDoesNotAllocate(t *testing.T) {
+	b := NewBook()
+	s := truth{1.3, 12000, 1}.sample(rand.New(rand.NewPCG(1, 1)), 0)
+	b.Add("m", "d", 17000, &s)
+	if n := testing.AllocsPerRun(1000, func() { b.Add("m", "d", 17000, &s) }); n != 0 {
+		t.Fatalf("Book.Add allocates %v times a sample", n)
+	}
+}
+
 // BenchmarkBookAdd is the cost of recording and fitting one outcome (the
 // issue's aim: <= 2 µs of daemon CPU), for a pool of 4 deployments.
 func BenchmarkBookAdd(b *testing.B) {
