@@ -109,7 +109,7 @@ func init() {
 			"Change policy fields; the others keep their value. Keys: " + strings.Join(policyKeyNames(), ", ") +
 				". Ratios take a fraction or a percentage (0.1 or 10%), *_ms fields ms (20 or 20ms), stale_after and forget_after a duration (2s).",
 			1, -1, (*cli).policySet, []argKind{argPool, argPolicyKey}},
-		{"pick", "POOL [--tokens IDS | --text TEXT | --hashes H,...] [--prompt-tokens N] [--seed N] [--exclude ID,...] [--salt S] [--block-size N] [--explain] [--audit LEVEL]",
+		{"pick", "POOL [--tokens IDS | --text TEXT | --hashes H,...] [--prompt-tokens N] [--seed N] [--exclude ID,...] [--salt S] [--block-size N] [--slo-ms MS] [--explain] [--audit LEVEL]",
 			"Ask which instance would serve a request, hashing the prompt like a gateway (pkg/client). IDS are token ids and ranges (1,2,3 or 0-63). --explain prints the audit: each deployment's share, hit ratio and probability, each instance's cost parts and probability. The sidecar returns the full audit with --explain or --audit full; else only the chosen instance's part (--audit chosen), as gateways ask. Note that a pick is real: the sidecar accounts the request's work to the chosen instance.",
 			1, 1, (*cli).pick, []argKind{argPool}},
 		{"hash", "POOL [--tokens IDS | --text TEXT] [--salt S] [--block-size N] [--chunk-bytes N]",

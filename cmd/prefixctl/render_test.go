@@ -200,6 +200,11 @@ func TestRenderGolden(t *testing.T) {
 		{"pick", func(b *bytes.Buffer) { renderPick(b, seedPick(), false) }},
 		{"pick_explain", func(b *bytes.Buffer) { renderPick(b, seedPick(), true) }},
 		{"pick_explain_busy", func(b *bytes.Buffer) { renderPick(b, busyPick(), true) }},
+		{"pick_explain_slo", func(b *bytes.Buffer) {
+			r := seedPick()
+			r.Decision.TtftSloMs, r.Decision.SloMet = 250, true
+			renderPick(b, r, true)
+		}},
 		{"ramp_running", func(b *bytes.Buffer) { renderRamp(b, "m", longRamp(pb.RampState_RAMP_STATE_RUNNING, 5)) }},
 		{"ramp_paused", func(b *bytes.Buffer) {
 			r := longRamp(pb.RampState_RAMP_STATE_PAUSED, 2)
