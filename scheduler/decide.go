@@ -17,7 +17,10 @@ import "fmt"
 //     queue_full), and p.OnSaturation is SaturationShed, or no such instance
 //     is in a deployment with weight > 0 (see saturation);
 //   - ErrAllWeightsZero: eligible instances exist, only in weight 0
-//     deployments.
+//     deployments;
+//   - ErrSLOUnattainable: the request's TTFT target is met by no eligible
+//     instance of a deployment with P(d) > 0 and p.OnSLOMiss is SLOShed
+//     (see slo.go); d.SLOBestMs is the least predicted TTFT.
 //
 // The steps, each described where it is implemented:
 //
@@ -58,6 +61,7 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 		return err
 	}
 	d.PrefillWeight = max(1, req.PrefillWeight)
+	d.TTFTTargetMs = req.TTFTTargetMs
 	eligible, err := assess(p, &req, snap, d)
 	if err != nil {
 		return err
@@ -67,7 +71,11 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 		return ErrNoInstances
 	}
 	if eligible == 0 {
-		return saturation(p, snap, rng, d)
+		if err := saturation(p, snap, rng, d); err != nil {
+			return err
+		}
+		d.setSLOMet()
+		return nil
 	}
 	if participating == 0 {
 		instanceWeights(p, snap, d, -1)
@@ -76,6 +84,13 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 	}
 	if !req.ChosenOnly {
 		instanceWeights(p, snap, d, -1)
+	}
+	if req.TTFTTargetMs > 0 && p.OnSLOMiss == SLOShed && !sloAttainable(d) {
+		if req.ChosenOnly {
+			instanceWeights(p, snap, d, -1)
+		}
+		normalise(snap, d, -1, 0)
+		return ErrSLOUnattainable
 	}
 	d.DeploymentDraw = rng.Float64()
 	dep := pickDeployment(d, d.DeploymentDraw)
@@ -93,6 +108,7 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 			ErrNoEligibleInstance, dep, inst)
 	}
 	d.Deployment, d.Instance = dep, inst
+	d.setSLOMet()
 	return nil
 }
 

@@ -41,7 +41,7 @@ func checkRequest(req *Request) error {
 	if req.Blocks < 0 {
 		return fmt.Errorf("%w: request: Blocks is %d, want >= 0", ErrInvalidSnapshot, req.Blocks)
 	}
-	return nil
+	return checkTarget(req)
 }
 
 // checkDeployments validates every deployment's figures.
@@ -51,6 +51,9 @@ func checkDeployments(snap *Snapshot) error {
 		if badFigure(dep.Weight) {
 			return fmt.Errorf("%w: deployment %q (index %d): Weight is %v, want a finite number >= 0",
 				ErrInvalidSnapshot, dep.Name, k, dep.Weight)
+		}
+		if err := dep.Calibration.check(k, dep.Name); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -107,7 +110,8 @@ func validInstance(in *Instance, nd int) bool {
 func assess(p *Policy, req *Request, snap *Snapshot, d *Decision) (int, error) {
 	nd := len(snap.Deployments)
 	m := newCostModel(p, req)
-	eligible := 0
+	m.withDeployments(p, snap.Deployments)
+	eligible, target := 0, req.TTFTTargetMs
 	for i := range snap.Instances {
 		in, r := &snap.Instances[i], &d.Instances[i]
 		if !validInstance(in, nd) {
@@ -144,6 +148,9 @@ func assess(p *Policy, req *Request, snap *Snapshot, d *Decision) (int, error) {
 			}
 		}
 		dr.Eligible++
+		if target > 0 {
+			st.noteSLO(r, target)
+		}
 	}
 	return eligible, nil
 }

@@ -162,6 +162,14 @@ type Policy struct {
 	// OnSaturation is what Decide does when every live instance is excluded
 	// for load. Default SaturationLeastLoaded.
 	OnSaturation Saturation
+	// OnSLOMiss is what Decide does when a request's TTFT target
+	// (Request.TTFTTargetMs) is met by no eligible instance of a
+	// deployment with P(d) > 0. Default SLOBestEffort.
+	OnSLOMiss SLOMiss
+	// Calibration says whether a deployment's fitted prefill model
+	// (Deployment.Calibration) prices its instances. Default
+	// CalibrationApply.
+	Calibration CalibrationMode
 }
 
 // DefaultPolicy returns the defaults stated on each Policy field. It is safe
@@ -184,6 +192,8 @@ func DefaultPolicy() Policy {
 		ForgetAfter:                   30 * time.Second,
 		DefaultKVCapacityBlocks:       16384,
 		OnSaturation:                  SaturationLeastLoaded,
+		OnSLOMiss:                     SLOBestEffort,
+		Calibration:                   CalibrationApply,
 	}
 }
 
@@ -221,7 +231,9 @@ func (p *Policy) valid() bool {
 		p.StaleAfter >= MinStaleAfter && p.StaleAfter <= MaxStaleAfter &&
 		p.ForgetAfter >= p.StaleAfter && p.ForgetAfter <= MaxForgetAfter &&
 		p.DefaultKVCapacityBlocks >= 1 && p.DefaultKVCapacityBlocks <= MaxDefaultKVCapacityBlocks &&
-		p.OnSaturation < numSaturations
+		p.OnSaturation < numSaturations &&
+		p.OnSLOMiss < numSLOMisses &&
+		p.Calibration < numCalibrationModes
 }
 
 // explain returns a *PolicyError listing every invalid field of p, in

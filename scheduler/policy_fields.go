@@ -18,7 +18,7 @@ const (
 	FieldUint64
 	// FieldDuration is a time.Duration (PolicyField.Duration).
 	FieldDuration
-	// FieldEnum is a Strategy or a Saturation, named by PolicyField.Names
+	// FieldEnum is a Strategy, a Saturation, an SLOMiss or a CalibrationMode, named by PolicyField.Names
 	// (PolicyField.Enum).
 	FieldEnum
 )
@@ -104,6 +104,10 @@ var policyFields = []PolicyField{
 	{Key: "doubling_context_tokens", Kind: FieldFloat, Unit: "tokens", ZeroOff: true, Min: MinDoublingContextTokens,
 		Max: MaxDoublingContextTokens, Meaning: "context doubling a token's prefill (0 = off)",
 		Float: func(p *Policy) *float64 { return &p.DoublingContextTokens }},
+	{Key: "on_slo_miss", Kind: FieldEnum, Names: sloMissNames[:], enumType: "SLOMiss", Meaning: "TTFT target unmet: best_effort, shed",
+		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.OnSLOMiss) }},
+	{Key: "calibration", Kind: FieldEnum, Names: calibrationNames[:], enumType: "CalibrationMode", Meaning: "fitted prefill: apply, observe",
+		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.Calibration) }},
 }
 
 // PolicyFields returns every Policy field, in the proto's field order (a

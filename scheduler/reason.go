@@ -28,6 +28,7 @@ const (
 	ReasonQueueFull                        // instance: queue_ms > Policy.MaxQueueMs (when set)
 	ReasonThreshold                        // instance, threshold strategy: cost outside the band
 	ReasonNotMinimum                       // instance, argmin strategy: cost above the minimum
+	ReasonSLOMiss                          // instance: predicted to miss the request's TTFT target while another of its deployment meets it
 	ReasonZeroWeight                       // deployment: weight 0
 	ReasonUnweighted                       // deployment: missing from the configured weights
 	ReasonNoEligibleInstance               // deployment: no eligible instance
@@ -45,6 +46,7 @@ var reasonNames = [NumReasons]string{
 	ReasonQueueFull:          "queue_full",
 	ReasonThreshold:          "outside_threshold",
 	ReasonNotMinimum:         "not_minimum",
+	ReasonSLOMiss:            "slo_miss",
 	ReasonZeroWeight:         "zero_weight",
 	ReasonUnweighted:         "not_in_weights",
 	ReasonNoEligibleInstance: "no_eligible_instance",
@@ -81,5 +83,5 @@ func (r Reason) IsEligibility() bool {
 // IsInstance reports whether r can be an instance's reason (eligibility or
 // strategy); the others, but ReasonNone, are deployment reasons.
 func (r Reason) IsInstance() bool {
-	return r >= ReasonDisconnected && r <= ReasonNotMinimum
+	return r >= ReasonDisconnected && r <= ReasonSLOMiss
 }

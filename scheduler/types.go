@@ -39,6 +39,14 @@ type Request struct {
 	// request queued after it) counts for more than this request's own
 	// wait. Must be 0 or finite and >= 1.
 	PrefillWeight float64
+	// TTFTTargetMs is the request's TTFT target in ms; 0 means none. Inside
+	// every deployment, instances predicted (InstanceResult.PredictedTTFTMs)
+	// to miss it get probability 0 (ReasonSLOMiss) when one meets it, and
+	// the strategy runs among those that meet it; when no eligible instance
+	// of a deployment with P(d) > 0 meets it, Policy.OnSLOMiss decides
+	// (ErrSLOUnattainable under SLOShed). Must be 0 or in (0,
+	// MaxTTFTTargetMs].
+	TTFTTargetMs float64
 }
 
 // Deployment is one deployment of the pool as the caller sees it. It is a
@@ -53,6 +61,9 @@ type Deployment struct {
 	// this deployment: its Weight is then 0 and the audit says why
 	// (ReasonUnweighted). It has no effect when Weight > 0.
 	Unweighted bool
+	// Calibration is the deployment's fitted prefill model; the zero value
+	// (Version 0) is the policy's prior.
+	Calibration Calibration
 }
 
 // Instance is one model-server instance as the caller sees it at decision

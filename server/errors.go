@@ -31,7 +31,7 @@ func codeOf(err error) codes.Code {
 		errors.Is(err, readiness.ErrSameDeployment), errors.Is(err, readiness.ErrInvalidQuery):
 		return codes.InvalidArgument
 	case errors.Is(err, state.ErrTooManyPools), errors.Is(err, state.ErrTooManyInstances),
-		errors.Is(err, scheduler.ErrSaturated):
+		errors.Is(err, scheduler.ErrSaturated), errors.Is(err, scheduler.ErrSLOUnattainable):
 		return codes.ResourceExhausted
 	case errors.Is(err, state.ErrSessionEnded):
 		return codes.Aborted

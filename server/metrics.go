@@ -22,18 +22,19 @@ type outcome uint8
 
 // The outcomes of a Pick, by the status code it returned.
 const (
-	outcomeOK          outcome = iota // OK
-	outcomeUnavailable                // Unavailable: no instance reported, or none eligible
-	outcomeDrained                    // FailedPrecondition: only weight-0 deployments are eligible
-	outcomeInvalid                    // InvalidArgument
-	outcomeUnknownPool                // NotFound
-	outcomeCanceled                   // Canceled or DeadlineExceeded
-	outcomeError                      // any other code (Internal after a panic, ...)
-	outcomeSaturated                  // ResourceExhausted from the scheduler: every live instance saturated, shed
+	outcomeOK              outcome = iota // OK
+	outcomeUnavailable                    // Unavailable: no instance reported, or none eligible
+	outcomeDrained                        // FailedPrecondition: only weight-0 deployments are eligible
+	outcomeInvalid                        // InvalidArgument
+	outcomeUnknownPool                    // NotFound
+	outcomeCanceled                       // Canceled or DeadlineExceeded
+	outcomeError                          // any other code (Internal after a panic, ...)
+	outcomeSaturated                      // ResourceExhausted from the scheduler: every live instance saturated, shed
+	outcomeSLOUnattainable                // ResourceExhausted from the scheduler: no instance meets the TTFT target, shed
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"ok", "unavailable", "drained", "invalid", "unknown_pool", "canceled", "error", "saturated"}
+var outcomeNames = [numOutcomes]string{"ok", "unavailable", "drained", "invalid", "unknown_pool", "canceled", "error", "saturated", "slo_unattainable"}
 
 func outcomeOf(c codes.Code) outcome {
 	switch c {
@@ -233,6 +234,8 @@ func (o *observer) done(ctx context.Context, rec *pickRecord) {
 	oc := outcomeOf(status.Code(rec.err))
 	if errors.Is(rec.decErr, scheduler.ErrSaturated) {
 		oc = outcomeSaturated // not another ResourceExhausted (a limit)
+	} else if errors.Is(rec.decErr, scheduler.ErrSLOUnattainable) {
+		oc = outcomeSLOUnattainable
 	}
 	if oc != outcomeOK || rec.resp.GetDeployment() == "" {
 		p.failed[oc].Add(1)
@@ -286,7 +289,7 @@ func (o *observer) decided(ctx context.Context, p *poolObs, rec *pickRecord) {
 // or only weight-0 deployments. Each has the whole audit (scheduler.Decide).
 func decisionExplains(err error) bool {
 	return errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrSaturated) ||
-		errors.Is(err, scheduler.ErrAllWeightsZero)
+		errors.Is(err, scheduler.ErrAllWeightsZero) || errors.Is(err, scheduler.ErrSLOUnattainable)
 }
 
 // identityFlap counts a report stream that took over an open one.

@@ -153,6 +153,7 @@ func (s *Server) sweepOnce() {
 	for _, name := range dropped {
 		s.obs.dropPool(name)
 		s.outcomes.dropPool(name)
+		s.book.fits.DropPool(name)
 	}
 	if len(dropped) > 0 {
 		s.log.Info("dropped pools with neither instances nor configuration past forget_after", "pools", len(dropped))

@@ -54,7 +54,8 @@ func defaultPolicy() *pb.Policy {
 		ThresholdMinMs: f64(20), BatchWaitMs: f64(0), BlockSizeTokens: u32(16), DefaultPrefillTokensPerSecond: f64(10000),
 		MaxKvUsage: f64(0.95), MaxQueueMs: f64(0), DeploymentDeltaMs: f64(0), StaleAfter: durationpb.New(2e9),
 		ForgetAfter: durationpb.New(30e9), DefaultKvCapacityBlocks: u64(16384),
-		OnSaturation: pb.OnSaturation_ON_SATURATION_LEAST_LOADED, DoublingContextTokens: f64(17000)}
+		OnSaturation: pb.OnSaturation_ON_SATURATION_LEAST_LOADED, DoublingContextTokens: f64(17000),
+		OnSloMiss: pb.SloOnMiss_SLO_ON_MISS_BEST_EFFORT, Calibration: pb.SloCalibration_SLO_CALIBRATION_APPLY}
 }
 
 // seedPick is the seed's cutover example: weights 1:9, A holding the whole
@@ -201,6 +202,11 @@ func TestRenderGolden(t *testing.T) {
 		{"pick", func(b *bytes.Buffer) { renderPick(b, seedPick(), false) }},
 		{"pick_explain", func(b *bytes.Buffer) { renderPick(b, seedPick(), true) }},
 		{"pick_explain_busy", func(b *bytes.Buffer) { renderPick(b, busyPick(), true) }},
+		{"pick_explain_slo", func(b *bytes.Buffer) {
+			r := seedPick()
+			r.Decision.TtftSloMs, r.Decision.SloMet = 250, true
+			renderPick(b, r, true)
+		}},
 		{"ramp_running", func(b *bytes.Buffer) { renderRamp(b, "m", longRamp(pb.RampState_RAMP_STATE_RUNNING, 5)) }},
 		{"ramp_paused", func(b *bytes.Buffer) {
 			r := longRamp(pb.RampState_RAMP_STATE_PAUSED, 2)
@@ -210,6 +216,18 @@ func TestRenderGolden(t *testing.T) {
 		}},
 		{"migration_ready", func(b *bytes.Buffer) { renderMigration(b, migrationStatus(true)) }},
 		{"migration_not_yet", func(b *bytes.Buffer) { renderMigration(b, migrationStatus(false)) }},
+		{"calibration", func(b *bytes.Buffer) {
+			renderCalibration(b, &pb.GetSloCalibrationResponse{Pool: "m", Calibration: pb.SloCalibration_SLO_CALIBRATION_APPLY,
+				PriorDoublingContextTokens: 17000, MinSamples: 64, Deployments: []*pb.SloDeploymentCalibration{
+					{Deployment: "blue", Version: 12, Accepted: 480, Ignored: 3, Clipped: 9, PrefillScale: 1.31,
+						DoublingContextTokens: 12040, QueueScale: 1.02, MeanAbsRelResidual: 0.083, InUse: true},
+					{Deployment: "green", Accepted: 20, PrefillScale: 1, DoublingContextTokens: 17000, QueueScale: 1,
+						MeanAbsRelResidual: 0.5}}})
+		}},
+		{"calibration_empty", func(b *bytes.Buffer) {
+			renderCalibration(b, &pb.GetSloCalibrationResponse{Pool: "m", Calibration: pb.SloCalibration_SLO_CALIBRATION_OBSERVE,
+				PriorDoublingContextTokens: 17000, MinSamples: 64})
+		}},
 		{"help", func(b *bytes.Buffer) { (&cli{}).printHelp(b, "") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

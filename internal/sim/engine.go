@@ -241,9 +241,11 @@ func (e *engine) handle(ev event) error {
 func (e *engine) dispatch(r *Request) error {
 	r.Router = e.nextR
 	e.nextR = (e.nextR + 1) % len(e.routers)
+	r.TargetMs = e.rc.sc.Workload.TTFTSLOMs
 	k, err := e.routers[r.Router].pick(e.now, r)
 	if err != nil {
-		if errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrAllWeightsZero) {
+		if errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrAllWeightsZero) ||
+			errors.Is(err, scheduler.ErrSLOUnattainable) || errors.Is(err, scheduler.ErrSaturated) {
 			e.m.reject(r)
 			return nil
 		}
@@ -303,6 +305,9 @@ func (e *engine) batchDone(k int) {
 	in := e.insts[k]
 	for _, r := range in.finishBatch(e.now) {
 		e.m.served(r, in)
+		if sr, ok := e.routers[r.Router].(*stateRouter); ok && sr.learn != nil {
+			sr.learn.served(r)
+		}
 		if d := in.decodeTime(r); d > 0 {
 			e.q.push(event{at: e.now + d, kind: evDecodeDone, inst: int32(k), req: r})
 		} else {

@@ -96,7 +96,8 @@ func TestPolicyProtoSpeed(t *testing.T) {
 		BlockSizeTokens: proto.Uint32(16), DefaultPrefillTokensPerSecond: proto.Float64(20000), MaxKvUsage: proto.Float64(0.95),
 		MaxQueueMs: proto.Float64(100), DeploymentDeltaMs: proto.Float64(20), StaleAfter: durationpb.New(2 * time.Second),
 		ForgetAfter: durationpb.New(30 * time.Second), DefaultKvCapacityBlocks: proto.Uint64(16384),
-		OnSaturation: pb.OnSaturation_ON_SATURATION_SHED, DoublingContextTokens: proto.Float64(17000)} // tokens: not scaled
+		OnSaturation: pb.OnSaturation_ON_SATURATION_SHED, DoublingContextTokens: proto.Float64(17000), // tokens: not scaled
+		OnSloMiss: pb.SloOnMiss_SLO_ON_MISS_BEST_EFFORT, Calibration: pb.SloCalibration_SLO_CALIBRATION_APPLY}
 	if !proto.Equal(got, want) {
 		t.Fatalf("policyProto = %v\nwant %v", got, want)
 	}

@@ -148,6 +148,11 @@ type Variant struct {
 	// the reported load only. With cache events the approximate index is
 	// not used either. Default true; router variants only, not live.
 	Optimistic *bool `yaml:"optimistic"`
+	// Outcomes makes the gateway report every request's time to first
+	// token, which teaches the router each deployment's prefill model
+	// (internal/calib; used under policy calibration apply). Default
+	// false; router variants only, not live.
+	Outcomes bool `yaml:"outcomes"`
 }
 
 // Baseline reports whether v is one of the simulator's own pickers.

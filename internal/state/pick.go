@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -25,6 +26,9 @@ type PickInput struct {
 	// then usually holds the drawn deployment's instances only (see
 	// Pool.Pick).
 	ChosenOnly bool
+	// TTFTTargetMs is the request's TTFT target in ms, 0 for none
+	// (scheduler.Request.TTFTTargetMs).
+	TTFTTargetMs float64
 }
 
 // Override is a gateway's own view of one instance's load; nil fields keep
@@ -116,11 +120,18 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 	done, err := false, error(nil)
 	if in.ChosenOnly && len(in.Overrides) == 0 {
 		done, err = p.pickChosen(now, in, rng, out)
+		if errors.Is(err, scheduler.ErrSLODeploymentMiss) {
+			// The drawn deployment cannot meet the target: whether another
+			// can decides between shedding and best effort, so decide on
+			// the whole pool with the same deployment draw.
+			rng = &replayRNG{first: out.Decision.DeploymentDraw, rest: rng}
+			done = false
+		}
 	}
 	if !done {
 		p.snapshot(now, in, out)
 		err = scheduler.Decide(&out.Config.Policy, scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: in.ChosenOnly,
-			PrefillWeight: out.prefillWeight}, &out.Snapshot, rng, &out.Decision)
+			PrefillWeight: out.prefillWeight, TTFTTargetMs: in.TTFTTargetMs}, &out.Snapshot, rng, &out.Decision)
 	}
 	if err != nil {
 		return err
@@ -206,7 +217,7 @@ func (p *Pool) snapshot(now time.Time, in *PickInput, out *Pick) {
 
 	out.Snapshot.Deployments = grow(out.Snapshot.Deployments, len(p.deps))
 	for i, d := range p.deps {
-		out.Snapshot.Deployments[i] = scheduler.Deployment{Name: d.name, Weight: d.weight,
+		out.Snapshot.Deployments[i] = scheduler.Deployment{Name: d.name, Weight: d.weight, Calibration: d.calib,
 			Unweighted: cfg.Weights != nil && !d.configured}
 	}
 	n := len(p.order)

@@ -22,6 +22,9 @@ func randomChosenPool(t *testing.T, rng *rand.Rand, seed uint64) (*Pool, [][]uin
 	nd, n := 1+rng.IntN(6), 1+rng.IntN(80)
 	cfg := DefaultConfig()
 	cfg.Policy.Strategy = []scheduler.Strategy{scheduler.Softmax, scheduler.Threshold, scheduler.Argmin}[seed%3]
+	if seed%4 == 1 {
+		cfg.Policy.OnSLOMiss = scheduler.SLOShed
+	}
 	if seed%2 == 1 {
 		cfg.Policy.DeploymentDeltaMs = 5 + float64(seed%5)*30
 	}
@@ -107,10 +110,12 @@ func TestPickChosenMatchesFull(t *testing.T) {
 			for range rng.IntN(3) {
 				in.Exclude = append(in.Exclude, fmt.Sprintf("i%03d", rng.IntN(90)))
 			}
+			// A TTFT target on some picks: 0 (none), 20, 40, 60 or 80 ms.
+			in.TTFTTargetMs = float64((seed*7+k*13)%5) * 20
 			name := fmt.Sprintf("seed %d pick %d", seed, k)
 			var ref, got Pick
 			p.snapshot(now, &in, &ref)
-			req := scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), PrefillWeight: ref.prefillWeight}
+			req := scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), PrefillWeight: ref.prefillWeight, TTFTTargetMs: in.TTFTTargetMs}
 			errRef := scheduler.Decide(&ref.Config.Policy, req, &ref.Snapshot, rand.New(rand.NewPCG(seed, k)), &ref.Decision)
 			err := p.Pick(now, &in, rand.New(rand.NewPCG(seed, k)), &got)
 			if !errors.Is(err, errRef) && err != errRef {
@@ -170,7 +175,7 @@ func compareChosenPick(t *testing.T, name string, ref, got *Pick) bool {
 		if !compact && f.Instance >= 0 && ref.Snapshot.Instances[i].Deployment != f.Deployment && !f.Saturated {
 			// A full snapshot decided ChosenOnly: other deployments have
 			// no P(i|d) nor strategy reasons.
-			if fr.Reason == scheduler.ReasonThreshold || fr.Reason == scheduler.ReasonNotMinimum {
+			if fr.Reason == scheduler.ReasonThreshold || fr.Reason == scheduler.ReasonNotMinimum || fr.Reason == scheduler.ReasonSLOMiss {
 				fr.Reason = scheduler.ReasonNone
 			}
 			fr.Probability, fr.Joint = 0, 0
@@ -186,7 +191,7 @@ func compareChosenPick(t *testing.T, name string, ref, got *Pick) bool {
 	}
 	for r := range f.Excluded {
 		want := f.Excluded[r]
-		if reason := scheduler.Reason(r); f.Instance >= 0 && (reason == scheduler.ReasonThreshold || reason == scheduler.ReasonNotMinimum) {
+		if reason := scheduler.Reason(r); f.Instance >= 0 && (reason == scheduler.ReasonThreshold || reason == scheduler.ReasonNotMinimum || reason == scheduler.ReasonSLOMiss) {
 			want = strategy[r]
 		}
 		if g.Excluded[r] != want {

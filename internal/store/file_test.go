@@ -180,6 +180,10 @@ func TestPolicyJSONCoversEveryField(t *testing.T) {
 			f.Set(reflect.ValueOf(scheduler.Argmin))
 		case f.Type() == reflect.TypeFor[scheduler.Saturation]():
 			f.Set(reflect.ValueOf(scheduler.SaturationShed))
+		case f.Type() == reflect.TypeFor[scheduler.SLOMiss]():
+			f.Set(reflect.ValueOf(scheduler.SLOShed))
+		case f.Type() == reflect.TypeFor[scheduler.CalibrationMode]():
+			f.Set(reflect.ValueOf(scheduler.CalibrationObserve))
 		case f.Type() == reflect.TypeFor[time.Duration]():
 			f.SetInt(int64(time.Duration(i+1)*time.Second + 7*time.Millisecond))
 		case f.CanFloat() && f.Float() != 0:

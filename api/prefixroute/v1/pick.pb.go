@@ -375,7 +375,15 @@ type PickRequest struct {
 	// the same choice. When unset the router draws a seed and reports it.
 	Seed *uint64 `protobuf:"varint,7,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
 	// audit says how much of the decision the response carries. Default full.
-	Audit         AuditLevel `protobuf:"varint,8,opt,name=audit,proto3,enum=prefixroute.v1.AuditLevel" json:"audit,omitempty"`
+	Audit AuditLevel `protobuf:"varint,8,opt,name=audit,proto3,enum=prefixroute.v1.AuditLevel" json:"audit,omitempty"`
+	// ttft_slo_ms is the request's time-to-first-token target in ms; 0 means
+	// none, else (0, 3600000]. Inside the drawn deployment, instances whose
+	// predicted_ttft_ms is over it lose to those at or under it
+	// (excluded_reason slo_miss); when no eligible instance of a deployment
+	// with P(d) > 0 meets it, policy.on_slo_miss decides: best_effort picks as
+	// without a target, shed answers RESOURCE_EXHAUSTED with ErrorInfo reason
+	// SLO_UNATTAINABLE and metadata best_predicted_ttft_ms.
+	TtftSloMs     float64 `protobuf:"fixed64,20,opt,name=ttft_slo_ms,json=ttftSloMs,proto3" json:"ttft_slo_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -464,6 +472,13 @@ func (x *PickRequest) GetAudit() AuditLevel {
 		return x.Audit
 	}
 	return AuditLevel_AUDIT_LEVEL_UNSPECIFIED
+}
+
+func (x *PickRequest) GetTtftSloMs() float64 {
+	if x != nil {
+		return x.TtftSloMs
+	}
+	return 0
 }
 
 // LoadSnapshot is a gateway's own view of instance load.
@@ -714,9 +729,17 @@ type Decision struct {
 	// drain_ms, when saturated, is the least expected drain time of the
 	// instances excluded for load, in ms: queue_ms - max_queue_ms for
 	// queue_full, queue_ms for kv_full.
-	DrainMs       float64 `protobuf:"fixed64,12,opt,name=drain_ms,json=drainMs,proto3" json:"drain_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DrainMs float64 `protobuf:"fixed64,12,opt,name=drain_ms,json=drainMs,proto3" json:"drain_ms,omitempty"`
+	// ttft_slo_ms is the request's TTFT target (0: none); slo_met is whether
+	// the chosen instance's predicted_ttft_ms is at or under it.
+	TtftSloMs float64 `protobuf:"fixed64,20,opt,name=ttft_slo_ms,json=ttftSloMs,proto3" json:"ttft_slo_ms,omitempty"`
+	SloMet    bool    `protobuf:"varint,21,opt,name=slo_met,json=sloMet,proto3" json:"slo_met,omitempty"`
+	// calibration_version is the version of the chosen deployment's fitted
+	// prefill model the costs used (its deployment's calibration_version);
+	// 0 = the policy's prior.
+	CalibrationVersion uint64 `protobuf:"varint,22,opt,name=calibration_version,json=calibrationVersion,proto3" json:"calibration_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Decision) Reset() {
@@ -833,6 +856,27 @@ func (x *Decision) GetDrainMs() float64 {
 	return 0
 }
 
+func (x *Decision) GetTtftSloMs() float64 {
+	if x != nil {
+		return x.TtftSloMs
+	}
+	return 0
+}
+
+func (x *Decision) GetSloMet() bool {
+	if x != nil {
+		return x.SloMet
+	}
+	return false
+}
+
+func (x *Decision) GetCalibrationVersion() uint64 {
+	if x != nil {
+		return x.CalibrationVersion
+	}
+	return 0
+}
+
 // DeploymentDecision is the deployment level of a decision.
 type DeploymentDecision struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -850,9 +894,18 @@ type DeploymentDecision struct {
 	EligibleInstances uint32 `protobuf:"varint,7,opt,name=eligible_instances,json=eligibleInstances,proto3" json:"eligible_instances,omitempty"`
 	// load_ms is L_d, the deployment's queueing cost in ms, when the load term
 	// (deployment_delta_ms) is on; 0 otherwise.
-	LoadMs        float64 `protobuf:"fixed64,8,opt,name=load_ms,json=loadMs,proto3" json:"load_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LoadMs float64 `protobuf:"fixed64,8,opt,name=load_ms,json=loadMs,proto3" json:"load_ms,omitempty"`
+	// prefill_scale and doubling_context_tokens are the deployment's prefill
+	// model when calibration_version > 0 (fitted from outcomes, policy
+	// calibration apply): its instances' prefill_ms is prefill_scale ×
+	// u·(1 + (c + u/2)/doubling_context_tokens) × 1000 /
+	// prefill_tokens_per_second. With calibration_version 0 they are 1 and
+	// policy.doubling_context_tokens.
+	PrefillScale          float64 `protobuf:"fixed64,20,opt,name=prefill_scale,json=prefillScale,proto3" json:"prefill_scale,omitempty"`
+	DoublingContextTokens float64 `protobuf:"fixed64,21,opt,name=doubling_context_tokens,json=doublingContextTokens,proto3" json:"doubling_context_tokens,omitempty"`
+	CalibrationVersion    uint64  `protobuf:"varint,22,opt,name=calibration_version,json=calibrationVersion,proto3" json:"calibration_version,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *DeploymentDecision) Reset() {
@@ -941,6 +994,27 @@ func (x *DeploymentDecision) GetLoadMs() float64 {
 	return 0
 }
 
+func (x *DeploymentDecision) GetPrefillScale() float64 {
+	if x != nil {
+		return x.PrefillScale
+	}
+	return 0
+}
+
+func (x *DeploymentDecision) GetDoublingContextTokens() float64 {
+	if x != nil {
+		return x.DoublingContextTokens
+	}
+	return 0
+}
+
+func (x *DeploymentDecision) GetCalibrationVersion() uint64 {
+	if x != nil {
+		return x.CalibrationVersion
+	}
+	return 0
+}
+
 // InstanceDecision is the instance level of a decision.
 type InstanceDecision struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -955,7 +1029,9 @@ type InstanceDecision struct {
 	// prefill_ms is the request's own prefill on this instance, in ms:
 	// u·(1 + (c + u/2)/C) × 1000 / prefill_tokens_per_second, with u =
 	// uncached_tokens, c = prompt_tokens − uncached_tokens and C =
-	// policy.doubling_context_tokens (no attention term when C is 0).
+	// policy.doubling_context_tokens (no attention term when C is 0); times
+	// the deployment's prefill_scale and with its doubling_context_tokens
+	// when its calibration_version > 0.
 	PrefillMs float64 `protobuf:"fixed64,5,opt,name=prefill_ms,json=prefillMs,proto3" json:"prefill_ms,omitempty"`
 	// queue_ms is the prefill work ahead of the request, in ms: the
 	// instance's reported queue plus the work the router picked onto it
@@ -969,7 +1045,8 @@ type InstanceDecision struct {
 	// excluded_reason is empty when the instance took part, else one of
 	// disconnected, stale, unreachable (a gateway reported a failed connect,
 	// PickService.ReportOutcome), draining, excluded_by_request, kv_full, queue_full,
-	// outside_threshold, not_minimum.
+	// outside_threshold, not_minimum, slo_miss (predicted to miss the
+	// request's ttft_slo_ms while another instance of its deployment meets it).
 	ExcludedReason string `protobuf:"bytes,11,opt,name=excluded_reason,json=excludedReason,proto3" json:"excluded_reason,omitempty"`
 	UncachedTokens uint32 `protobuf:"varint,12,opt,name=uncached_tokens,json=uncachedTokens,proto3" json:"uncached_tokens,omitempty"`
 	// predicted_ttft_ms is the request's predicted time to first token on
@@ -1142,7 +1219,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\x15ReportOutcomeResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\rR\baccepted\x12\x18\n" +
 	"\amatched\x18\x02 \x01(\rR\amatched\x12+\n" +
-	"\x11unknown_instances\x18\x03 \x01(\rR\x10unknownInstances\"\xce\x02\n" +
+	"\x11unknown_instances\x18\x03 \x01(\rR\x10unknownInstances\"\xee\x02\n" +
 	"\vPickRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12#\n" +
 	"\rprefix_hashes\x18\x02 \x03(\x04R\fprefixHashes\x12#\n" +
@@ -1152,7 +1229,8 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x12+\n" +
 	"\x11exclude_instances\x18\x06 \x03(\tR\x10excludeInstances\x12\x17\n" +
 	"\x04seed\x18\a \x01(\x04H\x00R\x04seed\x88\x01\x01\x120\n" +
-	"\x05audit\x18\b \x01(\x0e2\x1a.prefixroute.v1.AuditLevelR\x05auditB\a\n" +
+	"\x05audit\x18\b \x01(\x0e2\x1a.prefixroute.v1.AuditLevelR\x05audit\x12\x1e\n" +
+	"\vttft_slo_ms\x18\x14 \x01(\x01R\tttftSloMsB\a\n" +
 	"\x05_seed\"J\n" +
 	"\fLoadSnapshot\x12:\n" +
 	"\tinstances\x18\x01 \x03(\v2\x1c.prefixroute.v1.InstanceLoadR\tinstances\"\x83\x04\n" +
@@ -1180,7 +1258,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\n" +
 	"deployment\x18\x03 \x01(\tR\n" +
 	"deployment\x124\n" +
-	"\bdecision\x18\x04 \x01(\v2\x18.prefixroute.v1.DecisionR\bdecision\"\xf7\x03\n" +
+	"\bdecision\x18\x04 \x01(\v2\x18.prefixroute.v1.DecisionR\bdecision\"\xe1\x04\n" +
 	"\bDecision\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12.\n" +
 	"\x06policy\x18\x02 \x01(\v2\x16.prefixroute.v1.PolicyR\x06policy\x12'\n" +
@@ -1194,7 +1272,10 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\rprompt_tokens\x18\n" +
 	" \x01(\rR\fpromptTokens\x12\x1c\n" +
 	"\tsaturated\x18\v \x01(\bR\tsaturated\x12\x19\n" +
-	"\bdrain_ms\x18\f \x01(\x01R\adrainMs\"\xa3\x02\n" +
+	"\bdrain_ms\x18\f \x01(\x01R\adrainMs\x12\x1e\n" +
+	"\vttft_slo_ms\x18\x14 \x01(\x01R\tttftSloMs\x12\x17\n" +
+	"\aslo_met\x18\x15 \x01(\bR\x06sloMet\x12/\n" +
+	"\x13calibration_version\x18\x16 \x01(\x04R\x12calibrationVersion\"\xb1\x03\n" +
 	"\x12DeploymentDecision\x12\x1e\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\tR\n" +
@@ -1205,7 +1286,10 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\x0fexcluded_reason\x18\x05 \x01(\tR\x0eexcludedReason\x12%\n" +
 	"\x0ematched_blocks\x18\x06 \x01(\rR\rmatchedBlocks\x12-\n" +
 	"\x12eligible_instances\x18\a \x01(\rR\x11eligibleInstances\x12\x17\n" +
-	"\aload_ms\x18\b \x01(\x01R\x06loadMs\"\xba\x04\n" +
+	"\aload_ms\x18\b \x01(\x01R\x06loadMs\x12#\n" +
+	"\rprefill_scale\x18\x14 \x01(\x01R\fprefillScale\x126\n" +
+	"\x17doubling_context_tokens\x18\x15 \x01(\x01R\x15doublingContextTokens\x12/\n" +
+	"\x13calibration_version\x18\x16 \x01(\x04R\x12calibrationVersion\"\xba\x04\n" +
 	"\x10InstanceDecision\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1e\n" +

@@ -136,6 +136,119 @@ func (OnSaturation) EnumDescriptor() ([]byte, []int) {
 	return file_prefixroute_v1_policy_proto_rawDescGZIP(), []int{1}
 }
 
+// SloOnMiss is what Pick does when a request's ttft_slo_ms is met by no
+// eligible instance of a deployment with P(d) > 0.
+type SloOnMiss int32
+
+const (
+	// SLO_ON_MISS_UNSPECIFIED keeps the current value in SetPolicy.
+	SloOnMiss_SLO_ON_MISS_UNSPECIFIED SloOnMiss = 0
+	// SLO_ON_MISS_BEST_EFFORT picks as without a target; the decision says
+	// slo_met false. Default.
+	SloOnMiss_SLO_ON_MISS_BEST_EFFORT SloOnMiss = 1
+	// SLO_ON_MISS_SHED answers RESOURCE_EXHAUSTED, reason SLO_UNATTAINABLE,
+	// with the best predicted TTFT.
+	SloOnMiss_SLO_ON_MISS_SHED SloOnMiss = 2
+)
+
+// Enum value maps for SloOnMiss.
+var (
+	SloOnMiss_name = map[int32]string{
+		0: "SLO_ON_MISS_UNSPECIFIED",
+		1: "SLO_ON_MISS_BEST_EFFORT",
+		2: "SLO_ON_MISS_SHED",
+	}
+	SloOnMiss_value = map[string]int32{
+		"SLO_ON_MISS_UNSPECIFIED": 0,
+		"SLO_ON_MISS_BEST_EFFORT": 1,
+		"SLO_ON_MISS_SHED":        2,
+	}
+)
+
+func (x SloOnMiss) Enum() *SloOnMiss {
+	p := new(SloOnMiss)
+	*p = x
+	return p
+}
+
+func (x SloOnMiss) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SloOnMiss) Descriptor() protoreflect.EnumDescriptor {
+	return file_prefixroute_v1_policy_proto_enumTypes[2].Descriptor()
+}
+
+func (SloOnMiss) Type() protoreflect.EnumType {
+	return &file_prefixroute_v1_policy_proto_enumTypes[2]
+}
+
+func (x SloOnMiss) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SloOnMiss.Descriptor instead.
+func (SloOnMiss) EnumDescriptor() ([]byte, []int) {
+	return file_prefixroute_v1_policy_proto_rawDescGZIP(), []int{2}
+}
+
+// SloCalibration says whether picks use the prefill model fitted from
+// outcomes (prefixctl calibration POOL).
+type SloCalibration int32
+
+const (
+	// SLO_CALIBRATION_UNSPECIFIED keeps the current value in SetPolicy.
+	SloCalibration_SLO_CALIBRATION_UNSPECIFIED SloCalibration = 0
+	// SLO_CALIBRATION_APPLY prices prefill with each deployment's fitted
+	// prefill_scale and doubling_context_tokens once it has enough samples.
+	// Default.
+	SloCalibration_SLO_CALIBRATION_APPLY SloCalibration = 1
+	// SLO_CALIBRATION_OBSERVE fits and reports, but prices with the policy's
+	// prior.
+	SloCalibration_SLO_CALIBRATION_OBSERVE SloCalibration = 2
+)
+
+// Enum value maps for SloCalibration.
+var (
+	SloCalibration_name = map[int32]string{
+		0: "SLO_CALIBRATION_UNSPECIFIED",
+		1: "SLO_CALIBRATION_APPLY",
+		2: "SLO_CALIBRATION_OBSERVE",
+	}
+	SloCalibration_value = map[string]int32{
+		"SLO_CALIBRATION_UNSPECIFIED": 0,
+		"SLO_CALIBRATION_APPLY":       1,
+		"SLO_CALIBRATION_OBSERVE":     2,
+	}
+)
+
+func (x SloCalibration) Enum() *SloCalibration {
+	p := new(SloCalibration)
+	*p = x
+	return p
+}
+
+func (x SloCalibration) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SloCalibration) Descriptor() protoreflect.EnumDescriptor {
+	return file_prefixroute_v1_policy_proto_enumTypes[3].Descriptor()
+}
+
+func (SloCalibration) Type() protoreflect.EnumType {
+	return &file_prefixroute_v1_policy_proto_enumTypes[3]
+}
+
+func (x SloCalibration) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SloCalibration.Descriptor instead.
+func (SloCalibration) EnumDescriptor() ([]byte, []int) {
+	return file_prefixroute_v1_policy_proto_rawDescGZIP(), []int{3}
+}
+
 // Policy holds a pool's scheduling parameters. In SetPolicy, unset fields
 // keep their current value; in responses every field is set.
 type Policy struct {
@@ -190,8 +303,12 @@ type Policy struct {
 	// 17000 (an 8B model on an H200), 0 = off (cached tokens free), else
 	// [256, 100000000] tokens.
 	DoublingContextTokens *float64 `protobuf:"fixed64,16,opt,name=doubling_context_tokens,json=doublingContextTokens,proto3,oneof" json:"doubling_context_tokens,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// on_slo_miss: see SloOnMiss. Default best_effort.
+	OnSloMiss SloOnMiss `protobuf:"varint,20,opt,name=on_slo_miss,json=onSloMiss,proto3,enum=prefixroute.v1.SloOnMiss" json:"on_slo_miss,omitempty"`
+	// calibration: see SloCalibration. Default apply.
+	Calibration   SloCalibration `protobuf:"varint,21,opt,name=calibration,proto3,enum=prefixroute.v1.SloCalibration" json:"calibration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
@@ -336,11 +453,25 @@ func (x *Policy) GetDoublingContextTokens() float64 {
 	return 0
 }
 
+func (x *Policy) GetOnSloMiss() SloOnMiss {
+	if x != nil {
+		return x.OnSloMiss
+	}
+	return SloOnMiss_SLO_ON_MISS_UNSPECIFIED
+}
+
+func (x *Policy) GetCalibration() SloCalibration {
+	if x != nil {
+		return x.Calibration
+	}
+	return SloCalibration_SLO_CALIBRATION_UNSPECIFIED
+}
+
 var File_prefixroute_v1_policy_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xc9\b\n" +
+	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xc6\t\n" +
 	"\x06Policy\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12\x1e\n" +
 	"\blambda_h\x18\x02 \x01(\x01H\x00R\alambdaH\x88\x01\x01\x12\x1e\n" +
@@ -362,7 +493,9 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\x1adefault_kv_capacity_blocks\x18\x0e \x01(\x04H\n" +
 	"R\x17defaultKvCapacityBlocks\x88\x01\x01\x12A\n" +
 	"\ron_saturation\x18\x0f \x01(\x0e2\x1c.prefixroute.v1.OnSaturationR\fonSaturation\x12;\n" +
-	"\x17doubling_context_tokens\x18\x10 \x01(\x01H\vR\x15doublingContextTokens\x88\x01\x01B\v\n" +
+	"\x17doubling_context_tokens\x18\x10 \x01(\x01H\vR\x15doublingContextTokens\x88\x01\x01\x129\n" +
+	"\von_slo_miss\x18\x14 \x01(\x0e2\x19.prefixroute.v1.SloOnMissR\tonSloMiss\x12@\n" +
+	"\vcalibration\x18\x15 \x01(\x0e2\x1e.prefixroute.v1.SloCalibrationR\vcalibrationB\v\n" +
 	"\t_lambda_hB\v\n" +
 	"\t_delta_msB\x12\n" +
 	"\x10_threshold_ratioB\x13\n" +
@@ -383,7 +516,15 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\fOnSaturation\x12\x1d\n" +
 	"\x19ON_SATURATION_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aON_SATURATION_LEAST_LOADED\x10\x01\x12\x16\n" +
-	"\x12ON_SATURATION_SHED\x10\x02B\xbf\x01\n" +
+	"\x12ON_SATURATION_SHED\x10\x02*[\n" +
+	"\tSloOnMiss\x12\x1b\n" +
+	"\x17SLO_ON_MISS_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17SLO_ON_MISS_BEST_EFFORT\x10\x01\x12\x14\n" +
+	"\x10SLO_ON_MISS_SHED\x10\x02*i\n" +
+	"\x0eSloCalibration\x12\x1f\n" +
+	"\x1bSLO_CALIBRATION_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15SLO_CALIBRATION_APPLY\x10\x01\x12\x1b\n" +
+	"\x17SLO_CALIBRATION_OBSERVE\x10\x02B\xbf\x01\n" +
 	"\x12com.prefixroute.v1B\vPolicyProtoP\x01ZCgithub.com/prefixroute/prefixroute/api/prefixroute/v1;prefixroutev1\xa2\x02\x03PXX\xaa\x02\x0ePrefixroute.V1\xca\x02\x0ePrefixroute\\V1\xe2\x02\x1aPrefixroute\\V1\\GPBMetadata\xea\x02\x0fPrefixroute::V1b\x06proto3"
 
 var (
@@ -398,24 +539,28 @@ func file_prefixroute_v1_policy_proto_rawDescGZIP() []byte {
 	return file_prefixroute_v1_policy_proto_rawDescData
 }
 
-var file_prefixroute_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_prefixroute_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_prefixroute_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_prefixroute_v1_policy_proto_goTypes = []any{
 	(Strategy)(0),               // 0: prefixroute.v1.Strategy
 	(OnSaturation)(0),           // 1: prefixroute.v1.OnSaturation
-	(*Policy)(nil),              // 2: prefixroute.v1.Policy
-	(*durationpb.Duration)(nil), // 3: google.protobuf.Duration
+	(SloOnMiss)(0),              // 2: prefixroute.v1.SloOnMiss
+	(SloCalibration)(0),         // 3: prefixroute.v1.SloCalibration
+	(*Policy)(nil),              // 4: prefixroute.v1.Policy
+	(*durationpb.Duration)(nil), // 5: google.protobuf.Duration
 }
 var file_prefixroute_v1_policy_proto_depIdxs = []int32{
 	0, // 0: prefixroute.v1.Policy.strategy:type_name -> prefixroute.v1.Strategy
-	3, // 1: prefixroute.v1.Policy.stale_after:type_name -> google.protobuf.Duration
-	3, // 2: prefixroute.v1.Policy.forget_after:type_name -> google.protobuf.Duration
+	5, // 1: prefixroute.v1.Policy.stale_after:type_name -> google.protobuf.Duration
+	5, // 2: prefixroute.v1.Policy.forget_after:type_name -> google.protobuf.Duration
 	1, // 3: prefixroute.v1.Policy.on_saturation:type_name -> prefixroute.v1.OnSaturation
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	2, // 4: prefixroute.v1.Policy.on_slo_miss:type_name -> prefixroute.v1.SloOnMiss
+	3, // 5: prefixroute.v1.Policy.calibration:type_name -> prefixroute.v1.SloCalibration
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_policy_proto_init() }
@@ -429,7 +574,7 @@ func file_prefixroute_v1_policy_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_policy_proto_rawDesc), len(file_prefixroute_v1_policy_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      4,
 			NumMessages:   1,
 			NumExtensions: 0,
 			NumServices:   0,
