@@ -97,6 +97,9 @@ type Decision struct {
 	// Snapshot.Instances.
 	Deployments []DeploymentResult
 	Instances   []InstanceResult
+	// PD is the prefill stage (decidePD): whether the request prefills on
+	// a prefill instance of the drawn deployment, and which.
+	PD PDResult
 	// Excluded counts instances by their InstanceResult.Reason: the
 	// eligibility reasons and ReasonThreshold / ReasonNotMinimum. The entries
 	// for ReasonNone and the deployment reasons stay 0.
@@ -123,6 +126,7 @@ func (d *Decision) reset(nd, ni int) {
 	d.DeploymentDraw, d.InstanceDraw = 0, 0
 	d.Saturated, d.DrainMs = false, 0
 	d.PrefillWeight = 1
+	d.PD = PDResult{Prefill: -1}
 	d.Excluded = [NumReasons]int{}
 	d.Deployments = resize(d.Deployments, nd)
 	// Decide's first pass writes every field of every instance result.

@@ -162,6 +162,18 @@ type Policy struct {
 	// OnSaturation is what Decide does when every live instance is excluded
 	// for load. Default SaturationLeastLoaded.
 	OnSaturation Saturation
+	// PDMinUncachedTokens: a pick considers a prefill instance only when
+	// at least max(1, PDMinUncachedTokens) prompt tokens are uncached on
+	// the chosen decode instance. Default 512. Range [0, 10000000]
+	// tokens. Read only for deployments with RolePrefill instances.
+	PDMinUncachedTokens uint32
+	// PDTransferMsPerToken is the KV transfer time from a prefill instance
+	// to the decode one per uncached token. Default 0.005 ms (128 KiB of
+	// KV a token, an 8B model in bf16, over 25 GB/s). Range [0, 1000] ms.
+	PDTransferMsPerToken float64
+	// PDFallback is what a pick does when it would use a prefill instance
+	// and none is eligible. Default PDFallbackLocal.
+	PDFallback PDFallback
 }
 
 // DefaultPolicy returns the defaults stated on each Policy field. It is safe
@@ -184,6 +196,9 @@ func DefaultPolicy() Policy {
 		ForgetAfter:                   30 * time.Second,
 		DefaultKVCapacityBlocks:       16384,
 		OnSaturation:                  SaturationLeastLoaded,
+		PDMinUncachedTokens:           DefaultPDMinUncachedTokens,
+		PDTransferMsPerToken:          DefaultPDTransferMsPerToken,
+		PDFallback:                    PDFallbackLocal,
 	}
 }
 
@@ -221,7 +236,10 @@ func (p *Policy) valid() bool {
 		p.StaleAfter >= MinStaleAfter && p.StaleAfter <= MaxStaleAfter &&
 		p.ForgetAfter >= p.StaleAfter && p.ForgetAfter <= MaxForgetAfter &&
 		p.DefaultKVCapacityBlocks >= 1 && p.DefaultKVCapacityBlocks <= MaxDefaultKVCapacityBlocks &&
-		p.OnSaturation < numSaturations
+		p.OnSaturation < numSaturations &&
+		p.PDMinUncachedTokens <= MaxPDMinUncachedTokens &&
+		in(p.PDTransferMsPerToken, 0, MaxPDTransferMsPerToken) &&
+		p.PDFallback < numPDFallbacks
 }
 
 // explain returns a *PolicyError listing every invalid field of p, in

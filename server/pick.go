@@ -134,8 +134,9 @@ func pickResponseAt(level pb.AuditLevel, pk *state.Pick, seed uint64, blocks int
 	snap := &pk.Snapshot
 	chosen := &snap.Instances[d.Instance]
 	if level == pb.AuditLevel_AUDIT_LEVEL_NONE {
+		prefill, _ := protoconv.PDProto(pk, false)
 		return &pb.PickResponse{Address: pk.Addresses[d.Instance], InstanceId: chosen.ID,
-			Deployment: snap.Deployments[d.Deployment].Name}
+			Deployment: snap.Deployments[d.Deployment].Name, Prefill: prefill}
 	}
 	m := new(pickMessages)
 	resp, dec := &m.resp, &m.dec
@@ -145,6 +146,7 @@ func pickResponseAt(level pb.AuditLevel, pk *state.Pick, seed uint64, blocks int
 	dec.DeploymentDraw, dec.InstanceDraw, dec.Seed = d.DeploymentDraw, d.InstanceDraw, seed
 	dec.WeightsVersion, dec.Blocks, dec.PromptTokens = pk.Config.WeightsVersion, uint32(blocks), promptTokens
 	dec.Saturated, dec.DrainMs = d.Saturated, d.DrainMs
+	resp.Prefill, dec.Pd = protoconv.PDProto(pk, true)
 	deps := make([]pb.DeploymentDecision, len(snap.Deployments))
 	dec.Deployments = make([]*pb.DeploymentDecision, len(snap.Deployments))
 	for i := range snap.Deployments {

@@ -74,7 +74,8 @@ func everyPolicyField() scheduler.Policy {
 	return scheduler.Policy{Strategy: scheduler.Argmin, LambdaH: 3, DeltaMs: 7, ThresholdRatio: 0.2, ThresholdMinMs: 11,
 		BatchWaitMs: 2, BlockSizeTokens: 64, DefaultPrefillTokensPerSecond: 1234, MaxKVUsage: 0.9, MaxQueueMs: 500,
 		DeploymentDeltaMs: 40, StaleAfter: 3 * time.Second, ForgetAfter: time.Minute, DefaultKVCapacityBlocks: 99,
-		OnSaturation: scheduler.SaturationShed, DoublingContextTokens: 33000}
+		OnSaturation: scheduler.SaturationShed, DoublingContextTokens: 33000,
+		PDMinUncachedTokens: 2048, PDTransferMsPerToken: 0.02, PDFallback: scheduler.PDFallbackFail}
 }
 
 // TestPolicyRoundTrip: every field is rendered, and merging the message
@@ -93,7 +94,8 @@ func TestPolicyRoundTrip(t *testing.T) {
 		BlockSizeTokens: proto.Uint32(64), DefaultPrefillTokensPerSecond: proto.Float64(1234), MaxKvUsage: proto.Float64(0.9),
 		MaxQueueMs: proto.Float64(500), DeploymentDeltaMs: proto.Float64(40), StaleAfter: durationpb.New(3 * time.Second),
 		ForgetAfter: durationpb.New(time.Minute), DefaultKvCapacityBlocks: proto.Uint64(99),
-		OnSaturation: pb.OnSaturation_ON_SATURATION_SHED, DoublingContextTokens: proto.Float64(33000)}
+		OnSaturation: pb.OnSaturation_ON_SATURATION_SHED, DoublingContextTokens: proto.Float64(33000),
+		PdMinUncachedTokens: proto.Uint32(2048), PdTransferMsPerToken: proto.Float64(0.02), PdFallback: pb.PdFallback_PD_FALLBACK_FAIL}
 	if !proto.Equal(m, want) {
 		t.Fatalf("PolicyProto = %v\nwant %v", m, want)
 	}
