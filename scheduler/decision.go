@@ -107,6 +107,9 @@ type Decision struct {
 
 	// deps is per-deployment scratch, parallel to Deployments.
 	deps []depState
+	// prefills is the prefill stage's scratch: the eligible prefill
+	// instances of the drawn deployment.
+	prefills []int32
 }
 
 // depState is the per-deployment scratch of one Decide call.

@@ -152,6 +152,7 @@ func decidePD(p *Policy, snap *Snapshot, rng RNG, d *Decision) error {
 		return nil // not one prefill instance in the pool: aggregated
 	}
 	best, loadOnly := -1, 0
+	d.prefills = d.prefills[:0]
 	for i := range snap.Instances {
 		in := &snap.Instances[i]
 		if in.Deployment != dep || in.Role != RolePrefill {
@@ -162,6 +163,7 @@ func decidePD(p *Policy, snap *Snapshot, rng RNG, d *Decision) error {
 		switch serveEligibility(p, in, r.QueueMs) {
 		case ReasonNone:
 			d.PD.PrefillEligible++
+			d.prefills = append(d.prefills, int32(i))
 			if best < 0 || ttft(r) < ttft(&d.Instances[best]) {
 				best = i
 			}
@@ -202,7 +204,7 @@ func decidePD(p *Policy, snap *Snapshot, rng RNG, d *Decision) error {
 	default:
 		pd.Reason = PDDisaggregated
 		pd.PrefillDraw = rng.Float64()
-		pd.Prefill, pd.PrefillProbability = drawPrefill(p, snap, d, best, pd.PrefillDraw)
+		pd.Prefill, pd.PrefillProbability = drawPrefill(p, d, pd.PrefillDraw)
 	}
 	return nil
 }
@@ -211,23 +213,15 @@ func decidePD(p *Policy, snap *Snapshot, rng RNG, d *Decision) error {
 func ttft(r *InstanceResult) float64 { return r.PrefillMs + r.QueueMs + r.BatchWaitMs }
 
 // drawPrefill weighs the eligible prefill instances of the drawn deployment
-// by CostMs under p.Strategy, relative to the least of them (as
-// instanceWeights weighs instances), and draws one with u by the rule of
-// normalise. It returns its index and P(p|d). best is one eligible prefill
-// instance. The InstanceResults are not written: a prefill instance keeps
-// ReasonPrefillRole and probability 0 at the decode level.
-func drawPrefill(p *Policy, snap *Snapshot, d *Decision, best int, u float64) (int, float64) {
-	dep := d.Deployment
-	minCost := d.Instances[best].CostMs
-	eligible := func(i int) bool {
-		in := &snap.Instances[i]
-		return in.Deployment == dep && in.Role == RolePrefill &&
-			serveEligibility(p, in, d.Instances[i].QueueMs) == ReasonNone
-	}
-	for i := range snap.Instances {
-		if eligible(i) && d.Instances[i].CostMs < minCost {
-			minCost = d.Instances[i].CostMs
-		}
+// (d.prefills, in snapshot order, at least one) by CostMs under
+// p.Strategy, relative to the least of them (as instanceWeights weighs
+// instances), and draws one with u by the rule of normalise. It returns
+// its index and P(p|d). The InstanceResults are not written: a prefill
+// instance keeps ReasonPrefillRole and probability 0 at the decode level.
+func drawPrefill(p *Policy, d *Decision, u float64) (int, float64) {
+	minCost := d.Instances[d.prefills[0]].CostMs
+	for _, i := range d.prefills[1:] {
+		minCost = min(minCost, d.Instances[i].CostMs)
 	}
 	negInvDelta := -1 / p.DeltaMs
 	weight := func(cost float64) float64 {
@@ -249,25 +243,20 @@ func drawPrefill(p *Policy, snap *Snapshot, d *Decision, best int, u float64) (i
 		return 1
 	}
 	norm := 0.0
-	for i := range snap.Instances {
-		if eligible(i) {
-			norm += weight(d.Instances[i].CostMs)
-		}
+	for _, i := range d.prefills {
+		norm += weight(d.Instances[i].CostMs)
 	}
 	picked, last := -1, -1
 	var pPicked, pLast, cum float64
-	for i := range snap.Instances {
-		if !eligible(i) {
-			continue
-		}
+	for _, i := range d.prefills {
 		w := weight(d.Instances[i].CostMs) / norm
 		if w == 0 {
 			continue
 		}
-		last, pLast = i, w
+		last, pLast = int(i), w
 		cum += w
 		if picked < 0 && u < cum {
-			picked, pPicked = i, w
+			picked, pPicked = int(i), w
 		}
 	}
 	if picked < 0 {
