@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/prefixroute/prefixroute/internal/readiness"
 	"github.com/prefixroute/prefixroute/scheduler"
 )
 
@@ -70,5 +71,29 @@ func TestReportRoleRefused(t *testing.T) {
 	}
 	if err := r.ValidateReport(&Report{Role: scheduler.RoleDecode + 1}); err == nil {
 		t.Fatal("role 4 accepted")
+	}
+}
+
+// TestMigrationBothSides: a disaggregated To is ready to absorb traffic
+// only while it has an eligible prefill and an eligible decode instance.
+func TestMigrationBothSides(t *testing.T) {
+	_, p := newTestPool(t, Limits{})
+	connect(t, p, t0, "a", "a1", &Report{PrefillTokensPerSecond: 10000})
+	connect(t, p, t0, "b", "b-dec", &Report{Role: scheduler.RoleDecode, PrefillTokensPerSecond: 10000})
+	pre := connect(t, p, t0, "b", "b-pre", &Report{Role: scheduler.RolePrefill, PrefillTokensPerSecond: 10000})
+	missing := func() string {
+		t.Helper()
+		st, err := p.Migration(t0, readiness.Query{From: "a", To: "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Migration.ToMissing
+	}
+	if m := missing(); m != "" {
+		t.Fatalf("both sides up: missing %q", m)
+	}
+	pre.Close(t0)
+	if m := missing(); m != "no eligible prefill instance (of 1)" {
+		t.Fatalf("prefill disconnected: missing %q", m)
 	}
 }
