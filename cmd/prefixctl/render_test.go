@@ -54,7 +54,8 @@ func defaultPolicy() *pb.Policy {
 		ThresholdMinMs: f64(20), BatchWaitMs: f64(0), BlockSizeTokens: u32(16), DefaultPrefillTokensPerSecond: f64(10000),
 		MaxKvUsage: f64(0.95), MaxQueueMs: f64(0), DeploymentDeltaMs: f64(0), StaleAfter: durationpb.New(2e9),
 		ForgetAfter: durationpb.New(30e9), DefaultKvCapacityBlocks: u64(16384),
-		OnSaturation: pb.OnSaturation_ON_SATURATION_LEAST_LOADED, DoublingContextTokens: f64(17000)}
+		OnSaturation: pb.OnSaturation_ON_SATURATION_LEAST_LOADED, DoublingContextTokens: f64(17000),
+		PdMinUncachedTokens: u32(512), PdTransferMsPerToken: f64(0.005), PdFallback: pb.PdFallback_PD_FALLBACK_LOCAL}
 }
 
 // seedPick is the seed's cutover example: weights 1:9, A holding the whole

@@ -81,7 +81,9 @@ func TestDisaggregationEndToEnd(t *testing.T) {
 
 	// Kill b's prefill engine; drain a so that every pick draws b.
 	setWeights(t, sc, map[string]float64{"a": 0, "b": 1})
-	b.pre.Close()
+	if err := b.pre.Close(); err != nil {
+		t.Fatal(err)
+	}
 	waitInstances(t, sc, 1, pb.InstanceState_INSTANCE_STATE_DISCONNECTED)
 	local := b.dec.LocalPrefills.Load()
 	r = route(t, sc, long("after the prefill engine died"))

@@ -43,15 +43,15 @@ func startDeployment(t *testing.T, sc *servertest.Sidecar, name string) *deploym
 	if d.pre, err = StartEngine(sc.Conn, "llama", name, name+"-prefill", "prefill", prefillTPS, ""); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(d.pre.Close)
+	t.Cleanup(func() { closeOK(t, d.pre.Close) })
 	if d.side, err = ListenSidecar(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(d.side.Close)
+	t.Cleanup(func() { closeOK(t, d.side.Close) })
 	if d.dec, err = StartEngine(sc.Conn, "llama", name, name+"-decode", "decode", decodeTPS, d.side.Addr); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(d.dec.Close)
+	t.Cleanup(func() { closeOK(t, d.dec.Close) })
 	d.side.Serve(d.dec.Addr)
 	return d
 }
@@ -129,4 +129,11 @@ func waitInstances(t *testing.T, sc *servertest.Sidecar, want int, state pb.Inst
 		}
 		return n == want
 	})
+}
+
+// closeOK reports a failed Close as a test error.
+func closeOK(t *testing.T, close func() error) {
+	if err := close(); err != nil {
+		t.Error(err)
+	}
 }

@@ -51,9 +51,12 @@ type Engine struct {
 	ID, Role string
 	Addr     string // host:port it serves on
 
-	ln  net.Listener
-	srv *http.Server
-	rep *client.Reporter
+	ln    net.Listener
+	srv   *http.Server
+	rep   *client.Reporter
+	serve chan error // Serve's result
+	once  sync.Once
+	err   error // Close's
 
 	mu   sync.Mutex
 	held map[string][]int // X-Request-Id → blocks a prefill leg computed, until read
@@ -78,8 +81,7 @@ func StartEngine(cc grpc.ClientConnInterface, pool, deployment, id, role string,
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", e.completions)
 	mux.HandleFunc("GET /nixl/read", e.read)
-	e.srv = &http.Server{Handler: mux}
-	go e.srv.Serve(ln)
+	e.srv, e.serve = serve(ln, mux)
 	if advertise == "" {
 		advertise = e.Addr
 	}
@@ -88,16 +90,36 @@ func StartEngine(cc grpc.ClientConnInterface, pool, deployment, id, role string,
 			return client.Load{Role: engineRole[role], PrefillTokensPerSecond: tps, KVCapacityBlocks: 100000, BlockSizeTokens: 16}
 		}})
 	if err != nil {
-		e.srv.Close()
-		return nil, err
+		return nil, errors.Join(err, stop(e.srv, e.serve))
 	}
 	return e, nil
 }
 
-// Close stops reporting (the router sees the stream end) and serving.
-func (e *Engine) Close() {
-	e.rep.Close()
-	e.srv.Close()
+// serve serves h on ln; the channel gets Serve's error (nil after Close).
+func serve(ln net.Listener, h http.Handler) (*http.Server, chan error) {
+	srv := &http.Server{Handler: h}
+	done := make(chan error, 1)
+	go func() {
+		err := srv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		done <- err
+	}()
+	return srv, done
+}
+
+// stop closes srv and returns its Close and Serve errors.
+func stop(srv *http.Server, served chan error) error {
+	err := srv.Close()
+	return errors.Join(err, <-served)
+}
+
+// Close stops reporting (the router sees the stream end) and serving, and
+// returns what failed. Later calls return the first's result.
+func (e *Engine) Close() error {
+	e.once.Do(func() { e.err = errors.Join(e.rep.Close(), stop(e.srv, e.serve)) })
+	return e.err
 }
 
 // completions serves one leg.
@@ -175,15 +197,25 @@ func (e *Engine) read(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no blocks held for request "+rid, http.StatusNotFound)
 		return
 	}
-	json.NewEncoder(w).Encode(ids)
+	writeJSON(w, ids)
 }
 
 // answer writes a completion response, with kv_transfer_params when set.
 func answer(w http.ResponseWriter, text string, kv *KVTransferParams) {
-	w.Header().Set("Content-Type", "application/json")
 	out := map[string]any{"object": "text_completion", "choices": []map[string]any{{"index": 0, "text": text}}}
 	if kv != nil {
 		out["kv_transfer_params"] = kv
 	}
-	json.NewEncoder(w).Encode(out)
+	writeJSON(w, out)
+}
+
+// writeJSON answers v as JSON; a value that does not marshal is a 500.
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
 }

@@ -33,9 +33,10 @@ type Sidecar struct {
 	Addr    string
 	ln      net.Listener
 	srv     *http.Server
+	served  chan error
 	decoder string
 
-	PrefillLegs, PrefillFailures, DecodeOnly atomic.Int64
+	PrefillLegs, PrefillFailures, DecodeOnly, CopyErrors atomic.Int64
 }
 
 // ListenSidecar opens the sidecar's listener (so that its address can be
@@ -51,17 +52,16 @@ func ListenSidecar() (*Sidecar, error) {
 // Serve proxies to the decode engine at decoder.
 func (s *Sidecar) Serve(decoder string) {
 	s.decoder = decoder
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve)}
-	go s.srv.Serve(s.ln)
+	s.srv, s.served = serve(s.ln, http.HandlerFunc(s.serve))
 }
 
-// Close stops the sidecar.
-func (s *Sidecar) Close() {
-	if s.srv != nil {
-		s.srv.Close()
-	} else {
+// Close stops the sidecar and returns what failed.
+func (s *Sidecar) Close() error {
+	if s.srv == nil {
 		s.ln.Close()
+		return nil
 	}
+	return stop(s.srv, s.served)
 }
 
 func (s *Sidecar) serve(w http.ResponseWriter, r *http.Request) {
@@ -161,5 +161,7 @@ func (s *Sidecar) forward(w http.ResponseWriter, hostport, path string, body []b
 	defer resp.Body.Close()
 	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 	w.WriteHeader(resp.StatusCode)
-	io.Copy(w, resp.Body)
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		s.CopyErrors.Add(1) // the client or the engine went away mid-answer
+	}
 }
