@@ -8,6 +8,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/auth"
+	"github.com/prefixroute/prefixroute/internal/protoconv"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/internal/store"
 	"github.com/prefixroute/prefixroute/scheduler"
@@ -125,7 +126,7 @@ func (as *adminService) ListInstances(ctx context.Context, req *pb.ListInstances
 			QueuedPrefillTokens: in.Last.QueuedPrefillTokens, KvCacheUsage: in.Last.KVCacheUsage,
 			KvCapacityBlocks: in.Last.KVCapacityBlocks, PrefillTokensPerSecond: in.Last.PrefillTokensPerSecond,
 			BlockSizeTokens: in.Last.BlockSizeTokens, ReportsCacheEvents: in.Last.ReportsCacheEvents,
-			CachedBlocks: uint64(in.CachedBlocks), AssignedTokens: in.AssignedTokens,
+			CachedBlocks: uint64(in.CachedBlocks), AssignedTokens: in.AssignedTokens, Role: protoconv.RoleProto(in.Last.Role),
 		}
 		if in.Last.HasQueueMs {
 			st.QueueMs = &in.Last.QueueMs

@@ -21,6 +21,15 @@ func TestDisaggregationEndToEnd(t *testing.T) {
 	sc := servertest.Start(t)
 	a := startDeployment(t, sc, "a")
 	waitInstances(t, sc, 2, pb.InstanceState_INSTANCE_STATE_OK)
+	list, err := sc.Admin.ListInstances(context.Background(), &pb.ListInstancesRequest{Pool: "llama"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range list.GetInstances() {
+		if want := map[string]pb.PdRole{"a-prefill": pb.PdRole_PD_ROLE_PREFILL, "a-decode": pb.PdRole_PD_ROLE_DECODE}[in.GetInstanceId()]; in.GetRole() != want {
+			t.Fatalf("ListInstances: %s has role %v, want %v", in.GetInstanceId(), in.GetRole(), want)
+		}
+	}
 
 	r := route(t, sc, long("first"))
 	if r.status != http.StatusNoContent || r.dest != a.side.Addr || r.pre != a.pre.Addr {

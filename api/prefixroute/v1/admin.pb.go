@@ -753,8 +753,11 @@ type InstanceStatus struct {
 	CachedBlocks uint64 `protobuf:"varint,16,opt,name=cached_blocks,json=cachedBlocks,proto3" json:"cached_blocks,omitempty"`
 	// assigned_tokens is the prefill work picked onto it since its last report.
 	AssignedTokens uint64 `protobuf:"varint,17,opt,name=assigned_tokens,json=assignedTokens,proto3" json:"assigned_tokens,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// role is the prefill/decode role of its latest report
+	// (docs/disaggregation.md); unspecified means both.
+	Role          PdRole `protobuf:"varint,30,opt,name=role,proto3,enum=prefixroute.v1.PdRole" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InstanceStatus) Reset() {
@@ -904,6 +907,13 @@ func (x *InstanceStatus) GetAssignedTokens() uint64 {
 		return x.AssignedTokens
 	}
 	return 0
+}
+
+func (x *InstanceStatus) GetRole() PdRole {
+	if x != nil {
+		return x.Role
+	}
+	return PdRole_PD_ROLE_UNSPECIFIED
 }
 
 type ListPoolsRequest struct {
@@ -1177,7 +1187,7 @@ var File_prefixroute_v1_admin_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1aprefixroute/v1/admin.proto\x12\x0eprefixroute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eprefixroute/v1/migration.proto\x1a\x1bprefixroute/v1/policy.proto\x1a\x1cprefixroute/v1/rollout.proto\"\x9f\x02\n" +
+	"\x1aprefixroute/v1/admin.proto\x12\x0eprefixroute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19prefixroute/v1/load.proto\x1a\x1eprefixroute/v1/migration.proto\x1a\x1bprefixroute/v1/policy.proto\x1a\x1cprefixroute/v1/rollout.proto\"\x9f\x02\n" +
 	"\x11SetWeightsRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12H\n" +
 	"\aweights\x18\x02 \x03(\v2..prefixroute.v1.SetWeightsRequest.WeightsEntryR\aweights\x12)\n" +
@@ -1231,7 +1241,7 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\x14ListInstancesRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\"U\n" +
 	"\x15ListInstancesResponse\x12<\n" +
-	"\tinstances\x18\x01 \x03(\v2\x1e.prefixroute.v1.InstanceStatusR\tinstances\"\xd1\x05\n" +
+	"\tinstances\x18\x01 \x03(\v2\x1e.prefixroute.v1.InstanceStatusR\tinstances\"\xfd\x05\n" +
 	"\x0eInstanceStatus\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1e\n" +
@@ -1253,7 +1263,8 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\x11block_size_tokens\x18\x0e \x01(\rR\x0fblockSizeTokens\x120\n" +
 	"\x14reports_cache_events\x18\x0f \x01(\bR\x12reportsCacheEvents\x12#\n" +
 	"\rcached_blocks\x18\x10 \x01(\x04R\fcachedBlocks\x12'\n" +
-	"\x0fassigned_tokens\x18\x11 \x01(\x04R\x0eassignedTokensB\v\n" +
+	"\x0fassigned_tokens\x18\x11 \x01(\x04R\x0eassignedTokens\x12*\n" +
+	"\x04role\x18\x1e \x01(\x0e2\x16.prefixroute.v1.PdRoleR\x04roleB\v\n" +
 	"\t_queue_ms\"\x12\n" +
 	"\x10ListPoolsRequest\"F\n" +
 	"\x11ListPoolsResponse\x121\n" +
@@ -1336,19 +1347,20 @@ var file_prefixroute_v1_admin_proto_goTypes = []any{
 	nil,                                // 20: prefixroute.v1.GetWeightsResponse.WeightsEntry
 	(*Ramp)(nil),                       // 21: prefixroute.v1.Ramp
 	(*Policy)(nil),                     // 22: prefixroute.v1.Policy
-	(*timestamppb.Timestamp)(nil),      // 23: google.protobuf.Timestamp
-	(*StartRampRequest)(nil),           // 24: prefixroute.v1.StartRampRequest
-	(*GetRampRequest)(nil),             // 25: prefixroute.v1.GetRampRequest
-	(*PauseRampRequest)(nil),           // 26: prefixroute.v1.PauseRampRequest
-	(*ResumeRampRequest)(nil),          // 27: prefixroute.v1.ResumeRampRequest
-	(*AbortRampRequest)(nil),           // 28: prefixroute.v1.AbortRampRequest
-	(*GetMigrationStatusRequest)(nil),  // 29: prefixroute.v1.GetMigrationStatusRequest
-	(*StartRampResponse)(nil),          // 30: prefixroute.v1.StartRampResponse
-	(*GetRampResponse)(nil),            // 31: prefixroute.v1.GetRampResponse
-	(*PauseRampResponse)(nil),          // 32: prefixroute.v1.PauseRampResponse
-	(*ResumeRampResponse)(nil),         // 33: prefixroute.v1.ResumeRampResponse
-	(*AbortRampResponse)(nil),          // 34: prefixroute.v1.AbortRampResponse
-	(*GetMigrationStatusResponse)(nil), // 35: prefixroute.v1.GetMigrationStatusResponse
+	(PdRole)(0),                        // 23: prefixroute.v1.PdRole
+	(*timestamppb.Timestamp)(nil),      // 24: google.protobuf.Timestamp
+	(*StartRampRequest)(nil),           // 25: prefixroute.v1.StartRampRequest
+	(*GetRampRequest)(nil),             // 26: prefixroute.v1.GetRampRequest
+	(*PauseRampRequest)(nil),           // 27: prefixroute.v1.PauseRampRequest
+	(*ResumeRampRequest)(nil),          // 28: prefixroute.v1.ResumeRampRequest
+	(*AbortRampRequest)(nil),           // 29: prefixroute.v1.AbortRampRequest
+	(*GetMigrationStatusRequest)(nil),  // 30: prefixroute.v1.GetMigrationStatusRequest
+	(*StartRampResponse)(nil),          // 31: prefixroute.v1.StartRampResponse
+	(*GetRampResponse)(nil),            // 32: prefixroute.v1.GetRampResponse
+	(*PauseRampResponse)(nil),          // 33: prefixroute.v1.PauseRampResponse
+	(*ResumeRampResponse)(nil),         // 34: prefixroute.v1.ResumeRampResponse
+	(*AbortRampResponse)(nil),          // 35: prefixroute.v1.AbortRampResponse
+	(*GetMigrationStatusResponse)(nil), // 36: prefixroute.v1.GetMigrationStatusResponse
 }
 var file_prefixroute_v1_admin_proto_depIdxs = []int32{
 	18, // 0: prefixroute.v1.SetWeightsRequest.weights:type_name -> prefixroute.v1.SetWeightsRequest.WeightsEntry
@@ -1361,39 +1373,40 @@ var file_prefixroute_v1_admin_proto_depIdxs = []int32{
 	22, // 7: prefixroute.v1.GetPolicyResponse.policy:type_name -> prefixroute.v1.Policy
 	12, // 8: prefixroute.v1.ListInstancesResponse.instances:type_name -> prefixroute.v1.InstanceStatus
 	0,  // 9: prefixroute.v1.InstanceStatus.state:type_name -> prefixroute.v1.InstanceState
-	15, // 10: prefixroute.v1.ListPoolsResponse.pools:type_name -> prefixroute.v1.PoolSummary
-	23, // 11: prefixroute.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	1,  // 12: prefixroute.v1.AdminService.SetWeights:input_type -> prefixroute.v1.SetWeightsRequest
-	3,  // 13: prefixroute.v1.AdminService.GetWeights:input_type -> prefixroute.v1.GetWeightsRequest
-	6,  // 14: prefixroute.v1.AdminService.SetPolicy:input_type -> prefixroute.v1.SetPolicyRequest
-	8,  // 15: prefixroute.v1.AdminService.GetPolicy:input_type -> prefixroute.v1.GetPolicyRequest
-	10, // 16: prefixroute.v1.AdminService.ListInstances:input_type -> prefixroute.v1.ListInstancesRequest
-	13, // 17: prefixroute.v1.AdminService.ListPools:input_type -> prefixroute.v1.ListPoolsRequest
-	24, // 18: prefixroute.v1.AdminService.StartRamp:input_type -> prefixroute.v1.StartRampRequest
-	25, // 19: prefixroute.v1.AdminService.GetRamp:input_type -> prefixroute.v1.GetRampRequest
-	26, // 20: prefixroute.v1.AdminService.PauseRamp:input_type -> prefixroute.v1.PauseRampRequest
-	27, // 21: prefixroute.v1.AdminService.ResumeRamp:input_type -> prefixroute.v1.ResumeRampRequest
-	28, // 22: prefixroute.v1.AdminService.AbortRamp:input_type -> prefixroute.v1.AbortRampRequest
-	29, // 23: prefixroute.v1.AdminService.GetMigrationStatus:input_type -> prefixroute.v1.GetMigrationStatusRequest
-	16, // 24: prefixroute.v1.AdminService.GetServerInfo:input_type -> prefixroute.v1.GetServerInfoRequest
-	2,  // 25: prefixroute.v1.AdminService.SetWeights:output_type -> prefixroute.v1.SetWeightsResponse
-	4,  // 26: prefixroute.v1.AdminService.GetWeights:output_type -> prefixroute.v1.GetWeightsResponse
-	7,  // 27: prefixroute.v1.AdminService.SetPolicy:output_type -> prefixroute.v1.SetPolicyResponse
-	9,  // 28: prefixroute.v1.AdminService.GetPolicy:output_type -> prefixroute.v1.GetPolicyResponse
-	11, // 29: prefixroute.v1.AdminService.ListInstances:output_type -> prefixroute.v1.ListInstancesResponse
-	14, // 30: prefixroute.v1.AdminService.ListPools:output_type -> prefixroute.v1.ListPoolsResponse
-	30, // 31: prefixroute.v1.AdminService.StartRamp:output_type -> prefixroute.v1.StartRampResponse
-	31, // 32: prefixroute.v1.AdminService.GetRamp:output_type -> prefixroute.v1.GetRampResponse
-	32, // 33: prefixroute.v1.AdminService.PauseRamp:output_type -> prefixroute.v1.PauseRampResponse
-	33, // 34: prefixroute.v1.AdminService.ResumeRamp:output_type -> prefixroute.v1.ResumeRampResponse
-	34, // 35: prefixroute.v1.AdminService.AbortRamp:output_type -> prefixroute.v1.AbortRampResponse
-	35, // 36: prefixroute.v1.AdminService.GetMigrationStatus:output_type -> prefixroute.v1.GetMigrationStatusResponse
-	17, // 37: prefixroute.v1.AdminService.GetServerInfo:output_type -> prefixroute.v1.GetServerInfoResponse
-	25, // [25:38] is the sub-list for method output_type
-	12, // [12:25] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	23, // 10: prefixroute.v1.InstanceStatus.role:type_name -> prefixroute.v1.PdRole
+	15, // 11: prefixroute.v1.ListPoolsResponse.pools:type_name -> prefixroute.v1.PoolSummary
+	24, // 12: prefixroute.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	1,  // 13: prefixroute.v1.AdminService.SetWeights:input_type -> prefixroute.v1.SetWeightsRequest
+	3,  // 14: prefixroute.v1.AdminService.GetWeights:input_type -> prefixroute.v1.GetWeightsRequest
+	6,  // 15: prefixroute.v1.AdminService.SetPolicy:input_type -> prefixroute.v1.SetPolicyRequest
+	8,  // 16: prefixroute.v1.AdminService.GetPolicy:input_type -> prefixroute.v1.GetPolicyRequest
+	10, // 17: prefixroute.v1.AdminService.ListInstances:input_type -> prefixroute.v1.ListInstancesRequest
+	13, // 18: prefixroute.v1.AdminService.ListPools:input_type -> prefixroute.v1.ListPoolsRequest
+	25, // 19: prefixroute.v1.AdminService.StartRamp:input_type -> prefixroute.v1.StartRampRequest
+	26, // 20: prefixroute.v1.AdminService.GetRamp:input_type -> prefixroute.v1.GetRampRequest
+	27, // 21: prefixroute.v1.AdminService.PauseRamp:input_type -> prefixroute.v1.PauseRampRequest
+	28, // 22: prefixroute.v1.AdminService.ResumeRamp:input_type -> prefixroute.v1.ResumeRampRequest
+	29, // 23: prefixroute.v1.AdminService.AbortRamp:input_type -> prefixroute.v1.AbortRampRequest
+	30, // 24: prefixroute.v1.AdminService.GetMigrationStatus:input_type -> prefixroute.v1.GetMigrationStatusRequest
+	16, // 25: prefixroute.v1.AdminService.GetServerInfo:input_type -> prefixroute.v1.GetServerInfoRequest
+	2,  // 26: prefixroute.v1.AdminService.SetWeights:output_type -> prefixroute.v1.SetWeightsResponse
+	4,  // 27: prefixroute.v1.AdminService.GetWeights:output_type -> prefixroute.v1.GetWeightsResponse
+	7,  // 28: prefixroute.v1.AdminService.SetPolicy:output_type -> prefixroute.v1.SetPolicyResponse
+	9,  // 29: prefixroute.v1.AdminService.GetPolicy:output_type -> prefixroute.v1.GetPolicyResponse
+	11, // 30: prefixroute.v1.AdminService.ListInstances:output_type -> prefixroute.v1.ListInstancesResponse
+	14, // 31: prefixroute.v1.AdminService.ListPools:output_type -> prefixroute.v1.ListPoolsResponse
+	31, // 32: prefixroute.v1.AdminService.StartRamp:output_type -> prefixroute.v1.StartRampResponse
+	32, // 33: prefixroute.v1.AdminService.GetRamp:output_type -> prefixroute.v1.GetRampResponse
+	33, // 34: prefixroute.v1.AdminService.PauseRamp:output_type -> prefixroute.v1.PauseRampResponse
+	34, // 35: prefixroute.v1.AdminService.ResumeRamp:output_type -> prefixroute.v1.ResumeRampResponse
+	35, // 36: prefixroute.v1.AdminService.AbortRamp:output_type -> prefixroute.v1.AbortRampResponse
+	36, // 37: prefixroute.v1.AdminService.GetMigrationStatus:output_type -> prefixroute.v1.GetMigrationStatusResponse
+	17, // 38: prefixroute.v1.AdminService.GetServerInfo:output_type -> prefixroute.v1.GetServerInfoResponse
+	26, // [26:39] is the sub-list for method output_type
+	13, // [13:26] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_admin_proto_init() }
@@ -1401,6 +1414,7 @@ func file_prefixroute_v1_admin_proto_init() {
 	if File_prefixroute_v1_admin_proto != nil {
 		return
 	}
+	file_prefixroute_v1_load_proto_init()
 	file_prefixroute_v1_migration_proto_init()
 	file_prefixroute_v1_policy_proto_init()
 	file_prefixroute_v1_rollout_proto_init()
