@@ -246,3 +246,88 @@ func TestRoleAndPDNames(t *testing.T) {
 		t.Error("names")
 	}
 }
+
+// countRNG counts the draws of a seeded source.
+type countRNG struct {
+	r     *rand.Rand
+	calls int
+}
+
+func (c *countRNG) Float64() float64 { c.calls++; return c.r.Float64() }
+
+// TestDecidePDProperties: on 3,000 random pools with roles, every
+// successful decision picks a decode or both instance; the prefill stage
+// runs exactly when the drawn deployment has prefill instances; a chosen
+// prefill instance is an eligible prefill instance of the drawn
+// deployment whose P(p|d) is in (0, 1]; disaggregated decisions make
+// three draws, the others two; the reasons agree with the figures; and
+// the decode-level invariants hold.
+func TestDecidePDProperties(t *testing.T) {
+	outcomes := map[scheduler.PDReason]int{}
+	for seed := range uint64(3000) {
+		rng := rand.New(rand.NewPCG(seed, 30))
+		blocks := rng.IntN(200)
+		snap := randomPool(rng, 1+rng.IntN(24), 1+rng.IntN(4), blocks)
+		for i := range snap.Instances {
+			snap.Instances[i].Role = scheduler.Role(rng.IntN(3))
+			if rng.IntN(3) == 0 {
+				snap.Instances[i].Disconnected = true
+			}
+		}
+		p := pdPolicy(func(p *scheduler.Policy) {
+			p.PDMinUncachedTokens = uint32(rng.IntN(2048))
+			p.PDTransferMsPerToken = rng.Float64() * 0.05
+			p.PDFallback = scheduler.PDFallback(rng.IntN(2))
+			p.Strategy = scheduler.Strategy(rng.IntN(3))
+		})
+		req := scheduler.Request{PromptTokens: uint32(blocks*16 + rng.IntN(4096)), Blocks: blocks}
+		draw := &countRNG{r: rand.New(rand.NewPCG(seed, 1))}
+		var d scheduler.Decision
+		err := scheduler.Decide(p, req, snap, draw, &d)
+		if !d.Saturated { // a saturated pick's P(i|d) = 1 has no eligible instance behind it
+			checkInvariants(t, snap, &d, err, 1e-9)
+		}
+		pd := d.PD
+		outcomes[pd.Reason]++
+		switch {
+		case errors.Is(err, scheduler.ErrNoPrefillInstance) || errors.Is(err, scheduler.ErrPrefillSaturated):
+			if p.PDFallback != scheduler.PDFallbackFail || (pd.Reason != scheduler.PDNoPrefillInstance && pd.Reason != scheduler.PDPrefillSaturated) {
+				t.Fatalf("seed %d: %v with fallback %v, PD %+v", seed, err, p.PDFallback, pd)
+			}
+			continue
+		case err != nil:
+			continue
+		}
+		dep := d.Deployment
+		if snap.Instances[d.Instance].Role == scheduler.RolePrefill {
+			t.Fatalf("seed %d: a prefill instance decodes", seed)
+		}
+		hasPrefill := false
+		for _, in := range snap.Instances {
+			hasPrefill = hasPrefill || (in.Deployment == dep && in.Role == scheduler.RolePrefill)
+		}
+		if (pd.Reason != scheduler.PDNone) != hasPrefill {
+			t.Fatalf("seed %d: PD %+v, deployment has prefill instances: %v", seed, pd, hasPrefill)
+		}
+		wantCalls := 2
+		if pd.Reason == scheduler.PDDisaggregated {
+			wantCalls = 3
+			pre := &snap.Instances[pd.Prefill]
+			if pre.Deployment != dep || pre.Role != scheduler.RolePrefill || pre.Disconnected || pre.Draining ||
+				!(pd.PrefillProbability > 0 && pd.PrefillProbability <= 1) || !(pd.LocalMs > pd.RemoteMs) ||
+				pd.UncachedTokens < max(1, p.PDMinUncachedTokens) {
+				t.Fatalf("seed %d: prefill %+v for PD %+v", seed, *pre, pd)
+			}
+		} else if pd.Prefill != -1 || pd.PrefillProbability != 0 {
+			t.Fatalf("seed %d: PD %+v names a prefill instance", seed, pd)
+		}
+		if draw.calls != wantCalls {
+			t.Fatalf("seed %d: %d draws for PD %v, want %d", seed, draw.calls, pd.Reason, wantCalls)
+		}
+	}
+	for r := range scheduler.NumPDReasons {
+		if outcomes[r] == 0 {
+			t.Errorf("no decision had outcome %q: %v", r, outcomes)
+		}
+	}
+}
