@@ -95,7 +95,7 @@ func (o *observer) registerGauges(m metric.Meter) error {
 }
 
 // states are the instance states, in the order of their series.
-var states = [...]state.InstanceState{state.StateOK, state.StateStale, state.StateDraining, state.StateDisconnected}
+var states = [...]state.InstanceState{state.StateOK, state.StateStale, state.StateDraining, state.StateUnreachable, state.StateDisconnected}
 
 // observe reads every pool once. It runs at scrape time; its allocations
 // are per scrape, not per pick.

@@ -73,6 +73,7 @@ func (s *Server) OutcomesFor(ctx context.Context, req *pb.ReportOutcomeRequest) 
 			}
 		}
 		res := pool.ApplyOutcomes(now, sc.outs)
+		s.repl.Outcomes(name, sc.outs, res)
 		resp.UnknownInstances += uint32(res.Unknown)
 		s.outcomes.count(ctx, name, run)
 	}

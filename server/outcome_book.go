@@ -16,7 +16,9 @@ import (
 // Memory is bounded: pickBookSize entries in pickBookShards shards, each a
 // ring with a map from request_id to its slot; the oldest pick of a shard
 // is evicted by the next. An entry holds the request's strings (no copy)
-// and about 120 bytes more: about 8 MiB for the whole book at 65536 entries.
+// and about 120 bytes more: about 8 MiB for the whole book at 65536 entries,
+// allocated as picks with a request_id arrive (a router whose gateways send
+// none holds none).
 // An outcome whose pick was evicted or never made is still counted, not
 // matched.
 const (
@@ -48,9 +50,8 @@ type PickOutcome struct {
 }
 
 // pickBook is the bounded book of recent picks by request_id. Safe for
-// concurrent use: one shard lock per add or match, no allocation in steady
-// state (the maps are sized for their shard and entries are replaced in
-// place).
+// concurrent use: one shard lock per add or match, no allocation once a
+// shard's ring is full (entries are then replaced in place).
 type pickBook struct {
 	seed   maphash.Seed
 	shards [pickBookShards]bookShard
@@ -66,8 +67,7 @@ type bookShard struct {
 func newPickBook() *pickBook {
 	b := &pickBook{seed: maphash.MakeSeed()}
 	for i := range b.shards {
-		b.shards[i].ring = make([]PickOutcome, pickBookShard)
-		b.shards[i].byID = make(map[string]int32, pickBookShard)
+		b.shards[i].byID = make(map[string]int32)
 	}
 	return b
 }
@@ -83,6 +83,12 @@ func (b *pickBook) add(e *PickOutcome) {
 	sh.mu.Lock()
 	if i, ok := sh.byID[e.RequestID]; ok {
 		sh.ring[i] = *e
+		sh.mu.Unlock()
+		return
+	}
+	if len(sh.ring) < pickBookShard { // the ring grows until full, then turns
+		sh.byID[e.RequestID] = int32(len(sh.ring))
+		sh.ring = append(sh.ring, *e)
 		sh.mu.Unlock()
 		return
 	}

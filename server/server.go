@@ -13,6 +13,7 @@ import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/readiness"
+	"github.com/prefixroute/prefixroute/internal/report"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/internal/store"
 )
@@ -55,18 +56,15 @@ type Server struct {
 	reg   *state.Registry
 	store *store.Store
 
-	adminMu   sync.Mutex // orders store writes with their publication to the pools
-	stopping  chan struct{}
-	stopOnce  sync.Once
-	picks     sync.Pool    // of *pickScratch
-	obs       *observer    // observability hooks (metrics.go); nil records nothing
-	repl      Replicator   // the cluster, or standalone (replica.go)
-	flaps     flapLog      // identity takeovers logged (load_flaps.go)
-	takeovers flapLog      // cross-deployment takeovers logged (load_takeover.go)
-	waits     waiting      // report streams before their first message, per identity (load_admit.go)
-	guard     *reportGuard // report-stream limits (LimitReports); nil: none
-	book      *pickBook    // recent picks by request_id, for outcomes (outcome_book.go)
-	outcomes  *outcomeObs  // the outcome metrics (outcome_metrics.go); nil records nothing
+	adminMu  sync.Mutex // orders store writes with their publication to the pools
+	stopping chan struct{}
+	stopOnce sync.Once
+	picks    sync.Pool      // of *pickScratch
+	obs      *observer      // observability hooks (metrics.go); nil records nothing
+	repl     Replicator     // the cluster, or standalone (replica.go)
+	reports  *report.Engine // the report streams (load.go)
+	book     *pickBook      // recent picks by request_id, for outcomes (outcome_book.go)
+	outcomes *outcomeObs    // the outcome metrics (outcome_metrics.go); nil records nothing
 }
 
 // New opens the data dir, restores every configured pool and returns a
@@ -110,6 +108,7 @@ func New(opts Options) (*Server, error) {
 	if s.repl, err = newReplicator(s, opts); err != nil {
 		return nil, errors.Join(fmt.Errorf("server: %w", err), st.Close())
 	}
+	s.reports = newReports(s)
 	return s, nil
 }
 

@@ -159,6 +159,8 @@ func TestRenderGolden(t *testing.T) {
 		{InstanceId: "vllm-b-0", Deployment: "B", Address: "10.0.0.2:8000", State: pb.InstanceState_INSTANCE_STATE_STALE,
 			ReportAgeMs: 3200, QueuedPrefillTokens: 4096, KvCacheUsage: 0.951, CachedBlocks: 16384,
 			PrefillTokensPerSecond: 9000},
+		{InstanceId: "vllm-b-2", Deployment: "B", Address: "10.0.0.4:8000", State: pb.InstanceState_INSTANCE_STATE_UNREACHABLE,
+			ReportAgeMs: 60, UnreachableBackoffLeftMs: 3200, ReportsCacheEvents: true, PrefillTokensPerSecond: 9000},
 		{InstanceId: "vllm-b-1", Deployment: "B", Address: "10.0.0.3:8000", State: pb.InstanceState_INSTANCE_STATE_DISCONNECTED,
 			ReportAgeMs: 754000, ReportsCacheEvents: true},
 		{InstanceId: "pod-with-a-very-long-generated-name-7f9c8d6b5-x2v4q", Deployment: "canary-2026-12-01",

@@ -28,7 +28,11 @@
 //   - A request without a body (headers with end_of_stream, GET
 //     /v1/models) passes through untouched, as do request trailers and the
 //     response phases (a FULL_DUPLEX_STREAMED response body is echoed
-//     chunk by chunk). The response phase's envoy.lb /
+//     chunk by chunk). In any other response body mode (STREAMED, as
+//     deploy/envoy/envoy.yaml sends it) the Processor answers the first
+//     response body chunk, which gives the outcome its ttft, and ends the
+//     stream cleanly: Envoy passes the rest of the body on without it.
+//     The response phase's envoy.lb /
 //     x-gateway-destination-endpoint-served, when it differs from the
 //     chosen endpoint, is counted in prefixroute_extproc_served_mismatch_total,
 //     logged, and written to the decision log (Picker.RecordServed).

@@ -25,7 +25,7 @@ func everyField(t *testing.T) *pb.ReportLoadRequest {
 	for i := range fields.Len() {
 		f := fields.Get(i)
 		if f.Name() == "ack_interval_ms" {
-			continue // the stream's ack pacing (server/load_ack.go), not part of the report's state
+			continue // the stream's ack pacing (internal/report/ack.go), not part of the report's state
 		}
 		var v protoreflect.Value
 		switch f.Kind() {

@@ -36,6 +36,11 @@ const (
 	// INSTANCE_STATE_DISCONNECTED: the stream is closed; forgotten after
 	// forget_after.
 	InstanceState_INSTANCE_STATE_DISCONNECTED InstanceState = 4
+	// INSTANCE_STATE_UNREACHABLE: stream open, but a gateway reported a
+	// failed connect to it (ReportOutcome OUTCOME_STATUS_CONNECT_FAILED): out of picks
+	// until an OUTCOME_STATUS_SERVED outcome, or its first load report once
+	// unreachable_backoff_left_ms is 0.
+	InstanceState_INSTANCE_STATE_UNREACHABLE InstanceState = 5
 )
 
 // Enum value maps for InstanceState.
@@ -46,6 +51,7 @@ var (
 		2: "INSTANCE_STATE_STALE",
 		3: "INSTANCE_STATE_DRAINING",
 		4: "INSTANCE_STATE_DISCONNECTED",
+		5: "INSTANCE_STATE_UNREACHABLE",
 	}
 	InstanceState_value = map[string]int32{
 		"INSTANCE_STATE_UNSPECIFIED":  0,
@@ -53,6 +59,7 @@ var (
 		"INSTANCE_STATE_STALE":        2,
 		"INSTANCE_STATE_DRAINING":     3,
 		"INSTANCE_STATE_DISCONNECTED": 4,
+		"INSTANCE_STATE_UNREACHABLE":  5,
 	}
 )
 
@@ -753,6 +760,10 @@ type InstanceStatus struct {
 	CachedBlocks uint64 `protobuf:"varint,16,opt,name=cached_blocks,json=cachedBlocks,proto3" json:"cached_blocks,omitempty"`
 	// assigned_tokens is the prefill work picked onto it since its last report.
 	AssignedTokens uint64 `protobuf:"varint,17,opt,name=assigned_tokens,json=assignedTokens,proto3" json:"assigned_tokens,omitempty"`
+	// unreachable_backoff_left_ms, for an UNREACHABLE instance: how long
+	// until a load report may end the exclusion (the back-off after the
+	// failed connect, 5 s); 0 when its next report will.
+	UnreachableBackoffLeftMs float64 `protobuf:"fixed64,18,opt,name=unreachable_backoff_left_ms,json=unreachableBackoffLeftMs,proto3" json:"unreachable_backoff_left_ms,omitempty"`
 	// role is the prefill/decode role of its latest report
 	// (docs/disaggregation.md); unspecified means both.
 	Role          PdRole `protobuf:"varint,30,opt,name=role,proto3,enum=prefixroute.v1.PdRole" json:"role,omitempty"`
@@ -905,6 +916,13 @@ func (x *InstanceStatus) GetCachedBlocks() uint64 {
 func (x *InstanceStatus) GetAssignedTokens() uint64 {
 	if x != nil {
 		return x.AssignedTokens
+	}
+	return 0
+}
+
+func (x *InstanceStatus) GetUnreachableBackoffLeftMs() float64 {
+	if x != nil {
+		return x.UnreachableBackoffLeftMs
 	}
 	return 0
 }
@@ -1241,7 +1259,7 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\x14ListInstancesRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\"U\n" +
 	"\x15ListInstancesResponse\x12<\n" +
-	"\tinstances\x18\x01 \x03(\v2\x1e.prefixroute.v1.InstanceStatusR\tinstances\"\xfd\x05\n" +
+	"\tinstances\x18\x01 \x03(\v2\x1e.prefixroute.v1.InstanceStatusR\tinstances\"\xbc\x06\n" +
 	"\x0eInstanceStatus\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1e\n" +
@@ -1263,7 +1281,8 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\x11block_size_tokens\x18\x0e \x01(\rR\x0fblockSizeTokens\x120\n" +
 	"\x14reports_cache_events\x18\x0f \x01(\bR\x12reportsCacheEvents\x12#\n" +
 	"\rcached_blocks\x18\x10 \x01(\x04R\fcachedBlocks\x12'\n" +
-	"\x0fassigned_tokens\x18\x11 \x01(\x04R\x0eassignedTokens\x12*\n" +
+	"\x0fassigned_tokens\x18\x11 \x01(\x04R\x0eassignedTokens\x12=\n" +
+	"\x1bunreachable_backoff_left_ms\x18\x12 \x01(\x01R\x18unreachableBackoffLeftMs\x12*\n" +
 	"\x04role\x18\x1e \x01(\x0e2\x16.prefixroute.v1.PdRoleR\x04roleB\v\n" +
 	"\t_queue_ms\"\x12\n" +
 	"\x10ListPoolsRequest\"F\n" +
@@ -1282,13 +1301,14 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"go_version\x18\x04 \x01(\tR\tgoVersion\x129\n" +
 	"\n" +
-	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime*\x9e\x01\n" +
+	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime*\xbe\x01\n" +
 	"\rInstanceState\x12\x1e\n" +
 	"\x1aINSTANCE_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11INSTANCE_STATE_OK\x10\x01\x12\x18\n" +
 	"\x14INSTANCE_STATE_STALE\x10\x02\x12\x1b\n" +
 	"\x17INSTANCE_STATE_DRAINING\x10\x03\x12\x1f\n" +
-	"\x1bINSTANCE_STATE_DISCONNECTED\x10\x042\xee\b\n" +
+	"\x1bINSTANCE_STATE_DISCONNECTED\x10\x04\x12\x1e\n" +
+	"\x1aINSTANCE_STATE_UNREACHABLE\x10\x052\xee\b\n" +
 	"\fAdminService\x12S\n" +
 	"\n" +
 	"SetWeights\x12!.prefixroute.v1.SetWeightsRequest\x1a\".prefixroute.v1.SetWeightsResponse\x12S\n" +
