@@ -274,3 +274,7 @@ const (
 	// default: 0.005 ms a token.
 	DefaultPDTransferMsPerToken = 0.005
 )
+
+// Disaggregated reports whether the stage chose a prefill instance
+// (Reason PDDisaggregated, Prefill its index). A zero PDResult is not.
+func (r *PDResult) Disaggregated() bool { return r.Reason == PDDisaggregated && r.Prefill >= 0 }

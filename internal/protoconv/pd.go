@@ -25,7 +25,7 @@ func PDProto(pk *state.Pick, audit bool) (*pb.PdPrefill, *pb.PdDecision) {
 	}
 	m := new(pdMessages)
 	var prefill *pb.PdPrefill
-	if i := pd.Prefill; i >= 0 {
+	if i := pd.Prefill; pd.Disaggregated() {
 		prefill = &m.prefill
 		prefill.Address, prefill.InstanceId, prefill.Probability = pk.Addresses[i], pk.Snapshot.Instances[i].ID, pd.PrefillProbability
 		m.dec.PrefillInstanceId = prefill.InstanceId

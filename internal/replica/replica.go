@@ -250,7 +250,7 @@ func (r *Replica) Picked(pool string, out *state.Pick, hashes []uint64) {
 		ev.BlockHashes = hashes
 	}
 	r.publish(pool, &pb.ClusterEvent{Event: &pb.ClusterEvent_Assigned{Assigned: ev}})
-	if pre := d.PD.Prefill; pre >= 0 { // a disaggregated pick: the prefill instance's work too
+	if pre := d.PD.Prefill; d.PD.Disaggregated() { // a disaggregated pick: the prefill instance's work too
 		ev := &pb.PickAssigned{InstanceId: out.Snapshot.Instances[pre].ID, PrefillTokens: ptokens}
 		if out.ApproximatePrefill {
 			ev.BlockHashes = hashes

@@ -54,7 +54,7 @@ type Pick struct {
 	// Pick recorded the request's blocks as cached there.
 	Approximate bool
 	// ApproximatePrefill is the same for the prefill instance of a
-	// disaggregated pick (Decision.PD.Prefill >= 0).
+	// disaggregated pick (Decision.PD.Disaggregated()).
 	ApproximatePrefill bool
 
 	recs                 []*instance
@@ -134,7 +134,7 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 	p.work.add(now, tokens+ptokens)
 	out.Approximate, out.nodes = p.assign(rec, tokens, in.Hashes, out.nodes)
 	out.ApproximatePrefill = false
-	if pre := out.Decision.PD.Prefill; pre >= 0 {
+	if pre := out.Decision.PD.Prefill; out.Decision.PD.Disaggregated() {
 		out.ApproximatePrefill, out.nodes = p.assign(out.recs[pre], ptokens, in.Hashes, out.nodes)
 	}
 	p.mu.Unlock()
@@ -306,13 +306,13 @@ func (p *Pool) checkPromptCover(in *PickInput) error {
 // Work returns the prefill work, in work tokens, that pk's decision adds
 // to its instance (decode) and to its prefill instance. A local pick adds
 // the chosen instance's WorkTokens to it and prefill is 0; a
-// disaggregated one (Decision.PD.Prefill >= 0) adds the prefill
+// disaggregated one (Decision.PD.Disaggregated()) adds the prefill
 // instance's WorkTokens to the prefill instance and none to the decode
 // one, which only receives the KV (its blocks are recorded as cached there
 // like the prefill instance's, for instances without cache events).
 func (pk *Pick) Work() (decode, prefill uint64) {
 	d := &pk.Decision
-	if pre := d.PD.Prefill; pre >= 0 {
+	if pre := d.PD.Prefill; d.PD.Disaggregated() {
 		return 0, uint64(d.Instances[pre].WorkTokens)
 	}
 	return uint64(d.Instances[d.Instance].WorkTokens), 0
