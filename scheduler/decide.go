@@ -32,7 +32,11 @@ import "fmt"
 //     req.ChosenOnly): P(i|d) under p.Strategy and Joint (instanceWeights,
 //     normalise);
 //  4. the first draw picks the deployment by cumulative P(d), the second the
-//     instance by cumulative P(i|d) (see Decision.DeploymentDraw).
+//     instance by cumulative P(i|d) (see Decision.DeploymentDraw);
+//  5. when the pool has RolePrefill instances, the prefill stage (decidePD,
+//     Decision.PD): whether a prefill instance of the drawn deployment
+//     pays, and a third draw to choose it when it does. ErrNoPrefillInstance
+//     and ErrPrefillSaturated come from this stage under PDFallbackFail.
 //
 // When no instance is eligible but some were excluded only for load, the
 // pool is saturated: under SaturationLeastLoaded Decide makes both draws
@@ -75,7 +79,7 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 			return err
 		}
 		d.setSLOMet()
-		return nil
+		return decidePD(p, snap, rng, d)
 	}
 	if participating == 0 {
 		instanceWeights(p, snap, d, -1)
@@ -109,7 +113,7 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 	}
 	d.Deployment, d.Instance = dep, inst
 	d.setSLOMet()
-	return nil
+	return decidePD(p, snap, rng, d)
 }
 
 // precheck validates everything but the instances.

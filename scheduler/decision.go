@@ -105,6 +105,9 @@ type Decision struct {
 	// Snapshot.Instances.
 	Deployments []DeploymentResult
 	Instances   []InstanceResult
+	// PD is the prefill stage (decidePD): whether the request prefills on
+	// a prefill instance of the drawn deployment, and which.
+	PD PDResult
 	// Excluded counts instances by their InstanceResult.Reason: the
 	// eligibility reasons and ReasonThreshold / ReasonNotMinimum. The entries
 	// for ReasonNone and the deployment reasons stay 0.
@@ -112,6 +115,9 @@ type Decision struct {
 
 	// deps is per-deployment scratch, parallel to Deployments.
 	deps []depState
+	// prefills is the prefill stage's scratch: the eligible prefill
+	// instances of the drawn deployment.
+	prefills []int32
 }
 
 // depState is the per-deployment scratch of one Decide call.
@@ -136,6 +142,7 @@ func (d *Decision) reset(nd, ni int) {
 	d.Saturated, d.DrainMs = false, 0
 	d.PrefillWeight = 1
 	d.TTFTTargetMs, d.SLOMet, d.SLOBestMs = 0, false, 0
+	d.PD = PDResult{Prefill: -1}
 	d.Excluded = [NumReasons]int{}
 	d.Deployments = resize(d.Deployments, nd)
 	// Decide's first pass writes every field of every instance result.

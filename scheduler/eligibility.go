@@ -7,8 +7,18 @@ import (
 
 // eligibility returns the first eligibility check that in fails under p, in
 // the order of the Reason constants, or ReasonNone. queueMs is the
-// instance's queue_ms (see cost).
+// instance's queue_ms (see cost). A prefill instance is never eligible as
+// the pick's (decode) instance: ReasonPrefillRole.
 func eligibility(p *Policy, in *Instance, queueMs float64) Reason {
+	if in.Role == RolePrefill {
+		return ReasonPrefillRole
+	}
+	return serveEligibility(p, in, queueMs)
+}
+
+// serveEligibility is eligibility without the role check: whether in can
+// serve at all (the prefill stage's check of prefill instances).
+func serveEligibility(p *Policy, in *Instance, queueMs float64) Reason {
 	switch {
 	case in.Disconnected:
 		return ReasonDisconnected

@@ -170,6 +170,18 @@ type Policy struct {
 	// (Deployment.Calibration) prices its instances. Default
 	// CalibrationApply.
 	Calibration CalibrationMode
+	// PDMinUncachedTokens: a pick considers a prefill instance only when
+	// at least max(1, PDMinUncachedTokens) prompt tokens are uncached on
+	// the chosen decode instance. Default 512. Range [0, 10000000]
+	// tokens. Read only for deployments with RolePrefill instances.
+	PDMinUncachedTokens uint32
+	// PDTransferMsPerToken is the KV transfer time from a prefill instance
+	// to the decode one per uncached token. Default 0.005 ms (128 KiB of
+	// KV a token, an 8B model in bf16, over 25 GB/s). Range [0, 1000] ms.
+	PDTransferMsPerToken float64
+	// PDFallback is what a pick does when it would use a prefill instance
+	// and none is eligible. Default PDFallbackLocal.
+	PDFallback PDFallback
 }
 
 // DefaultPolicy returns the defaults stated on each Policy field. It is safe
@@ -194,6 +206,9 @@ func DefaultPolicy() Policy {
 		OnSaturation:                  SaturationLeastLoaded,
 		OnSLOMiss:                     SLOBestEffort,
 		Calibration:                   CalibrationApply,
+		PDMinUncachedTokens:           DefaultPDMinUncachedTokens,
+		PDTransferMsPerToken:          DefaultPDTransferMsPerToken,
+		PDFallback:                    PDFallbackLocal,
 	}
 }
 
@@ -233,7 +248,10 @@ func (p *Policy) valid() bool {
 		p.DefaultKVCapacityBlocks >= 1 && p.DefaultKVCapacityBlocks <= MaxDefaultKVCapacityBlocks &&
 		p.OnSaturation < numSaturations &&
 		p.OnSLOMiss < numSLOMisses &&
-		p.Calibration < numCalibrationModes
+		p.Calibration < numCalibrationModes &&
+		p.PDMinUncachedTokens <= MaxPDMinUncachedTokens &&
+		in(p.PDTransferMsPerToken, 0, MaxPDTransferMsPerToken) &&
+		p.PDFallback < numPDFallbacks
 }
 
 // explain returns a *PolicyError listing every invalid field of p, in

@@ -108,6 +108,12 @@ var policyFields = []PolicyField{
 		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.OnSLOMiss) }},
 	{Key: "calibration", Kind: FieldEnum, Names: calibrationNames[:], enumType: "CalibrationMode", Meaning: "fitted prefill: apply, observe",
 		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.Calibration) }},
+	{Key: "pd_min_uncached_tokens", Kind: FieldUint32, Unit: "tokens", Max: MaxPDMinUncachedTokens,
+		Meaning: "disaggregate from this many uncached tokens", Uint32: func(p *Policy) *uint32 { return &p.PDMinUncachedTokens }},
+	{Key: "pd_transfer_ms_per_token", Kind: FieldFloat, Unit: "ms", Max: MaxPDTransferMsPerToken,
+		Meaning: "KV transfer, prefill to decode, per token", Float: func(p *Policy) *float64 { return &p.PDTransferMsPerToken }},
+	{Key: "pd_fallback", Kind: FieldEnum, Names: pdFallbackNames[:], enumType: "PDFallback", Meaning: "no prefill instance: local, fail",
+		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.PDFallback) }},
 }
 
 // PolicyFields returns every Policy field, in the proto's field order (a

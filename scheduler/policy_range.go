@@ -23,6 +23,8 @@ const (
 	MaxStaleAfter                     = time.Hour
 	MaxForgetAfter                    = 24 * time.Hour
 	MaxDefaultKVCapacityBlocks uint64 = 1 << 30
+	MaxPDTransferMsPerToken           = 1000
+	MaxPDMinUncachedTokens            = 10000000
 )
 
 // PolicyError lists every problem Validate found in a policy, one per field

@@ -14,6 +14,7 @@ func TestReasonString(t *testing.T) {
 		elig     bool
 	}{
 		{scheduler.ReasonNone, "", false, false},
+		{scheduler.ReasonPrefillRole, "prefill_role", true, true},
 		{scheduler.ReasonDisconnected, "disconnected", true, true},
 		{scheduler.ReasonStale, "stale", true, true},
 		{scheduler.ReasonUnreachable, "unreachable", true, true},
@@ -27,7 +28,7 @@ func TestReasonString(t *testing.T) {
 		{scheduler.ReasonZeroWeight, "zero_weight", false, false},
 		{scheduler.ReasonUnweighted, "not_in_weights", false, false},
 		{scheduler.ReasonNoEligibleInstance, "no_eligible_instance", false, false},
-		{scheduler.NumReasons, "Reason(14)", false, false},
+		{scheduler.NumReasons, "Reason(15)", false, false},
 		{200, "Reason(200)", false, false},
 	}
 	if len(tests) != int(scheduler.NumReasons)+2 {

@@ -23,7 +23,7 @@ type Summary struct {
 
 // Standing returns what instance in's eligibility and load term depend on
 // apart from the request and the time: its eligibility reason ignoring
-// ReportAge and Excluded (ReasonDisconnected, ReasonUnreachable, ReasonDraining, ReasonKVFull,
+// ReportAge and Excluded (ReasonPrefillRole, ReasonDisconnected, ReasonUnreachable, ReasonDraining, ReasonKVFull,
 // ReasonQueueFull or ReasonNone; see ReasonAt), and its load
 // QueueMs + BatchWaitMs as Decide computes them. ok is false when in's
 // figures are not valid (see Decide) or its cost can overflow for some
@@ -40,6 +40,8 @@ func Standing(p *Policy, in *Instance) (reason Reason, loadMs float64, ok bool) 
 		return ReasonNone, 0, false
 	}
 	switch {
+	case in.Role == RolePrefill:
+		reason = ReasonPrefillRole
 	case in.Disconnected:
 		reason = ReasonDisconnected
 	case in.Unreachable:
@@ -60,7 +62,7 @@ func Standing(p *Policy, in *Instance) (reason Reason, loadMs float64, ok bool) 
 // the Reason constants, as Decide records it.
 func ReasonAt(standing Reason, stale, excluded bool) Reason {
 	switch {
-	case standing == ReasonDisconnected:
+	case standing == ReasonPrefillRole, standing == ReasonDisconnected:
 		return standing
 	case stale:
 		return ReasonStale
@@ -230,5 +232,5 @@ func DecideInstance(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision
 	}
 	d.Deployment, d.Instance = dep, inst
 	d.setSLOMet()
-	return nil
+	return decidePD(p, snap, rng, d)
 }

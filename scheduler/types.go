@@ -8,8 +8,10 @@ import (
 // RNG is the source of randomness for a decision. *math/rand/v2.Rand satisfies
 // it. Float64 should return a value in [0, 1); Decide tolerates any value (see
 // Decision.DeploymentDraw). Decide calls it exactly twice per successful
-// decision: first for the deployment, then for the instance; it does not call
-// it at all when it returns an error. An RNG is used by one Decide at a time:
+// decision: first for the deployment, then for the instance, and a third
+// time only for a disaggregated pick, for the prefill instance
+// (Decision.PD); it does not call it at all when it returns an error
+// (except a prefill-stage error, after the first two). An RNG is used by one Decide at a time:
 // give each goroutine its own (a *rand.Rand is not safe for concurrent use).
 type RNG interface {
 	Float64() float64
@@ -112,6 +114,11 @@ type Instance struct {
 	Unreachable bool
 	// Excluded is true when the request excludes this instance (a retry).
 	Excluded bool
+	// Role is the instance's role under prefill/decode disaggregation
+	// (RoleBoth, the zero value, is an aggregated instance). A RolePrefill
+	// instance is never the pick's instance (ReasonPrefillRole); the
+	// prefill stage may choose it (Decision.PD).
+	Role Role
 }
 
 // Snapshot is the pool's state for one decision. Decide only reads it, so one

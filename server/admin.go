@@ -127,7 +127,7 @@ func (as *adminService) ListInstances(ctx context.Context, req *pb.ListInstances
 			KvCapacityBlocks: in.Last.KVCapacityBlocks, PrefillTokensPerSecond: in.Last.PrefillTokensPerSecond,
 			BlockSizeTokens: in.Last.BlockSizeTokens, ReportsCacheEvents: in.Last.ReportsCacheEvents,
 			CachedBlocks: uint64(in.CachedBlocks), AssignedTokens: in.AssignedTokens,
-			UnreachableBackoffLeftMs: float64(in.BackoffLeft.Microseconds()) / 1000,
+			UnreachableBackoffLeftMs: float64(in.BackoffLeft.Microseconds()) / 1000, Role: protoconv.RoleProto(in.Last.Role),
 		}
 		if in.Last.HasQueueMs {
 			st.QueueMs = &in.Last.QueueMs

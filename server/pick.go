@@ -139,8 +139,9 @@ func pickResponseAt(level pb.AuditLevel, pk *state.Pick, seed uint64, blocks int
 	snap := &pk.Snapshot
 	chosen := &snap.Instances[d.Instance]
 	if level == pb.AuditLevel_AUDIT_LEVEL_NONE {
+		prefill, _ := protoconv.PDProto(pk, false)
 		return &pb.PickResponse{Address: pk.Addresses[d.Instance], InstanceId: chosen.ID,
-			Deployment: snap.Deployments[d.Deployment].Name}
+			Deployment: snap.Deployments[d.Deployment].Name, Prefill: prefill}
 	}
 	m := new(pickMessages)
 	resp, dec := &m.resp, &m.dec
@@ -151,6 +152,7 @@ func pickResponseAt(level pb.AuditLevel, pk *state.Pick, seed uint64, blocks int
 	dec.WeightsVersion, dec.Blocks, dec.PromptTokens = pk.Config.WeightsVersion, uint32(blocks), promptTokens
 	dec.Saturated, dec.DrainMs = d.Saturated, d.DrainMs
 	sloAudit(dec, pk)
+	resp.Prefill, dec.Pd = protoconv.PDProto(pk, true)
 	deps := make([]pb.DeploymentDecision, len(snap.Deployments))
 	dec.Deployments = make([]*pb.DeploymentDecision, len(snap.Deployments))
 	for i := range snap.Deployments {

@@ -48,6 +48,12 @@
 //     limit (Picker.MaxExcludes, 1024 by default) is answered 500
 //     with reason subset_exclude_limit rather than routed outside the
 //     subset.
+//   - A disaggregated pick (issue 30, docs/disaggregation.md) also sets
+//     x-prefiller-host-port (the prefill instance's "ip:port", what
+//     llm-d's decode-side routing sidecar reads) and
+//     x-prefixroute-prefill-instance (its id); the destination is the
+//     decode instance. A client's own x-prefiller-host-port never reaches
+//     the upstream: it is replaced, or removed on a local pick.
 //   - Errors are ImmediateResponses: the gateway.Error status, its
 //     OpenAI-style JSON body and the x-prefixroute-reason header.
 //   - A message out of order (a body before the headers, a body after end

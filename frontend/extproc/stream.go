@@ -218,6 +218,7 @@ func (s *stream) decide(trailers bool) (bool, error) {
 	s.decided(resp)
 	common := &extprocv3.CommonResponse{ClearRouteCache: true, HeaderMutation: &extprocv3.HeaderMutation{
 		SetHeaders: s.decisionHeaders(dest, resp)}}
+	s.prefillMutation(common.HeaderMutation, resp)
 	md := destinationMetadata(dest)
 	s.p.met.request(s.ctx, resultRouted)
 	if s.reqMode != procmode.ProcessingMode_FULL_DUPLEX_STREAMED {

@@ -75,7 +75,8 @@ func everyPolicyField() scheduler.Policy {
 		BatchWaitMs: 2, BlockSizeTokens: 64, DefaultPrefillTokensPerSecond: 1234, MaxKVUsage: 0.9, MaxQueueMs: 500,
 		DeploymentDeltaMs: 40, StaleAfter: 3 * time.Second, ForgetAfter: time.Minute, DefaultKVCapacityBlocks: 99,
 		OnSaturation: scheduler.SaturationShed, DoublingContextTokens: 33000, OnSLOMiss: scheduler.SLOShed,
-		Calibration: scheduler.CalibrationObserve}
+		Calibration:         scheduler.CalibrationObserve,
+		PDMinUncachedTokens: 2048, PDTransferMsPerToken: 0.02, PDFallback: scheduler.PDFallbackFail}
 }
 
 // TestPolicyRoundTrip: every field is rendered, and merging the message
@@ -95,7 +96,8 @@ func TestPolicyRoundTrip(t *testing.T) {
 		MaxQueueMs: proto.Float64(500), DeploymentDeltaMs: proto.Float64(40), StaleAfter: durationpb.New(3 * time.Second),
 		ForgetAfter: durationpb.New(time.Minute), DefaultKvCapacityBlocks: proto.Uint64(99),
 		OnSaturation: pb.OnSaturation_ON_SATURATION_SHED, DoublingContextTokens: proto.Float64(33000),
-		OnSloMiss: pb.SloOnMiss_SLO_ON_MISS_SHED, Calibration: pb.SloCalibration_SLO_CALIBRATION_OBSERVE}
+		OnSloMiss: pb.SloOnMiss_SLO_ON_MISS_SHED, Calibration: pb.SloCalibration_SLO_CALIBRATION_OBSERVE,
+		PdMinUncachedTokens: proto.Uint32(2048), PdTransferMsPerToken: proto.Float64(0.02), PdFallback: pb.PdFallback_PD_FALLBACK_FAIL}
 	if !proto.Equal(m, want) {
 		t.Fatalf("PolicyProto = %v\nwant %v", m, want)
 	}

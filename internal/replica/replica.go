@@ -244,12 +244,19 @@ func (r *Replica) Reported(id state.Identity, m *pb.ReportLoadRequest) {
 // (the instance reports no cache events).
 func (r *Replica) Picked(pool string, out *state.Pick, hashes []uint64) {
 	d := &out.Decision
-	ev := &pb.PickAssigned{InstanceId: out.Snapshot.Instances[d.Instance].ID,
-		PrefillTokens: uint64(d.Instances[d.Instance].WorkTokens)}
+	tokens, ptokens := out.Work()
+	ev := &pb.PickAssigned{InstanceId: out.Snapshot.Instances[d.Instance].ID, PrefillTokens: tokens}
 	if out.Approximate {
 		ev.BlockHashes = hashes
 	}
 	r.publish(pool, &pb.ClusterEvent{Event: &pb.ClusterEvent_Assigned{Assigned: ev}})
+	if pre := d.PD.Prefill; d.PD.Disaggregated() { // a disaggregated pick: the prefill instance's work too
+		ev := &pb.PickAssigned{InstanceId: out.Snapshot.Instances[pre].ID, PrefillTokens: ptokens}
+		if out.ApproximatePrefill {
+			ev.BlockHashes = hashes
+		}
+		r.publish(pool, &pb.ClusterEvent{Event: &pb.ClusterEvent_Assigned{Assigned: ev}})
+	}
 }
 
 // Outcomes publishes the outcomes of a ReportOutcome call of pool that bear

@@ -57,6 +57,9 @@ type Pick struct {
 	// Approximate is true when the chosen instance reports no cache events:
 	// Pick recorded the request's blocks as cached there.
 	Approximate bool
+	// ApproximatePrefill is the same for the prefill instance of a
+	// disaggregated pick (Decision.PD.Disaggregated()).
+	ApproximatePrefill bool
 
 	recs                 []*instance
 	sums                 []scheduler.Summary // scratch of pickChosen
@@ -137,10 +140,14 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 		return err
 	}
 	rec := out.recs[out.Decision.Instance]
-	tokens := uint64(out.Decision.Instances[out.Decision.Instance].WorkTokens)
+	tokens, ptokens := out.Work()
 	p.mu.Lock()
-	p.work.add(now, tokens)
+	p.work.add(now, tokens+ptokens)
 	out.Approximate, out.nodes = p.assign(rec, tokens, in.Hashes, out.nodes)
+	out.ApproximatePrefill = false
+	if pre := out.Decision.PD.Prefill; out.Decision.PD.Disaggregated() {
+		out.ApproximatePrefill, out.nodes = p.assign(out.recs[pre], ptokens, in.Hashes, out.nodes)
+	}
 	p.mu.Unlock()
 	p.tracker.Record(now, in.Hashes, in.PromptTokens, &out.Snapshot, &out.Decision)
 	return nil
@@ -305,4 +312,19 @@ func (p *Pool) checkPromptCover(in *PickInput) error {
 			ErrInvalidPick, in.PromptTokens, covered, blocks, blocks, bs)
 	}
 	return nil
+}
+
+// Work returns the prefill work, in work tokens, that pk's decision adds
+// to its instance (decode) and to its prefill instance. A local pick adds
+// the chosen instance's WorkTokens to it and prefill is 0; a
+// disaggregated one (Decision.PD.Disaggregated()) adds the prefill
+// instance's WorkTokens to the prefill instance and none to the decode
+// one, which only receives the KV (its blocks are recorded as cached there
+// like the prefill instance's, for instances without cache events).
+func (pk *Pick) Work() (decode, prefill uint64) {
+	d := &pk.Decision
+	if pre := d.PD.Prefill; d.PD.Disaggregated() {
+		return 0, uint64(d.Instances[pre].WorkTokens)
+	}
+	return uint64(d.Instances[d.Instance].WorkTokens), 0
 }

@@ -96,7 +96,7 @@ func (p *Pool) summariseKept(now time.Time, pol *scheduler.Policy, excl bool, ou
 	if pol.DeploymentDeltaMs > 0 || !fast || !p.noneStale(nowRel, pol.StaleAfter) {
 		return false
 	}
-	counted := [...]scheduler.Reason{scheduler.ReasonDisconnected, scheduler.ReasonUnreachable, scheduler.ReasonDraining, scheduler.ReasonKVFull, scheduler.ReasonQueueFull}
+	counted := [...]scheduler.Reason{scheduler.ReasonPrefillRole, scheduler.ReasonDisconnected, scheduler.ReasonUnreachable, scheduler.ReasonDraining, scheduler.ReasonKVFull, scheduler.ReasonQueueFull}
 	for k := range out.sums {
 		c := p.dcount[k*standKinds : (k+1)*standKinds]
 		if c[standOdd] > 0 {

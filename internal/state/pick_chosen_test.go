@@ -31,6 +31,11 @@ func randomChosenPool(t *testing.T, rng *rand.Rand, seed uint64) (*Pool, [][]uin
 	if seed%4 == 0 {
 		cfg.Policy.MaxQueueMs = 200
 	}
+	roles := seed%5 >= 2 // prefill/decode roles (issue 30): prefill instances never the pick's, the prefill stage
+	if roles {
+		cfg.Policy.PDMinUncachedTokens = 64
+		cfg.Policy.PDTransferMsPerToken = 0.001
+	}
 	if seed%3 == 1 {
 		cfg.Weights = map[string]float64{}
 		for k := range nd {
@@ -62,6 +67,9 @@ func randomChosenPool(t *testing.T, rng *rand.Rand, seed uint64) (*Pool, [][]uin
 			PrefillTokensPerSecond: float64(rng.IntN(3)) * 8000, BlockSizeTokens: uint32(rng.IntN(2)) * 16}
 		if rep.ReportsCacheEvents {
 			rep.Stored = chains[rng.IntN(len(chains))][:rng.IntN(33)]
+		}
+		if roles {
+			rep.Role = []scheduler.Role{scheduler.RoleBoth, scheduler.RolePrefill, scheduler.RolePrefill, scheduler.RoleDecode}[rng.IntN(4)]
 		}
 		age := time.Duration(rng.IntN(3000)) * time.Millisecond // stale_after is 2 s
 		if quiet {
@@ -130,6 +138,9 @@ func TestPickChosenMatchesFull(t *testing.T) {
 	if fast < 800 {
 		t.Fatalf("only %d of 2000 picks took the summary path; the test covers too little", fast)
 	}
+	if disaggregated < 100 {
+		t.Fatalf("only %d of 2000 picks were disaggregated; the test covers too little", disaggregated)
+	}
 }
 
 // compareChosenPick fails t when got (a ChosenOnly pick) disagrees with
@@ -143,6 +154,15 @@ func compareChosenPick(t *testing.T, name string, ref, got *Pick) bool {
 		t.Fatalf("%s: picked (%d, draws %v %v, saturated %v, drain %v), full (%d, draws %v %v, saturated %v, drain %v)", name,
 			g.Deployment, g.DeploymentDraw, g.InstanceDraw, g.Saturated, g.DrainMs,
 			f.Deployment, f.DeploymentDraw, f.InstanceDraw, f.Saturated, f.DrainMs)
+	}
+	fp, gp := f.PD, g.PD
+	fp.Prefill, gp.Prefill = 0, 0
+	if fp != gp || (f.PD.Prefill < 0) != (g.PD.Prefill < 0) ||
+		(f.PD.Prefill >= 0 && ref.Snapshot.Instances[f.PD.Prefill].ID != got.Snapshot.Instances[g.PD.Prefill].ID) {
+		t.Fatalf("%s: prefill stage %+v, full %+v", name, g.PD, f.PD)
+	}
+	if f.PD.Reason == scheduler.PDDisaggregated {
+		disaggregated++
 	}
 	for k := range f.Deployments {
 		if f.Deployments[k] != g.Deployments[k] {
@@ -200,6 +220,9 @@ func compareChosenPick(t *testing.T, name string, ref, got *Pick) bool {
 	}
 	return compact
 }
+
+// disaggregated counts the disaggregated picks compareChosenPick saw.
+var disaggregated int
 
 // TestSummariseKept: with every connected instance fresh the kept counts
 // decide (no pass over the instances); once one is stale, a request's

@@ -141,6 +141,7 @@ func (p *Pool) syncReport(in *instance) {
 	si.AssignedTokens = in.assigned
 	si.KVUsage = l.KVCacheUsage
 	si.Draining = l.Draining
+	si.Role = l.Role
 	si.Unreachable = in.unreachable
 	p.tlast[in.ord] = noAge
 	if in.reported {

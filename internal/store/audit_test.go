@@ -42,6 +42,7 @@ func TestAuditLog(t *testing.T) {
 			"stale_after": "2s", "forget_after": "30s", "default_kv_capacity_blocks": json.Number("16384"),
 			"on_saturation": "least_loaded", "doubling_context_tokens": json.Number("17000"),
 			"on_slo_miss": "best_effort", "calibration": "apply",
+			"pd_min_uncached_tokens": json.Number("512"), "pd_transfer_ms_per_token": json.Number("0.005"), "pd_fallback": "local",
 		}
 	}
 	want := []map[string]any{

@@ -1019,8 +1019,11 @@ type InstanceStatus struct {
 	// until a load report may end the exclusion (the back-off after the
 	// failed connect, 5 s); 0 when its next report will.
 	UnreachableBackoffLeftMs float64 `protobuf:"fixed64,18,opt,name=unreachable_backoff_left_ms,json=unreachableBackoffLeftMs,proto3" json:"unreachable_backoff_left_ms,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// role is the prefill/decode role of its latest report
+	// (docs/disaggregation.md); unspecified means both.
+	Role          PdRole `protobuf:"varint,30,opt,name=role,proto3,enum=prefixroute.v1.PdRole" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InstanceStatus) Reset() {
@@ -1177,6 +1180,13 @@ func (x *InstanceStatus) GetUnreachableBackoffLeftMs() float64 {
 		return x.UnreachableBackoffLeftMs
 	}
 	return 0
+}
+
+func (x *InstanceStatus) GetRole() PdRole {
+	if x != nil {
+		return x.Role
+	}
+	return PdRole_PD_ROLE_UNSPECIFIED
 }
 
 type ListPoolsRequest struct {
@@ -1450,7 +1460,7 @@ var File_prefixroute_v1_admin_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1aprefixroute/v1/admin.proto\x12\x0eprefixroute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eprefixroute/v1/migration.proto\x1a\x1bprefixroute/v1/policy.proto\x1a\x1cprefixroute/v1/rollout.proto\".\n" +
+	"\x1aprefixroute/v1/admin.proto\x12\x0eprefixroute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19prefixroute/v1/load.proto\x1a\x1eprefixroute/v1/migration.proto\x1a\x1bprefixroute/v1/policy.proto\x1a\x1cprefixroute/v1/rollout.proto\".\n" +
 	"\x18GetSloCalibrationRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\"\xa1\x02\n" +
 	"\x19GetSloCalibrationResponse\x12\x12\n" +
@@ -1528,7 +1538,7 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\x14ListInstancesRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\"U\n" +
 	"\x15ListInstancesResponse\x12<\n" +
-	"\tinstances\x18\x01 \x03(\v2\x1e.prefixroute.v1.InstanceStatusR\tinstances\"\x90\x06\n" +
+	"\tinstances\x18\x01 \x03(\v2\x1e.prefixroute.v1.InstanceStatusR\tinstances\"\xbc\x06\n" +
 	"\x0eInstanceStatus\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1e\n" +
@@ -1551,7 +1561,8 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\x14reports_cache_events\x18\x0f \x01(\bR\x12reportsCacheEvents\x12#\n" +
 	"\rcached_blocks\x18\x10 \x01(\x04R\fcachedBlocks\x12'\n" +
 	"\x0fassigned_tokens\x18\x11 \x01(\x04R\x0eassignedTokens\x12=\n" +
-	"\x1bunreachable_backoff_left_ms\x18\x12 \x01(\x01R\x18unreachableBackoffLeftMsB\v\n" +
+	"\x1bunreachable_backoff_left_ms\x18\x12 \x01(\x01R\x18unreachableBackoffLeftMs\x12*\n" +
+	"\x04role\x18\x1e \x01(\x0e2\x16.prefixroute.v1.PdRoleR\x04roleB\v\n" +
 	"\t_queue_ms\"\x12\n" +
 	"\x10ListPoolsRequest\"F\n" +
 	"\x11ListPoolsResponse\x121\n" +
@@ -1640,19 +1651,20 @@ var file_prefixroute_v1_admin_proto_goTypes = []any{
 	(SloCalibration)(0),                // 24: prefixroute.v1.SloCalibration
 	(*Ramp)(nil),                       // 25: prefixroute.v1.Ramp
 	(*Policy)(nil),                     // 26: prefixroute.v1.Policy
-	(*timestamppb.Timestamp)(nil),      // 27: google.protobuf.Timestamp
-	(*StartRampRequest)(nil),           // 28: prefixroute.v1.StartRampRequest
-	(*GetRampRequest)(nil),             // 29: prefixroute.v1.GetRampRequest
-	(*PauseRampRequest)(nil),           // 30: prefixroute.v1.PauseRampRequest
-	(*ResumeRampRequest)(nil),          // 31: prefixroute.v1.ResumeRampRequest
-	(*AbortRampRequest)(nil),           // 32: prefixroute.v1.AbortRampRequest
-	(*GetMigrationStatusRequest)(nil),  // 33: prefixroute.v1.GetMigrationStatusRequest
-	(*StartRampResponse)(nil),          // 34: prefixroute.v1.StartRampResponse
-	(*GetRampResponse)(nil),            // 35: prefixroute.v1.GetRampResponse
-	(*PauseRampResponse)(nil),          // 36: prefixroute.v1.PauseRampResponse
-	(*ResumeRampResponse)(nil),         // 37: prefixroute.v1.ResumeRampResponse
-	(*AbortRampResponse)(nil),          // 38: prefixroute.v1.AbortRampResponse
-	(*GetMigrationStatusResponse)(nil), // 39: prefixroute.v1.GetMigrationStatusResponse
+	(PdRole)(0),                        // 27: prefixroute.v1.PdRole
+	(*timestamppb.Timestamp)(nil),      // 28: google.protobuf.Timestamp
+	(*StartRampRequest)(nil),           // 29: prefixroute.v1.StartRampRequest
+	(*GetRampRequest)(nil),             // 30: prefixroute.v1.GetRampRequest
+	(*PauseRampRequest)(nil),           // 31: prefixroute.v1.PauseRampRequest
+	(*ResumeRampRequest)(nil),          // 32: prefixroute.v1.ResumeRampRequest
+	(*AbortRampRequest)(nil),           // 33: prefixroute.v1.AbortRampRequest
+	(*GetMigrationStatusRequest)(nil),  // 34: prefixroute.v1.GetMigrationStatusRequest
+	(*StartRampResponse)(nil),          // 35: prefixroute.v1.StartRampResponse
+	(*GetRampResponse)(nil),            // 36: prefixroute.v1.GetRampResponse
+	(*PauseRampResponse)(nil),          // 37: prefixroute.v1.PauseRampResponse
+	(*ResumeRampResponse)(nil),         // 38: prefixroute.v1.ResumeRampResponse
+	(*AbortRampResponse)(nil),          // 39: prefixroute.v1.AbortRampResponse
+	(*GetMigrationStatusResponse)(nil), // 40: prefixroute.v1.GetMigrationStatusResponse
 }
 var file_prefixroute_v1_admin_proto_depIdxs = []int32{
 	24, // 0: prefixroute.v1.GetSloCalibrationResponse.calibration:type_name -> prefixroute.v1.SloCalibration
@@ -1667,41 +1679,42 @@ var file_prefixroute_v1_admin_proto_depIdxs = []int32{
 	26, // 9: prefixroute.v1.GetPolicyResponse.policy:type_name -> prefixroute.v1.Policy
 	15, // 10: prefixroute.v1.ListInstancesResponse.instances:type_name -> prefixroute.v1.InstanceStatus
 	0,  // 11: prefixroute.v1.InstanceStatus.state:type_name -> prefixroute.v1.InstanceState
-	18, // 12: prefixroute.v1.ListPoolsResponse.pools:type_name -> prefixroute.v1.PoolSummary
-	27, // 13: prefixroute.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	4,  // 14: prefixroute.v1.AdminService.SetWeights:input_type -> prefixroute.v1.SetWeightsRequest
-	6,  // 15: prefixroute.v1.AdminService.GetWeights:input_type -> prefixroute.v1.GetWeightsRequest
-	9,  // 16: prefixroute.v1.AdminService.SetPolicy:input_type -> prefixroute.v1.SetPolicyRequest
-	11, // 17: prefixroute.v1.AdminService.GetPolicy:input_type -> prefixroute.v1.GetPolicyRequest
-	13, // 18: prefixroute.v1.AdminService.ListInstances:input_type -> prefixroute.v1.ListInstancesRequest
-	16, // 19: prefixroute.v1.AdminService.ListPools:input_type -> prefixroute.v1.ListPoolsRequest
-	28, // 20: prefixroute.v1.AdminService.StartRamp:input_type -> prefixroute.v1.StartRampRequest
-	29, // 21: prefixroute.v1.AdminService.GetRamp:input_type -> prefixroute.v1.GetRampRequest
-	30, // 22: prefixroute.v1.AdminService.PauseRamp:input_type -> prefixroute.v1.PauseRampRequest
-	31, // 23: prefixroute.v1.AdminService.ResumeRamp:input_type -> prefixroute.v1.ResumeRampRequest
-	32, // 24: prefixroute.v1.AdminService.AbortRamp:input_type -> prefixroute.v1.AbortRampRequest
-	33, // 25: prefixroute.v1.AdminService.GetMigrationStatus:input_type -> prefixroute.v1.GetMigrationStatusRequest
-	19, // 26: prefixroute.v1.AdminService.GetServerInfo:input_type -> prefixroute.v1.GetServerInfoRequest
-	1,  // 27: prefixroute.v1.AdminService.GetSloCalibration:input_type -> prefixroute.v1.GetSloCalibrationRequest
-	5,  // 28: prefixroute.v1.AdminService.SetWeights:output_type -> prefixroute.v1.SetWeightsResponse
-	7,  // 29: prefixroute.v1.AdminService.GetWeights:output_type -> prefixroute.v1.GetWeightsResponse
-	10, // 30: prefixroute.v1.AdminService.SetPolicy:output_type -> prefixroute.v1.SetPolicyResponse
-	12, // 31: prefixroute.v1.AdminService.GetPolicy:output_type -> prefixroute.v1.GetPolicyResponse
-	14, // 32: prefixroute.v1.AdminService.ListInstances:output_type -> prefixroute.v1.ListInstancesResponse
-	17, // 33: prefixroute.v1.AdminService.ListPools:output_type -> prefixroute.v1.ListPoolsResponse
-	34, // 34: prefixroute.v1.AdminService.StartRamp:output_type -> prefixroute.v1.StartRampResponse
-	35, // 35: prefixroute.v1.AdminService.GetRamp:output_type -> prefixroute.v1.GetRampResponse
-	36, // 36: prefixroute.v1.AdminService.PauseRamp:output_type -> prefixroute.v1.PauseRampResponse
-	37, // 37: prefixroute.v1.AdminService.ResumeRamp:output_type -> prefixroute.v1.ResumeRampResponse
-	38, // 38: prefixroute.v1.AdminService.AbortRamp:output_type -> prefixroute.v1.AbortRampResponse
-	39, // 39: prefixroute.v1.AdminService.GetMigrationStatus:output_type -> prefixroute.v1.GetMigrationStatusResponse
-	20, // 40: prefixroute.v1.AdminService.GetServerInfo:output_type -> prefixroute.v1.GetServerInfoResponse
-	2,  // 41: prefixroute.v1.AdminService.GetSloCalibration:output_type -> prefixroute.v1.GetSloCalibrationResponse
-	28, // [28:42] is the sub-list for method output_type
-	14, // [14:28] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	27, // 12: prefixroute.v1.InstanceStatus.role:type_name -> prefixroute.v1.PdRole
+	18, // 13: prefixroute.v1.ListPoolsResponse.pools:type_name -> prefixroute.v1.PoolSummary
+	28, // 14: prefixroute.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	4,  // 15: prefixroute.v1.AdminService.SetWeights:input_type -> prefixroute.v1.SetWeightsRequest
+	6,  // 16: prefixroute.v1.AdminService.GetWeights:input_type -> prefixroute.v1.GetWeightsRequest
+	9,  // 17: prefixroute.v1.AdminService.SetPolicy:input_type -> prefixroute.v1.SetPolicyRequest
+	11, // 18: prefixroute.v1.AdminService.GetPolicy:input_type -> prefixroute.v1.GetPolicyRequest
+	13, // 19: prefixroute.v1.AdminService.ListInstances:input_type -> prefixroute.v1.ListInstancesRequest
+	16, // 20: prefixroute.v1.AdminService.ListPools:input_type -> prefixroute.v1.ListPoolsRequest
+	29, // 21: prefixroute.v1.AdminService.StartRamp:input_type -> prefixroute.v1.StartRampRequest
+	30, // 22: prefixroute.v1.AdminService.GetRamp:input_type -> prefixroute.v1.GetRampRequest
+	31, // 23: prefixroute.v1.AdminService.PauseRamp:input_type -> prefixroute.v1.PauseRampRequest
+	32, // 24: prefixroute.v1.AdminService.ResumeRamp:input_type -> prefixroute.v1.ResumeRampRequest
+	33, // 25: prefixroute.v1.AdminService.AbortRamp:input_type -> prefixroute.v1.AbortRampRequest
+	34, // 26: prefixroute.v1.AdminService.GetMigrationStatus:input_type -> prefixroute.v1.GetMigrationStatusRequest
+	19, // 27: prefixroute.v1.AdminService.GetServerInfo:input_type -> prefixroute.v1.GetServerInfoRequest
+	1,  // 28: prefixroute.v1.AdminService.GetSloCalibration:input_type -> prefixroute.v1.GetSloCalibrationRequest
+	5,  // 29: prefixroute.v1.AdminService.SetWeights:output_type -> prefixroute.v1.SetWeightsResponse
+	7,  // 30: prefixroute.v1.AdminService.GetWeights:output_type -> prefixroute.v1.GetWeightsResponse
+	10, // 31: prefixroute.v1.AdminService.SetPolicy:output_type -> prefixroute.v1.SetPolicyResponse
+	12, // 32: prefixroute.v1.AdminService.GetPolicy:output_type -> prefixroute.v1.GetPolicyResponse
+	14, // 33: prefixroute.v1.AdminService.ListInstances:output_type -> prefixroute.v1.ListInstancesResponse
+	17, // 34: prefixroute.v1.AdminService.ListPools:output_type -> prefixroute.v1.ListPoolsResponse
+	35, // 35: prefixroute.v1.AdminService.StartRamp:output_type -> prefixroute.v1.StartRampResponse
+	36, // 36: prefixroute.v1.AdminService.GetRamp:output_type -> prefixroute.v1.GetRampResponse
+	37, // 37: prefixroute.v1.AdminService.PauseRamp:output_type -> prefixroute.v1.PauseRampResponse
+	38, // 38: prefixroute.v1.AdminService.ResumeRamp:output_type -> prefixroute.v1.ResumeRampResponse
+	39, // 39: prefixroute.v1.AdminService.AbortRamp:output_type -> prefixroute.v1.AbortRampResponse
+	40, // 40: prefixroute.v1.AdminService.GetMigrationStatus:output_type -> prefixroute.v1.GetMigrationStatusResponse
+	20, // 41: prefixroute.v1.AdminService.GetServerInfo:output_type -> prefixroute.v1.GetServerInfoResponse
+	2,  // 42: prefixroute.v1.AdminService.GetSloCalibration:output_type -> prefixroute.v1.GetSloCalibrationResponse
+	29, // [29:43] is the sub-list for method output_type
+	15, // [15:29] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_admin_proto_init() }
@@ -1709,6 +1722,7 @@ func file_prefixroute_v1_admin_proto_init() {
 	if File_prefixroute_v1_admin_proto != nil {
 		return
 	}
+	file_prefixroute_v1_load_proto_init()
 	file_prefixroute_v1_migration_proto_init()
 	file_prefixroute_v1_policy_proto_init()
 	file_prefixroute_v1_rollout_proto_init()

@@ -637,10 +637,14 @@ func (x *InstanceLoad) GetDraining() bool {
 type PickResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// address is the chosen instance's address, as it reported it.
-	Address       string    `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
-	InstanceId    string    `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	Deployment    string    `protobuf:"bytes,3,opt,name=deployment,proto3" json:"deployment,omitempty"`
-	Decision      *Decision `protobuf:"bytes,4,opt,name=decision,proto3" json:"decision,omitempty"`
+	Address    string    `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	InstanceId string    `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Deployment string    `protobuf:"bytes,3,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	Decision   *Decision `protobuf:"bytes,4,opt,name=decision,proto3" json:"decision,omitempty"`
+	// prefill is the prefill instance chosen for a disaggregated pick (the
+	// decode instance is address/instance_id); unset when the request
+	// prefills on the decode instance. Set at every audit level.
+	Prefill       *PdPrefill `protobuf:"bytes,30,opt,name=prefill,proto3" json:"prefill,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -703,6 +707,78 @@ func (x *PickResponse) GetDecision() *Decision {
 	return nil
 }
 
+func (x *PickResponse) GetPrefill() *PdPrefill {
+	if x != nil {
+		return x.Prefill
+	}
+	return nil
+}
+
+// PdPrefill is the prefill instance of a disaggregated pick.
+type PdPrefill struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// address is the prefill instance's address, as it reported it: what a
+	// decode-side sidecar reads from x-prefiller-host-port.
+	Address    string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	InstanceId string `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// probability is P(p|d): the prefill instance's probability among the
+	// deployment's eligible prefill instances.
+	Probability   float64 `protobuf:"fixed64,3,opt,name=probability,proto3" json:"probability,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PdPrefill) Reset() {
+	*x = PdPrefill{}
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PdPrefill) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PdPrefill) ProtoMessage() {}
+
+func (x *PdPrefill) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PdPrefill.ProtoReflect.Descriptor instead.
+func (*PdPrefill) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PdPrefill) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *PdPrefill) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *PdPrefill) GetProbability() float64 {
+	if x != nil {
+		return x.Probability
+	}
+	return 0
+}
+
 // Decision is the audit of one Pick.
 type Decision struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -738,13 +814,16 @@ type Decision struct {
 	// prefill model the costs used (its deployment's calibration_version);
 	// 0 = the policy's prior.
 	CalibrationVersion uint64 `protobuf:"varint,22,opt,name=calibration_version,json=calibrationVersion,proto3" json:"calibration_version,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// pd is the prefill/decode stage, when the drawn deployment has
+	// prefill instances.
+	Pd            *PdDecision `protobuf:"bytes,30,opt,name=pd,proto3" json:"pd,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[7]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +835,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[7]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +848,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{7}
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Decision) GetStrategy() Strategy {
@@ -877,6 +956,144 @@ func (x *Decision) GetCalibrationVersion() uint64 {
 	return 0
 }
 
+func (x *Decision) GetPd() *PdDecision {
+	if x != nil {
+		return x.Pd
+	}
+	return nil
+}
+
+// PdDecision is the prefill/decode stage of a decision: after the decode
+// instance (the pick's instance) was drawn, whether a prefill instance of
+// the same deployment pays, and which.
+type PdDecision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reason is disaggregated, or why not: below_threshold, local_cheaper,
+	// no_prefill_instance, prefill_saturated.
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// prefill_instance_id is the chosen prefill instance ("" when none);
+	// prefill_probability its P(p|d).
+	PrefillInstanceId  string  `protobuf:"bytes,2,opt,name=prefill_instance_id,json=prefillInstanceId,proto3" json:"prefill_instance_id,omitempty"`
+	PrefillProbability float64 `protobuf:"fixed64,3,opt,name=prefill_probability,json=prefillProbability,proto3" json:"prefill_probability,omitempty"`
+	// prefill_draw is the third random draw, made only when disaggregated.
+	PrefillDraw float64 `protobuf:"fixed64,4,opt,name=prefill_draw,json=prefillDraw,proto3" json:"prefill_draw,omitempty"`
+	// prefill_instances counts the deployment's prefill instances,
+	// prefill_eligible those that passed the eligibility checks.
+	PrefillInstances uint32 `protobuf:"varint,5,opt,name=prefill_instances,json=prefillInstances,proto3" json:"prefill_instances,omitempty"`
+	PrefillEligible  uint32 `protobuf:"varint,6,opt,name=prefill_eligible,json=prefillEligible,proto3" json:"prefill_eligible,omitempty"`
+	// uncached_tokens are the prompt tokens uncached on the decode instance.
+	UncachedTokens uint32 `protobuf:"varint,7,opt,name=uncached_tokens,json=uncachedTokens,proto3" json:"uncached_tokens,omitempty"`
+	// local_ms is the predicted TTFT prefilling on the decode instance (its
+	// queue_ms + prefill_ms + batch_wait_ms), in ms; remote_ms that on the
+	// best eligible prefill instance plus transfer_ms, in ms (0 when none is
+	// eligible); transfer_ms = pd_transfer_ms_per_token × uncached_tokens.
+	LocalMs       float64 `protobuf:"fixed64,8,opt,name=local_ms,json=localMs,proto3" json:"local_ms,omitempty"`
+	RemoteMs      float64 `protobuf:"fixed64,9,opt,name=remote_ms,json=remoteMs,proto3" json:"remote_ms,omitempty"`
+	TransferMs    float64 `protobuf:"fixed64,10,opt,name=transfer_ms,json=transferMs,proto3" json:"transfer_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PdDecision) Reset() {
+	*x = PdDecision{}
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PdDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PdDecision) ProtoMessage() {}
+
+func (x *PdDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PdDecision.ProtoReflect.Descriptor instead.
+func (*PdDecision) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PdDecision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PdDecision) GetPrefillInstanceId() string {
+	if x != nil {
+		return x.PrefillInstanceId
+	}
+	return ""
+}
+
+func (x *PdDecision) GetPrefillProbability() float64 {
+	if x != nil {
+		return x.PrefillProbability
+	}
+	return 0
+}
+
+func (x *PdDecision) GetPrefillDraw() float64 {
+	if x != nil {
+		return x.PrefillDraw
+	}
+	return 0
+}
+
+func (x *PdDecision) GetPrefillInstances() uint32 {
+	if x != nil {
+		return x.PrefillInstances
+	}
+	return 0
+}
+
+func (x *PdDecision) GetPrefillEligible() uint32 {
+	if x != nil {
+		return x.PrefillEligible
+	}
+	return 0
+}
+
+func (x *PdDecision) GetUncachedTokens() uint32 {
+	if x != nil {
+		return x.UncachedTokens
+	}
+	return 0
+}
+
+func (x *PdDecision) GetLocalMs() float64 {
+	if x != nil {
+		return x.LocalMs
+	}
+	return 0
+}
+
+func (x *PdDecision) GetRemoteMs() float64 {
+	if x != nil {
+		return x.RemoteMs
+	}
+	return 0
+}
+
+func (x *PdDecision) GetTransferMs() float64 {
+	if x != nil {
+		return x.TransferMs
+	}
+	return 0
+}
+
 // DeploymentDecision is the deployment level of a decision.
 type DeploymentDecision struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -910,7 +1127,7 @@ type DeploymentDecision struct {
 
 func (x *DeploymentDecision) Reset() {
 	*x = DeploymentDecision{}
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[8]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1139,7 @@ func (x *DeploymentDecision) String() string {
 func (*DeploymentDecision) ProtoMessage() {}
 
 func (x *DeploymentDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[8]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1152,7 @@ func (x *DeploymentDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentDecision.ProtoReflect.Descriptor instead.
 func (*DeploymentDecision) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{8}
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeploymentDecision) GetDeployment() string {
@@ -1066,7 +1283,7 @@ type InstanceDecision struct {
 
 func (x *InstanceDecision) Reset() {
 	*x = InstanceDecision{}
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[9]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1295,7 @@ func (x *InstanceDecision) String() string {
 func (*InstanceDecision) ProtoMessage() {}
 
 func (x *InstanceDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[9]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1308,7 @@ func (x *InstanceDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceDecision.ProtoReflect.Descriptor instead.
 func (*InstanceDecision) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{9}
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InstanceDecision) GetInstanceId() string {
@@ -1250,7 +1467,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\t_queue_msB\x11\n" +
 	"\x0f_kv_cache_usageB\x1c\n" +
 	"\x1a_prefill_tokens_per_secondB\v\n" +
-	"\t_draining\"\x9f\x01\n" +
+	"\t_draining\"\xd4\x01\n" +
 	"\fPickResponse\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -1258,7 +1475,13 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\n" +
 	"deployment\x18\x03 \x01(\tR\n" +
 	"deployment\x124\n" +
-	"\bdecision\x18\x04 \x01(\v2\x18.prefixroute.v1.DecisionR\bdecision\"\xe1\x04\n" +
+	"\bdecision\x18\x04 \x01(\v2\x18.prefixroute.v1.DecisionR\bdecision\x123\n" +
+	"\aprefill\x18\x1e \x01(\v2\x19.prefixroute.v1.PdPrefillR\aprefill\"h\n" +
+	"\tPdPrefill\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1f\n" +
+	"\vinstance_id\x18\x02 \x01(\tR\n" +
+	"instanceId\x12 \n" +
+	"\vprobability\x18\x03 \x01(\x01R\vprobability\"\x8d\x05\n" +
 	"\bDecision\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12.\n" +
 	"\x06policy\x18\x02 \x01(\v2\x16.prefixroute.v1.PolicyR\x06policy\x12'\n" +
@@ -1275,7 +1498,22 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\bdrain_ms\x18\f \x01(\x01R\adrainMs\x12\x1e\n" +
 	"\vttft_slo_ms\x18\x14 \x01(\x01R\tttftSloMs\x12\x17\n" +
 	"\aslo_met\x18\x15 \x01(\bR\x06sloMet\x12/\n" +
-	"\x13calibration_version\x18\x16 \x01(\x04R\x12calibrationVersion\"\xb1\x03\n" +
+	"\x13calibration_version\x18\x16 \x01(\x04R\x12calibrationVersion\x12*\n" +
+	"\x02pd\x18\x1e \x01(\v2\x1a.prefixroute.v1.PdDecisionR\x02pd\"\x82\x03\n" +
+	"\n" +
+	"PdDecision\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12.\n" +
+	"\x13prefill_instance_id\x18\x02 \x01(\tR\x11prefillInstanceId\x12/\n" +
+	"\x13prefill_probability\x18\x03 \x01(\x01R\x12prefillProbability\x12!\n" +
+	"\fprefill_draw\x18\x04 \x01(\x01R\vprefillDraw\x12+\n" +
+	"\x11prefill_instances\x18\x05 \x01(\rR\x10prefillInstances\x12)\n" +
+	"\x10prefill_eligible\x18\x06 \x01(\rR\x0fprefillEligible\x12'\n" +
+	"\x0funcached_tokens\x18\a \x01(\rR\x0euncachedTokens\x12\x19\n" +
+	"\blocal_ms\x18\b \x01(\x01R\alocalMs\x12\x1b\n" +
+	"\tremote_ms\x18\t \x01(\x01R\bremoteMs\x12\x1f\n" +
+	"\vtransfer_ms\x18\n" +
+	" \x01(\x01R\n" +
+	"transferMs\"\xb1\x03\n" +
 	"\x12DeploymentDecision\x12\x1e\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\tR\n" +
@@ -1342,7 +1580,7 @@ func file_prefixroute_v1_pick_proto_rawDescGZIP() []byte {
 }
 
 var file_prefixroute_v1_pick_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_prefixroute_v1_pick_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_prefixroute_v1_pick_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_prefixroute_v1_pick_proto_goTypes = []any{
 	(OutcomeStatus)(0),            // 0: prefixroute.v1.OutcomeStatus
 	(AuditLevel)(0),               // 1: prefixroute.v1.AuditLevel
@@ -1353,11 +1591,13 @@ var file_prefixroute_v1_pick_proto_goTypes = []any{
 	(*LoadSnapshot)(nil),          // 6: prefixroute.v1.LoadSnapshot
 	(*InstanceLoad)(nil),          // 7: prefixroute.v1.InstanceLoad
 	(*PickResponse)(nil),          // 8: prefixroute.v1.PickResponse
-	(*Decision)(nil),              // 9: prefixroute.v1.Decision
-	(*DeploymentDecision)(nil),    // 10: prefixroute.v1.DeploymentDecision
-	(*InstanceDecision)(nil),      // 11: prefixroute.v1.InstanceDecision
-	(Strategy)(0),                 // 12: prefixroute.v1.Strategy
-	(*Policy)(nil),                // 13: prefixroute.v1.Policy
+	(*PdPrefill)(nil),             // 9: prefixroute.v1.PdPrefill
+	(*Decision)(nil),              // 10: prefixroute.v1.Decision
+	(*PdDecision)(nil),            // 11: prefixroute.v1.PdDecision
+	(*DeploymentDecision)(nil),    // 12: prefixroute.v1.DeploymentDecision
+	(*InstanceDecision)(nil),      // 13: prefixroute.v1.InstanceDecision
+	(Strategy)(0),                 // 14: prefixroute.v1.Strategy
+	(*Policy)(nil),                // 15: prefixroute.v1.Policy
 }
 var file_prefixroute_v1_pick_proto_depIdxs = []int32{
 	3,  // 0: prefixroute.v1.ReportOutcomeRequest.outcomes:type_name -> prefixroute.v1.Outcome
@@ -1365,20 +1605,22 @@ var file_prefixroute_v1_pick_proto_depIdxs = []int32{
 	6,  // 2: prefixroute.v1.PickRequest.load_snapshot:type_name -> prefixroute.v1.LoadSnapshot
 	1,  // 3: prefixroute.v1.PickRequest.audit:type_name -> prefixroute.v1.AuditLevel
 	7,  // 4: prefixroute.v1.LoadSnapshot.instances:type_name -> prefixroute.v1.InstanceLoad
-	9,  // 5: prefixroute.v1.PickResponse.decision:type_name -> prefixroute.v1.Decision
-	12, // 6: prefixroute.v1.Decision.strategy:type_name -> prefixroute.v1.Strategy
-	13, // 7: prefixroute.v1.Decision.policy:type_name -> prefixroute.v1.Policy
-	10, // 8: prefixroute.v1.Decision.deployments:type_name -> prefixroute.v1.DeploymentDecision
-	11, // 9: prefixroute.v1.Decision.instances:type_name -> prefixroute.v1.InstanceDecision
-	5,  // 10: prefixroute.v1.PickService.Pick:input_type -> prefixroute.v1.PickRequest
-	2,  // 11: prefixroute.v1.PickService.ReportOutcome:input_type -> prefixroute.v1.ReportOutcomeRequest
-	8,  // 12: prefixroute.v1.PickService.Pick:output_type -> prefixroute.v1.PickResponse
-	4,  // 13: prefixroute.v1.PickService.ReportOutcome:output_type -> prefixroute.v1.ReportOutcomeResponse
-	12, // [12:14] is the sub-list for method output_type
-	10, // [10:12] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	10, // 5: prefixroute.v1.PickResponse.decision:type_name -> prefixroute.v1.Decision
+	9,  // 6: prefixroute.v1.PickResponse.prefill:type_name -> prefixroute.v1.PdPrefill
+	14, // 7: prefixroute.v1.Decision.strategy:type_name -> prefixroute.v1.Strategy
+	15, // 8: prefixroute.v1.Decision.policy:type_name -> prefixroute.v1.Policy
+	12, // 9: prefixroute.v1.Decision.deployments:type_name -> prefixroute.v1.DeploymentDecision
+	13, // 10: prefixroute.v1.Decision.instances:type_name -> prefixroute.v1.InstanceDecision
+	11, // 11: prefixroute.v1.Decision.pd:type_name -> prefixroute.v1.PdDecision
+	5,  // 12: prefixroute.v1.PickService.Pick:input_type -> prefixroute.v1.PickRequest
+	2,  // 13: prefixroute.v1.PickService.ReportOutcome:input_type -> prefixroute.v1.ReportOutcomeRequest
+	8,  // 14: prefixroute.v1.PickService.Pick:output_type -> prefixroute.v1.PickResponse
+	4,  // 15: prefixroute.v1.PickService.ReportOutcome:output_type -> prefixroute.v1.ReportOutcomeResponse
+	14, // [14:16] is the sub-list for method output_type
+	12, // [12:14] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_pick_proto_init() }
@@ -1396,7 +1638,7 @@ func file_prefixroute_v1_pick_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_pick_proto_rawDesc), len(file_prefixroute_v1_pick_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

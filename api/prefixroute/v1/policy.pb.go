@@ -249,6 +249,63 @@ func (SloCalibration) EnumDescriptor() ([]byte, []int) {
 	return file_prefixroute_v1_policy_proto_rawDescGZIP(), []int{3}
 }
 
+// PdFallback is what a pick does when it would use a prefill instance but
+// the drawn deployment has none eligible (reason no_prefill_instance or
+// prefill_saturated).
+type PdFallback int32
+
+const (
+	// PD_FALLBACK_UNSPECIFIED keeps the current value (default local).
+	PdFallback_PD_FALLBACK_UNSPECIFIED PdFallback = 0
+	// PD_FALLBACK_LOCAL prefills on the decode instance; the audit and the
+	// metric say why.
+	PdFallback_PD_FALLBACK_LOCAL PdFallback = 1
+	// PD_FALLBACK_FAIL fails the pick: UNAVAILABLE (no_prefill_instance) or
+	// RESOURCE_EXHAUSTED (prefill_saturated).
+	PdFallback_PD_FALLBACK_FAIL PdFallback = 2
+)
+
+// Enum value maps for PdFallback.
+var (
+	PdFallback_name = map[int32]string{
+		0: "PD_FALLBACK_UNSPECIFIED",
+		1: "PD_FALLBACK_LOCAL",
+		2: "PD_FALLBACK_FAIL",
+	}
+	PdFallback_value = map[string]int32{
+		"PD_FALLBACK_UNSPECIFIED": 0,
+		"PD_FALLBACK_LOCAL":       1,
+		"PD_FALLBACK_FAIL":        2,
+	}
+)
+
+func (x PdFallback) Enum() *PdFallback {
+	p := new(PdFallback)
+	*p = x
+	return p
+}
+
+func (x PdFallback) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PdFallback) Descriptor() protoreflect.EnumDescriptor {
+	return file_prefixroute_v1_policy_proto_enumTypes[4].Descriptor()
+}
+
+func (PdFallback) Type() protoreflect.EnumType {
+	return &file_prefixroute_v1_policy_proto_enumTypes[4]
+}
+
+func (x PdFallback) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PdFallback.Descriptor instead.
+func (PdFallback) EnumDescriptor() ([]byte, []int) {
+	return file_prefixroute_v1_policy_proto_rawDescGZIP(), []int{4}
+}
+
 // Policy holds a pool's scheduling parameters. In SetPolicy, unset fields
 // keep their current value; in responses every field is set.
 type Policy struct {
@@ -306,7 +363,19 @@ type Policy struct {
 	// on_slo_miss: see SloOnMiss. Default best_effort.
 	OnSloMiss SloOnMiss `protobuf:"varint,20,opt,name=on_slo_miss,json=onSloMiss,proto3,enum=prefixroute.v1.SloOnMiss" json:"on_slo_miss,omitempty"`
 	// calibration: see SloCalibration. Default apply.
-	Calibration   SloCalibration `protobuf:"varint,21,opt,name=calibration,proto3,enum=prefixroute.v1.SloCalibration" json:"calibration,omitempty"`
+	Calibration SloCalibration `protobuf:"varint,21,opt,name=calibration,proto3,enum=prefixroute.v1.SloCalibration" json:"calibration,omitempty"`
+	// pd_min_uncached_tokens: a request is considered for a prefill instance
+	// (disaggregated prefill) only when at least this many of its prompt
+	// tokens are uncached on the chosen decode instance (and at least 1).
+	// Default 512, range [0, 10000000] tokens. Only deployments with
+	// prefill instances read it.
+	PdMinUncachedTokens *uint32 `protobuf:"varint,30,opt,name=pd_min_uncached_tokens,json=pdMinUncachedTokens,proto3,oneof" json:"pd_min_uncached_tokens,omitempty"`
+	// pd_transfer_ms_per_token is the KV transfer time from a prefill
+	// instance to the decode instance, per uncached token, in ms. Default
+	// 0.005 (128 KiB of KV a token over 25 GB/s), range [0, 1000] ms.
+	PdTransferMsPerToken *float64 `protobuf:"fixed64,31,opt,name=pd_transfer_ms_per_token,json=pdTransferMsPerToken,proto3,oneof" json:"pd_transfer_ms_per_token,omitempty"`
+	// pd_fallback: see PdFallback. Default local.
+	PdFallback    PdFallback `protobuf:"varint,32,opt,name=pd_fallback,json=pdFallback,proto3,enum=prefixroute.v1.PdFallback" json:"pd_fallback,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -467,11 +536,32 @@ func (x *Policy) GetCalibration() SloCalibration {
 	return SloCalibration_SLO_CALIBRATION_UNSPECIFIED
 }
 
+func (x *Policy) GetPdMinUncachedTokens() uint32 {
+	if x != nil && x.PdMinUncachedTokens != nil {
+		return *x.PdMinUncachedTokens
+	}
+	return 0
+}
+
+func (x *Policy) GetPdTransferMsPerToken() float64 {
+	if x != nil && x.PdTransferMsPerToken != nil {
+		return *x.PdTransferMsPerToken
+	}
+	return 0
+}
+
+func (x *Policy) GetPdFallback() PdFallback {
+	if x != nil {
+		return x.PdFallback
+	}
+	return PdFallback_PD_FALLBACK_UNSPECIFIED
+}
+
 var File_prefixroute_v1_policy_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xc6\t\n" +
+	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xb2\v\n" +
 	"\x06Policy\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12\x1e\n" +
 	"\blambda_h\x18\x02 \x01(\x01H\x00R\alambdaH\x88\x01\x01\x12\x1e\n" +
@@ -495,7 +585,11 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\ron_saturation\x18\x0f \x01(\x0e2\x1c.prefixroute.v1.OnSaturationR\fonSaturation\x12;\n" +
 	"\x17doubling_context_tokens\x18\x10 \x01(\x01H\vR\x15doublingContextTokens\x88\x01\x01\x129\n" +
 	"\von_slo_miss\x18\x14 \x01(\x0e2\x19.prefixroute.v1.SloOnMissR\tonSloMiss\x12@\n" +
-	"\vcalibration\x18\x15 \x01(\x0e2\x1e.prefixroute.v1.SloCalibrationR\vcalibrationB\v\n" +
+	"\vcalibration\x18\x15 \x01(\x0e2\x1e.prefixroute.v1.SloCalibrationR\vcalibration\x128\n" +
+	"\x16pd_min_uncached_tokens\x18\x1e \x01(\rH\fR\x13pdMinUncachedTokens\x88\x01\x01\x12;\n" +
+	"\x18pd_transfer_ms_per_token\x18\x1f \x01(\x01H\rR\x14pdTransferMsPerToken\x88\x01\x01\x12;\n" +
+	"\vpd_fallback\x18  \x01(\x0e2\x1a.prefixroute.v1.PdFallbackR\n" +
+	"pdFallbackB\v\n" +
 	"\t_lambda_hB\v\n" +
 	"\t_delta_msB\x12\n" +
 	"\x10_threshold_ratioB\x13\n" +
@@ -507,7 +601,9 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\r_max_queue_msB\x16\n" +
 	"\x14_deployment_delta_msB\x1d\n" +
 	"\x1b_default_kv_capacity_blocksB\x1a\n" +
-	"\x18_doubling_context_tokens*g\n" +
+	"\x18_doubling_context_tokensB\x19\n" +
+	"\x17_pd_min_uncached_tokensB\x1b\n" +
+	"\x19_pd_transfer_ms_per_token*g\n" +
 	"\bStrategy\x12\x18\n" +
 	"\x14STRATEGY_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STRATEGY_SOFTMAX\x10\x01\x12\x16\n" +
@@ -524,7 +620,12 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\x0eSloCalibration\x12\x1f\n" +
 	"\x1bSLO_CALIBRATION_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SLO_CALIBRATION_APPLY\x10\x01\x12\x1b\n" +
-	"\x17SLO_CALIBRATION_OBSERVE\x10\x02B\xbf\x01\n" +
+	"\x17SLO_CALIBRATION_OBSERVE\x10\x02*V\n" +
+	"\n" +
+	"PdFallback\x12\x1b\n" +
+	"\x17PD_FALLBACK_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11PD_FALLBACK_LOCAL\x10\x01\x12\x14\n" +
+	"\x10PD_FALLBACK_FAIL\x10\x02B\xbf\x01\n" +
 	"\x12com.prefixroute.v1B\vPolicyProtoP\x01ZCgithub.com/prefixroute/prefixroute/api/prefixroute/v1;prefixroutev1\xa2\x02\x03PXX\xaa\x02\x0ePrefixroute.V1\xca\x02\x0ePrefixroute\\V1\xe2\x02\x1aPrefixroute\\V1\\GPBMetadata\xea\x02\x0fPrefixroute::V1b\x06proto3"
 
 var (
@@ -539,28 +640,30 @@ func file_prefixroute_v1_policy_proto_rawDescGZIP() []byte {
 	return file_prefixroute_v1_policy_proto_rawDescData
 }
 
-var file_prefixroute_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_prefixroute_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_prefixroute_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_prefixroute_v1_policy_proto_goTypes = []any{
 	(Strategy)(0),               // 0: prefixroute.v1.Strategy
 	(OnSaturation)(0),           // 1: prefixroute.v1.OnSaturation
 	(SloOnMiss)(0),              // 2: prefixroute.v1.SloOnMiss
 	(SloCalibration)(0),         // 3: prefixroute.v1.SloCalibration
-	(*Policy)(nil),              // 4: prefixroute.v1.Policy
-	(*durationpb.Duration)(nil), // 5: google.protobuf.Duration
+	(PdFallback)(0),             // 4: prefixroute.v1.PdFallback
+	(*Policy)(nil),              // 5: prefixroute.v1.Policy
+	(*durationpb.Duration)(nil), // 6: google.protobuf.Duration
 }
 var file_prefixroute_v1_policy_proto_depIdxs = []int32{
 	0, // 0: prefixroute.v1.Policy.strategy:type_name -> prefixroute.v1.Strategy
-	5, // 1: prefixroute.v1.Policy.stale_after:type_name -> google.protobuf.Duration
-	5, // 2: prefixroute.v1.Policy.forget_after:type_name -> google.protobuf.Duration
+	6, // 1: prefixroute.v1.Policy.stale_after:type_name -> google.protobuf.Duration
+	6, // 2: prefixroute.v1.Policy.forget_after:type_name -> google.protobuf.Duration
 	1, // 3: prefixroute.v1.Policy.on_saturation:type_name -> prefixroute.v1.OnSaturation
 	2, // 4: prefixroute.v1.Policy.on_slo_miss:type_name -> prefixroute.v1.SloOnMiss
 	3, // 5: prefixroute.v1.Policy.calibration:type_name -> prefixroute.v1.SloCalibration
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	4, // 6: prefixroute.v1.Policy.pd_fallback:type_name -> prefixroute.v1.PdFallback
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_policy_proto_init() }
@@ -574,7 +677,7 @@ func file_prefixroute_v1_policy_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_policy_proto_rawDesc), len(file_prefixroute_v1_policy_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   1,
 			NumExtensions: 0,
 			NumServices:   0,
