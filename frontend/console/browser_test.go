@@ -61,7 +61,13 @@ func newBrowser(t *testing.T, httpAddr string) *browser {
 	b := &browser{t: t, ctx: ctx, base: "http://" + httpAddr + "/ui/"}
 	var collected sync.WaitGroup
 	t.Cleanup(func() { cancel(); cancelA(); collected.Wait() })
-	// The first call starts the browser for the life of ctx: no timeout.
+	// The first call starts the browser for the life of ctx: no timeout. A
+	// failed start ends the test here: a second start on the same context
+	// makes chromedp close its channel twice (a panic seen on a loaded
+	// machine, when the console subscription's start failed unseen).
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("Chromium (%s) did not start: %v", path, err)
+	}
 	msgs := chromedp.Console(ctx)
 	collected.Add(1)
 	go func() {
