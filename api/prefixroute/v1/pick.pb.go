@@ -807,7 +807,9 @@ type Decision struct {
 	// queue_full, queue_ms for kv_full.
 	DrainMs float64 `protobuf:"fixed64,12,opt,name=drain_ms,json=drainMs,proto3" json:"drain_ms,omitempty"`
 	// ttft_slo_ms is the request's TTFT target (0: none); slo_met is whether
-	// the chosen instance's predicted_ttft_ms is at or under it.
+	// the chosen instance's predicted_ttft_ms is at or under it (when
+	// pd.reason is disaggregated: the prefill instance's predicted_ttft_ms
+	// plus pd.transfer_ms).
 	TtftSloMs float64 `protobuf:"fixed64,20,opt,name=ttft_slo_ms,json=ttftSloMs,proto3" json:"ttft_slo_ms,omitempty"`
 	SloMet    bool    `protobuf:"varint,21,opt,name=slo_met,json=sloMet,proto3" json:"slo_met,omitempty"`
 	// calibration_version is the version of the chosen deployment's fitted
