@@ -74,7 +74,7 @@ type Ticket struct {
 	prev     *Ticket // in its flow's FIFO
 	next     *Ticket
 	charged  uint64 // tokens charged to its flow at its grant
-	heapAt   int     // index in the deadline heap; -1 when not in it
+	heapAt   int    // index in the deadline heap; -1 when not in it
 	state    uint8
 	err      error         // why it left, once state is left without a grant
 	ready    chan struct{} // one send: granted or expired
