@@ -23,6 +23,9 @@ const (
 	MaxStaleAfter                     = time.Hour
 	MaxForgetAfter                    = 24 * time.Hour
 	MaxDefaultKVCapacityBlocks uint64 = 1 << 30
+	MinQueueTTL                       = 10 * time.Millisecond
+	MaxQueueTTL                       = 10 * time.Minute
+	MaxQueueWaiting                   = 100000 // queue_max_waiting and queue_max_per_band
 )
 
 // PolicyError lists every problem Validate found in a policy, one per field

@@ -54,7 +54,8 @@ func defaultPolicy() *pb.Policy {
 		ThresholdMinMs: f64(20), BatchWaitMs: f64(0), BlockSizeTokens: u32(16), DefaultPrefillTokensPerSecond: f64(10000),
 		MaxKvUsage: f64(0.95), MaxQueueMs: f64(0), DeploymentDeltaMs: f64(0), StaleAfter: durationpb.New(2e9),
 		ForgetAfter: durationpb.New(30e9), DefaultKvCapacityBlocks: u64(16384),
-		OnSaturation: pb.OnSaturation_ON_SATURATION_LEAST_LOADED, DoublingContextTokens: f64(17000)}
+		OnSaturation: pb.OnSaturation_ON_SATURATION_LEAST_LOADED, DoublingContextTokens: f64(17000),
+		QueueTtl: durationpb.New(30e9), QueueMaxWaiting: u32(1000), QueueMaxPerBand: u32(1000)}
 }
 
 // seedPick is the seed's cutover example: weights 1:9, A holding the whole

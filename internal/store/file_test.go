@@ -144,7 +144,8 @@ func TestPolicyJSONDefaults(t *testing.T) {
 				BatchWaitMs: 1, BlockSizeTokens: 32, DefaultPrefillTokensPerSecond: 20000, MaxKVUsage: 0.9, MaxQueueMs: 100,
 				DeploymentDeltaMs: 50, StaleAfter: 3 * time.Second, ForgetAfter: time.Minute, DefaultKVCapacityBlocks: 1000,
 				OnSaturation:          scheduler.SaturationShed,
-				DoublingContextTokens: scheduler.DefaultDoublingContextTokens} // absent from that file: the default
+				DoublingContextTokens: scheduler.DefaultDoublingContextTokens,                         // absent from that file: the default
+				QueueTTL:              30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000} // absent too
 		}},
 		{`{"doubling_context_tokens": 0}`, func(p *scheduler.Policy) { p.DoublingContextTokens = 0 }}, // off, not "absent"
 		{`{"doubling_context_tokens": 33000}`, func(p *scheduler.Policy) { p.DoublingContextTokens = 33000 }},

@@ -375,7 +375,19 @@ type PickRequest struct {
 	// the same choice. When unset the router draws a seed and reports it.
 	Seed *uint64 `protobuf:"varint,7,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
 	// audit says how much of the decision the response carries. Default full.
-	Audit         AuditLevel `protobuf:"varint,8,opt,name=audit,proto3,enum=prefixroute.v1.AuditLevel" json:"audit,omitempty"`
+	Audit AuditLevel `protobuf:"varint,8,opt,name=audit,proto3,enum=prefixroute.v1.AuditLevel" json:"audit,omitempty"`
+	// priority of the request under on_saturation: queue (flow control):
+	// higher is served first; negative is sheddable (refused at once while
+	// the pool is saturated). Default 0. With a tokens file, a gateway
+	// identity bound to a max_priority cannot ask for more (clamped). The
+	// HTTP front ends read it from the x-prefixroute-priority header.
+	Priority int32 `protobuf:"varint,40,opt,name=priority,proto3" json:"priority,omitempty"`
+	// flow_id is the fairness key (e.g. a tenant): waiting picks of one band
+	// share the pool's capacity by prompt tokens between flows. At most 128
+	// bytes; "" is the flow "default". An identity bound to a flow replaces
+	// it. The HTTP front ends read x-llm-d-inference-fairness-id (or its
+	// alias x-gateway-inference-fairness-id).
+	FlowId        string `protobuf:"bytes,41,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -464,6 +476,20 @@ func (x *PickRequest) GetAudit() AuditLevel {
 		return x.Audit
 	}
 	return AuditLevel_AUDIT_LEVEL_UNSPECIFIED
+}
+
+func (x *PickRequest) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *PickRequest) GetFlowId() string {
+	if x != nil {
+		return x.FlowId
+	}
+	return ""
 }
 
 // LoadSnapshot is a gateway's own view of instance load.
@@ -714,9 +740,22 @@ type Decision struct {
 	// drain_ms, when saturated, is the least expected drain time of the
 	// instances excluded for load, in ms: queue_ms - max_queue_ms for
 	// queue_full, queue_ms for kv_full.
-	DrainMs       float64 `protobuf:"fixed64,12,opt,name=drain_ms,json=drainMs,proto3" json:"drain_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DrainMs float64 `protobuf:"fixed64,12,opt,name=drain_ms,json=drainMs,proto3" json:"drain_ms,omitempty"`
+	// queue_wait_ms is how long the pick waited in the router's queue for
+	// capacity (on_saturation: queue), 0 when it did not wait.
+	QueueWaitMs float64 `protobuf:"fixed64,40,opt,name=queue_wait_ms,json=queueWaitMs,proto3" json:"queue_wait_ms,omitempty"`
+	// queue_band is the priority band the pick waited in (its priority after
+	// any identity binding), set when queue_wait_ms is.
+	QueueBand int32 `protobuf:"varint,41,opt,name=queue_band,json=queueBand,proto3" json:"queue_band,omitempty"`
+	// flow_id is the fairness key the pick was queued under, set when
+	// queue_wait_ms is.
+	FlowId string `protobuf:"bytes,42,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
+	// unknown_instances counts instances whose report is stale: their load
+	// is unknown, so they count neither as saturated nor as free (they are
+	// excluded with reason stale).
+	UnknownInstances uint32 `protobuf:"varint,43,opt,name=unknown_instances,json=unknownInstances,proto3" json:"unknown_instances,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Decision) Reset() {
@@ -829,6 +868,34 @@ func (x *Decision) GetSaturated() bool {
 func (x *Decision) GetDrainMs() float64 {
 	if x != nil {
 		return x.DrainMs
+	}
+	return 0
+}
+
+func (x *Decision) GetQueueWaitMs() float64 {
+	if x != nil {
+		return x.QueueWaitMs
+	}
+	return 0
+}
+
+func (x *Decision) GetQueueBand() int32 {
+	if x != nil {
+		return x.QueueBand
+	}
+	return 0
+}
+
+func (x *Decision) GetFlowId() string {
+	if x != nil {
+		return x.FlowId
+	}
+	return ""
+}
+
+func (x *Decision) GetUnknownInstances() uint32 {
+	if x != nil {
+		return x.UnknownInstances
 	}
 	return 0
 }
@@ -1142,7 +1209,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\x15ReportOutcomeResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\rR\baccepted\x12\x18\n" +
 	"\amatched\x18\x02 \x01(\rR\amatched\x12+\n" +
-	"\x11unknown_instances\x18\x03 \x01(\rR\x10unknownInstances\"\xce\x02\n" +
+	"\x11unknown_instances\x18\x03 \x01(\rR\x10unknownInstances\"\x83\x03\n" +
 	"\vPickRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12#\n" +
 	"\rprefix_hashes\x18\x02 \x03(\x04R\fprefixHashes\x12#\n" +
@@ -1152,7 +1219,9 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x12+\n" +
 	"\x11exclude_instances\x18\x06 \x03(\tR\x10excludeInstances\x12\x17\n" +
 	"\x04seed\x18\a \x01(\x04H\x00R\x04seed\x88\x01\x01\x120\n" +
-	"\x05audit\x18\b \x01(\x0e2\x1a.prefixroute.v1.AuditLevelR\x05auditB\a\n" +
+	"\x05audit\x18\b \x01(\x0e2\x1a.prefixroute.v1.AuditLevelR\x05audit\x12\x1a\n" +
+	"\bpriority\x18( \x01(\x05R\bpriority\x12\x17\n" +
+	"\aflow_id\x18) \x01(\tR\x06flowIdB\a\n" +
 	"\x05_seed\"J\n" +
 	"\fLoadSnapshot\x12:\n" +
 	"\tinstances\x18\x01 \x03(\v2\x1c.prefixroute.v1.InstanceLoadR\tinstances\"\x83\x04\n" +
@@ -1180,7 +1249,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\n" +
 	"deployment\x18\x03 \x01(\tR\n" +
 	"deployment\x124\n" +
-	"\bdecision\x18\x04 \x01(\v2\x18.prefixroute.v1.DecisionR\bdecision\"\xf7\x03\n" +
+	"\bdecision\x18\x04 \x01(\v2\x18.prefixroute.v1.DecisionR\bdecision\"\x80\x05\n" +
 	"\bDecision\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12.\n" +
 	"\x06policy\x18\x02 \x01(\v2\x16.prefixroute.v1.PolicyR\x06policy\x12'\n" +
@@ -1194,7 +1263,12 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\rprompt_tokens\x18\n" +
 	" \x01(\rR\fpromptTokens\x12\x1c\n" +
 	"\tsaturated\x18\v \x01(\bR\tsaturated\x12\x19\n" +
-	"\bdrain_ms\x18\f \x01(\x01R\adrainMs\"\xa3\x02\n" +
+	"\bdrain_ms\x18\f \x01(\x01R\adrainMs\x12\"\n" +
+	"\rqueue_wait_ms\x18( \x01(\x01R\vqueueWaitMs\x12\x1d\n" +
+	"\n" +
+	"queue_band\x18) \x01(\x05R\tqueueBand\x12\x17\n" +
+	"\aflow_id\x18* \x01(\tR\x06flowId\x12+\n" +
+	"\x11unknown_instances\x18+ \x01(\rR\x10unknownInstances\"\xa3\x02\n" +
 	"\x12DeploymentDecision\x12\x1e\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\tR\n" +

@@ -93,19 +93,28 @@ const (
 	// ON_SATURATION_SHED answers RESOURCE_EXHAUSTED with the reasons and the
 	// earliest instance's expected drain time, so the gateway sheds load.
 	OnSaturation_ON_SATURATION_SHED OnSaturation = 2
+	// ON_SATURATION_QUEUE makes the pick wait in the router, by priority band
+	// and fair between flows, until an instance has capacity (a load report
+	// or an outcome frees it) or its deadline (the call's, or queue_ttl)
+	// passes: then RESOURCE_EXHAUSTED with reason queue_timeout. Sheddable
+	// picks (priority < 0) are refused at once (sheddable_rejected), and a
+	// pick over a queue limit too (queue_full). See docs/flow-control.md.
+	OnSaturation_ON_SATURATION_QUEUE OnSaturation = 40
 )
 
 // Enum value maps for OnSaturation.
 var (
 	OnSaturation_name = map[int32]string{
-		0: "ON_SATURATION_UNSPECIFIED",
-		1: "ON_SATURATION_LEAST_LOADED",
-		2: "ON_SATURATION_SHED",
+		0:  "ON_SATURATION_UNSPECIFIED",
+		1:  "ON_SATURATION_LEAST_LOADED",
+		2:  "ON_SATURATION_SHED",
+		40: "ON_SATURATION_QUEUE",
 	}
 	OnSaturation_value = map[string]int32{
 		"ON_SATURATION_UNSPECIFIED":  0,
 		"ON_SATURATION_LEAST_LOADED": 1,
 		"ON_SATURATION_SHED":         2,
+		"ON_SATURATION_QUEUE":        40,
 	}
 )
 
@@ -190,8 +199,20 @@ type Policy struct {
 	// 17000 (an 8B model on an H200), 0 = off (cached tokens free), else
 	// [256, 100000000] tokens.
 	DoublingContextTokens *float64 `protobuf:"fixed64,16,opt,name=doubling_context_tokens,json=doublingContextTokens,proto3,oneof" json:"doubling_context_tokens,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// queue_ttl is the longest a pick waits under on_saturation: queue (the
+	// call's own deadline, when earlier, wins). Default 30s, range
+	// [10ms, 10m].
+	QueueTtl *durationpb.Duration `protobuf:"bytes,40,opt,name=queue_ttl,json=queueTtl,proto3" json:"queue_ttl,omitempty"`
+	// queue_max_waiting is the most picks waiting for one pool in one
+	// router; the next is refused (queue_full). Default 1000, range
+	// [1, 100000].
+	QueueMaxWaiting *uint32 `protobuf:"varint,41,opt,name=queue_max_waiting,json=queueMaxWaiting,proto3,oneof" json:"queue_max_waiting,omitempty"`
+	// queue_max_per_band is the most picks waiting in one priority band of
+	// one pool; the next is refused (queue_full). Default 1000, range
+	// [1, 100000].
+	QueueMaxPerBand *uint32 `protobuf:"varint,42,opt,name=queue_max_per_band,json=queueMaxPerBand,proto3,oneof" json:"queue_max_per_band,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
@@ -336,11 +357,33 @@ func (x *Policy) GetDoublingContextTokens() float64 {
 	return 0
 }
 
+func (x *Policy) GetQueueTtl() *durationpb.Duration {
+	if x != nil {
+		return x.QueueTtl
+	}
+	return nil
+}
+
+func (x *Policy) GetQueueMaxWaiting() uint32 {
+	if x != nil && x.QueueMaxWaiting != nil {
+		return *x.QueueMaxWaiting
+	}
+	return 0
+}
+
+func (x *Policy) GetQueueMaxPerBand() uint32 {
+	if x != nil && x.QueueMaxPerBand != nil {
+		return *x.QueueMaxPerBand
+	}
+	return 0
+}
+
 var File_prefixroute_v1_policy_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xc9\b\n" +
+	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\x91\n" +
+	"\n" +
 	"\x06Policy\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12\x1e\n" +
 	"\blambda_h\x18\x02 \x01(\x01H\x00R\alambdaH\x88\x01\x01\x12\x1e\n" +
@@ -362,7 +405,10 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\x1adefault_kv_capacity_blocks\x18\x0e \x01(\x04H\n" +
 	"R\x17defaultKvCapacityBlocks\x88\x01\x01\x12A\n" +
 	"\ron_saturation\x18\x0f \x01(\x0e2\x1c.prefixroute.v1.OnSaturationR\fonSaturation\x12;\n" +
-	"\x17doubling_context_tokens\x18\x10 \x01(\x01H\vR\x15doublingContextTokens\x88\x01\x01B\v\n" +
+	"\x17doubling_context_tokens\x18\x10 \x01(\x01H\vR\x15doublingContextTokens\x88\x01\x01\x126\n" +
+	"\tqueue_ttl\x18( \x01(\v2\x19.google.protobuf.DurationR\bqueueTtl\x12/\n" +
+	"\x11queue_max_waiting\x18) \x01(\rH\fR\x0fqueueMaxWaiting\x88\x01\x01\x120\n" +
+	"\x12queue_max_per_band\x18* \x01(\rH\rR\x0fqueueMaxPerBand\x88\x01\x01B\v\n" +
 	"\t_lambda_hB\v\n" +
 	"\t_delta_msB\x12\n" +
 	"\x10_threshold_ratioB\x13\n" +
@@ -374,16 +420,19 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\r_max_queue_msB\x16\n" +
 	"\x14_deployment_delta_msB\x1d\n" +
 	"\x1b_default_kv_capacity_blocksB\x1a\n" +
-	"\x18_doubling_context_tokens*g\n" +
+	"\x18_doubling_context_tokensB\x14\n" +
+	"\x12_queue_max_waitingB\x15\n" +
+	"\x13_queue_max_per_band*g\n" +
 	"\bStrategy\x12\x18\n" +
 	"\x14STRATEGY_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STRATEGY_SOFTMAX\x10\x01\x12\x16\n" +
 	"\x12STRATEGY_THRESHOLD\x10\x02\x12\x13\n" +
-	"\x0fSTRATEGY_ARGMIN\x10\x03*e\n" +
+	"\x0fSTRATEGY_ARGMIN\x10\x03*~\n" +
 	"\fOnSaturation\x12\x1d\n" +
 	"\x19ON_SATURATION_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aON_SATURATION_LEAST_LOADED\x10\x01\x12\x16\n" +
-	"\x12ON_SATURATION_SHED\x10\x02B\xbf\x01\n" +
+	"\x12ON_SATURATION_SHED\x10\x02\x12\x17\n" +
+	"\x13ON_SATURATION_QUEUE\x10(B\xbf\x01\n" +
 	"\x12com.prefixroute.v1B\vPolicyProtoP\x01ZCgithub.com/prefixroute/prefixroute/api/prefixroute/v1;prefixroutev1\xa2\x02\x03PXX\xaa\x02\x0ePrefixroute.V1\xca\x02\x0ePrefixroute\\V1\xe2\x02\x1aPrefixroute\\V1\\GPBMetadata\xea\x02\x0fPrefixroute::V1b\x06proto3"
 
 var (
@@ -411,11 +460,12 @@ var file_prefixroute_v1_policy_proto_depIdxs = []int32{
 	3, // 1: prefixroute.v1.Policy.stale_after:type_name -> google.protobuf.Duration
 	3, // 2: prefixroute.v1.Policy.forget_after:type_name -> google.protobuf.Duration
 	1, // 3: prefixroute.v1.Policy.on_saturation:type_name -> prefixroute.v1.OnSaturation
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	3, // 4: prefixroute.v1.Policy.queue_ttl:type_name -> google.protobuf.Duration
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_policy_proto_init() }
