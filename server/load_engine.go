@@ -246,6 +246,7 @@ func (e *reportEngine) flush() {
 func (e *reportEngine) applied(mb *member, r *pb.ReportLoadRequest) {
 	mb.counts.reported()
 	e.s.repl.Reported(mb.id, r)
+	e.s.flow.Kick(mb.id.Pool) // capacity may have freed: the next waiting pick retries
 	if !mb.queued {
 		mb.queued = true
 		e.due = append(e.due, mb)

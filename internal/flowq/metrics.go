@@ -2,9 +2,9 @@ package flowq
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -30,7 +30,8 @@ type observer struct {
 // per pool and band), prefixroute_flow_wait (histogram: seconds a
 // dispatched pick waited, per pool) and prefixroute_flow_leaves (counter:
 // picks that left the queue, per pool and result: dispatched,
-// queue_timeout, queue_full, sheddable_rejected, canceled).
+// queue_timeout, queue_full, sheddable_rejected, canceled). Call it before
+// the first Hold.
 func (r *Rooms) RegisterMetrics(m metric.Meter) error {
 	h, err := m.Float64Histogram("prefixroute_flow_wait", metric.WithUnit("s"),
 		metric.WithDescription("Time a pick waited in the router's queue (on_saturation: queue) before it got an instance, by pool."),
@@ -78,7 +79,7 @@ func (o *observer) attr(pool, key, value string) metric.MeasurementOption {
 	return a
 }
 
-func (o *observer) dispatched(pool string, waited interface{ Seconds() float64 }) {
+func (o *observer) dispatched(pool string, waited time.Duration) {
 	if o == nil {
 		return
 	}
@@ -93,7 +94,7 @@ func (o *observer) rejected(pool string, err error) {
 	}
 	reason := Reason(err)
 	if reason == "" {
-		reason = errors.Unwrap(err).Error()
+		reason = "other"
 	}
 	o.leaves.Add(context.Background(), 1, o.attr(pool, "result", reason))
 }

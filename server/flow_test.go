@@ -1,0 +1,119 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/protoconv"
+	"github.com/prefixroute/prefixroute/internal/servertest"
+	"github.com/prefixroute/prefixroute/internal/testwait"
+)
+
+type pickResult struct {
+	resp *pb.PickResponse
+	err  error
+}
+
+// waiting is the number of picks waiting for pool in e's router.
+func waiting(e *servertest.Sidecar, pool string) int {
+	n := 0
+	for _, pq := range e.D.Server().FlowQueues() {
+		if pq.Pool == pool {
+			for _, b := range pq.Bands {
+				n += b.Waiting
+			}
+		}
+	}
+	return n
+}
+
+// TestPickQueue: under on_saturation queue a pick on a saturated pool
+// waits in the router and leaves with the instance when a report frees
+// capacity, audited with its wait, band and flow; a sheddable pick is
+// refused at once; a pick over queue_max_waiting is refused; a canceled
+// pick leaves the queue at once; a pick past queue_ttl leaves with
+// QUEUE_TIMEOUT.
+func TestPickQueue(t *testing.T) {
+	e := servertest.Start(t)
+	setPolicy := func(p *pb.Policy) {
+		t.Helper()
+		if _, err := e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "m", Policy: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPolicy(&pb.Policy{OnSaturation: pb.OnSaturation_ON_SATURATION_QUEUE})
+	r := rep("m", "d", "a")
+	r.KvCacheUsage = 0.99
+	in := report(e, r)
+
+	held := make(chan pickResult, 1)
+	go func() {
+		resp, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", PromptTokens: 100, Priority: 5, FlowId: "tenant-a"})
+		held <- pickResult{resp, err}
+	}()
+	testwait.Eventually(t, "the pick waits", func() bool { return waiting(e, "m") == 1 })
+
+	_, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", Priority: -1})
+	wantCode(t, err, codes.ResourceExhausted, "sheddable_rejected", "priority -1")
+	if got := protoconv.ReasonOf(err); got != "SHEDDABLE_REJECTED" {
+		t.Errorf("sheddable: reason %q", got)
+	}
+
+	// queue_max_waiting 1: the second waiter is refused at the edge.
+	setPolicy(&pb.Policy{QueueMaxWaiting: u32p(1)})
+	_, err = e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
+	wantCode(t, err, codes.ResourceExhausted, "queue_full", "limit queue_max_waiting 1")
+	if got := protoconv.ReasonOf(err); got != "QUEUE_FULL" {
+		t.Errorf("full: reason %q", got)
+	}
+	setPolicy(&pb.Policy{QueueMaxWaiting: u32p(2)})
+
+	// A canceled pick leaves the queue at once.
+	cctx, cancel := context.WithCancel(ctx(t))
+	gone := make(chan error, 1)
+	go func() {
+		_, err := e.Pick.Pick(cctx, &pb.PickRequest{Pool: "m"})
+		gone <- err
+	}()
+	testwait.Eventually(t, "the second pick waits", func() bool { return waiting(e, "m") == 2 })
+	cancel()
+	wantCode(t, <-gone, codes.Canceled)
+	testwait.Eventually(t, "the canceled pick leaves", func() bool { return waiting(e, "m") == 1 })
+
+	// queue_ttl: a pick leaves at it with QUEUE_TIMEOUT.
+	setPolicy(&pb.Policy{QueueTtl: durationpb.New(20 * time.Millisecond)})
+	_, err = e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", FlowId: "tenant-b"})
+	wantCode(t, err, codes.ResourceExhausted, "queue_timeout", `flow "tenant-b"`)
+	if got := protoconv.ReasonOf(err); got != "QUEUE_TIMEOUT" {
+		t.Errorf("timeout: reason %q", got)
+	}
+
+	// A report with headroom frees the first pick.
+	r2 := rep("m", "d", "a")
+	r2.KvCacheUsage = 0.1
+	in.send(r2)
+	res := <-held
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	d := res.resp.GetDecision()
+	if res.resp.GetInstanceId() != "a" || d.GetQueueWaitMs() <= 0 || d.GetQueueBand() != 5 || d.GetFlowId() != "tenant-a" {
+		t.Fatalf("freed pick: instance %q, waited %v ms, band %d, flow %q; want a, > 0, 5, tenant-a",
+			res.resp.GetInstanceId(), d.GetQueueWaitMs(), d.GetQueueBand(), d.GetFlowId())
+	}
+	if waiting(e, "m") != 0 {
+		t.Fatalf("%d picks still wait", waiting(e, "m"))
+	}
+	// Not saturated: a pick does not wait and its audit says so.
+	resp, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", Priority: -3})
+	if err != nil || resp.GetDecision().GetQueueWaitMs() != 0 || resp.GetDecision().GetFlowId() != "" {
+		t.Fatalf("unsaturated pick: %v, %v", resp.GetDecision(), err)
+	}
+}
+
+func u32p(v uint32) *uint32 { return &v }
