@@ -32,6 +32,9 @@ type flowHold struct {
 // left the queue without an instance.
 func (s *Server) holdPick(ctx context.Context, pool *state.Pool, pol *scheduler.Policy, req *pb.PickRequest, sc *pickScratch, seed uint64, h *flowHold) error {
 	h.band, h.flow = auth.BindFlow(ctx, req.GetPriority(), req.GetFlowId())
+	if h.flow == "" {
+		h.flow = flowq.DefaultFlow
+	}
 	var err error
 	try := func() bool {
 		sc.pcg.Seed(seed, seedStream)

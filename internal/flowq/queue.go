@@ -33,6 +33,9 @@ func Reason(err error) string {
 	return ""
 }
 
+// DefaultFlow is the flow of a pick that names none.
+const DefaultFlow = "default"
+
 // Limits bound one Queue. A plain value.
 type Limits struct {
 	// MaxWaiting is the most tickets waiting in the Queue (all bands); the
@@ -167,7 +170,7 @@ func (q *Queue) Enqueue(now time.Time, it Item) (*Ticket, error) {
 		return nil, fmt.Errorf("%w: %d picks already wait in priority band %d (limit queue_max_per_band %d)", ErrQueueFull, b.n, it.Priority, q.limits.MaxPerBand)
 	}
 	if it.Flow == "" {
-		it.Flow = "default"
+		it.Flow = DefaultFlow
 	}
 	q.seq++
 	t := &Ticket{item: it, enqueued: now, seq: q.seq, q: q, heapAt: -1, ready: make(chan struct{}, 1)}
