@@ -2,15 +2,23 @@ package server_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/daemon"
+	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/protoconv"
 	"github.com/prefixroute/prefixroute/internal/servertest"
+	"github.com/prefixroute/prefixroute/internal/testpki"
 	"github.com/prefixroute/prefixroute/internal/testwait"
 )
 
@@ -117,3 +125,46 @@ func TestPickQueue(t *testing.T) {
 }
 
 func u32p(v uint32) *uint32 { return &v }
+
+// TestPickQueueFlowBinding: with a tokens file, a gateway identity bound to
+// a flow and a maximum priority cannot promote itself or pose as another
+// tenant: its pick asking priority 9 and flow tenant-a waits at priority 1
+// in flow tenant-z. An unbound gateway's pick keeps what it asks.
+func TestPickQueueFlowBinding(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens.yaml")
+	tokens := fmt.Sprintf(`identities:
+  - {name: bound, roles: [gateway, operator, instance], token_sha256: %s, flow: {flow_id: tenant-z, max_priority: 1}}
+  - {name: free, roles: gateway, token_sha256: %s}
+`, auth.HashToken(testpki.Token("bound")), auth.HashToken(testpki.Token("free")))
+	if err := os.WriteFile(file, []byte(tokens), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := servertest.Start(t, servertest.Config(func(c *daemon.Config) { c.TokensFile = file }))
+	as := func(name string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx(t), "authorization", "Bearer "+testpki.Token(name))
+	}
+	if _, err := e.Admin.SetPolicy(as("bound"), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "m", Policy: &pb.Policy{
+		OnSaturation: pb.OnSaturation_ON_SATURATION_QUEUE, QueueTtl: durationpb.New(10 * time.Millisecond)}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Load.ReportLoad(as("bound"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep("m", "d", "a")
+	r.KvCacheUsage, r.Seq = 0.99, 1
+	if err := st.Send(r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Pick.Pick(as("bound"), &pb.PickRequest{Pool: "m", Priority: 9, FlowId: "tenant-a"})
+	wantCode(t, err, codes.ResourceExhausted, "queue_timeout", `priority 1, flow "tenant-z"`)
+	_, err = e.Pick.Pick(as("bound"), &pb.PickRequest{Pool: "m", Priority: -4, FlowId: "tenant-a"})
+	wantCode(t, err, codes.ResourceExhausted, "sheddable_rejected", `priority -4, flow "tenant-z"`)
+	_, err = e.Pick.Pick(as("free"), &pb.PickRequest{Pool: "m", Priority: 9, FlowId: "tenant-a"})
+	wantCode(t, err, codes.ResourceExhausted, "queue_timeout", `priority 9, flow "tenant-a"`)
+	_, err = e.Pick.Pick(as("free"), &pb.PickRequest{Pool: "m", FlowId: strings.Repeat("f", 129)})
+	wantCode(t, err, codes.InvalidArgument, "flow_id is 129 bytes; at most 128")
+}

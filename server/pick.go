@@ -77,11 +77,11 @@ func (s *Server) pick(ctx context.Context, req *pb.PickRequest, sc *pickScratch,
 	if req.Seed != nil {
 		seed = *req.Seed
 	}
+	if len(req.GetFlowId()) > auth.MaxFlowIDBytes {
+		return nil, invalid("flow_id is %d bytes; at most %d", len(req.GetFlowId()), auth.MaxFlowIDBytes)
+	}
 	var hold flowHold
 	if c := pool.Config(); c != nil && c.Policy.OnSaturation == scheduler.SaturationQueue {
-		if len(req.GetFlowId()) > auth.MaxFlowIDBytes {
-			return nil, invalid("flow_id is %d bytes; at most %d", len(req.GetFlowId()), auth.MaxFlowIDBytes)
-		}
 		err = s.holdPick(ctx, pool, &c.Policy, req, sc, seed, &hold)
 		if _, ok := status.FromError(err); ok && err != nil {
 			return nil, err // left the queue without an instance
