@@ -168,3 +168,48 @@ func TestPickQueueFlowBinding(t *testing.T) {
 	_, err = e.Pick.Pick(as("free"), &pb.PickRequest{Pool: "m", FlowId: strings.Repeat("f", 129)})
 	wantCode(t, err, codes.InvalidArgument, "flow_id is 129 bytes; at most 128")
 }
+
+// TestPickQueueOvershoot: the dispatch between two reports stops at the
+// saturation limit, counting the work the router itself dispatched since
+// the report. 40 picks of 100 tokens (10 ms of prefill each at 10,000
+// tokens/s) wait on an instance over max_queue_ms 200; one report of an
+// empty queue frees it: exactly 21 leave with it (the 21st sees 200 ms,
+// not over the limit; after it the queue is 210 ms, one pick over), the
+// other 19 keep waiting until canceled.
+func TestPickQueueOvershoot(t *testing.T) {
+	e := servertest.Start(t)
+	if _, err := e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "m", Policy: &pb.Policy{
+		OnSaturation: pb.OnSaturation_ON_SATURATION_QUEUE, MaxQueueMs: f64(200), DoublingContextTokens: f64(0)}}); err != nil {
+		t.Fatal(err)
+	}
+	r := rep("m", "d", "a")
+	r.QueueMs = f64(500)
+	in := report(e, r)
+	const n = 40
+	cctx, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	results := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := e.Pick.Pick(cctx, &pb.PickRequest{Pool: "m", PromptTokens: 100, Audit: pb.AuditLevel_AUDIT_LEVEL_NONE})
+			results <- err
+		}()
+	}
+	testwait.Eventually(t, "40 picks wait", func() bool { return waiting(e, "m") == n })
+	r2 := rep("m", "d", "a")
+	r2.QueueMs = f64(0)
+	in.send(r2)
+	ok := 0
+	for ok < 21 {
+		if err := <-results; err != nil {
+			t.Fatalf("pick %d: %v", ok, err)
+		}
+		ok++
+	}
+	testwait.Eventually(t, "19 picks still wait", func() bool { return waiting(e, "m") == n-21 })
+	cancel()
+	for range n - 21 {
+		wantCode(t, <-results, codes.Canceled)
+	}
+	testwait.Eventually(t, "no pick waits", func() bool { return waiting(e, "m") == 0 })
+}
