@@ -65,6 +65,9 @@ func TestPickQueue(t *testing.T) {
 		held <- pickResult{resp, err}
 	}()
 	testwait.Eventually(t, "the pick waits", func() bool { return waiting(e, "m") == 1 })
+	if v, ok := servertest.MetricValue(e.Metrics(), "prefixroute_flow_waiting", map[string]string{"pool": "m", "band": "5"}); !ok || v != 1 {
+		t.Errorf("prefixroute_flow_waiting{band=5} = %v (found %v), want 1", v, ok)
+	}
 
 	_, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", Priority: -1})
 	wantCode(t, err, codes.ResourceExhausted, "sheddable_rejected", "priority -1")
@@ -116,6 +119,15 @@ func TestPickQueue(t *testing.T) {
 	}
 	if waiting(e, "m") != 0 {
 		t.Fatalf("%d picks still wait", waiting(e, "m"))
+	}
+	fams := e.Metrics()
+	for result, want := range map[string]float64{"dispatched": 1, "sheddable_rejected": 1, "queue_full": 1, "canceled": 1, "queue_timeout": 1} {
+		if v, ok := servertest.MetricValue(fams, "prefixroute_flow_leaves_total", map[string]string{"pool": "m", "result": result}); !ok || v != want {
+			t.Errorf("prefixroute_flow_leaves_total{result=%s} = %v (found %v), want %v", result, v, ok, want)
+		}
+	}
+	if h := fams["prefixroute_flow_wait_seconds"].GetMetric(); len(h) != 1 || h[0].GetHistogram().GetSampleCount() != 1 {
+		t.Errorf("prefixroute_flow_wait_seconds: %v, want one series of one sample", h)
 	}
 	// Not saturated: a pick does not wait and its audit says so.
 	resp, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m", Priority: -3})
