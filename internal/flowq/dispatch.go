@@ -114,17 +114,21 @@ func (q *Queue) leave(t *Ticket, err error) {
 
 // Expire makes every waiting ticket whose deadline is at or before now
 // leave with ErrQueueTimeout, signals each, and returns how many left.
-func (q *Queue) Expire(now time.Time) int {
+func (q *Queue) Expire(now time.Time) int { return len(q.Expired(now, nil)) }
+
+// Expired is Expire appending the tickets that left to dst, earliest
+// deadline first (for a caller that waits for none of them, such as a
+// simulation loop).
+func (q *Queue) Expired(now time.Time, dst []*Ticket) []*Ticket {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := 0
 	for len(q.deadline) > 0 && !q.deadline[0].item.Deadline.After(now) {
 		t := q.deadline[0]
 		q.leave(t, ErrQueueTimeout)
 		t.ready <- struct{}{}
-		n++
+		dst = append(dst, t)
 	}
-	return n
+	return dst
 }
 
 // Len is the number of waiting tickets (a granted one is not counted).

@@ -127,6 +127,10 @@ type Queue struct {
 	deadline deadlineHeap
 	inflight *Ticket // the outstanding grant, or nil
 	stats    Stats
+	// displaced are the tickets displace took out since Displaced was
+	// last called, kept only when keep is set (KeepDisplaced).
+	displaced []*Ticket
+	keep      bool
 }
 
 // Stats counts what a Queue did. A plain value.
@@ -160,18 +164,18 @@ func (q *Queue) Enqueue(now time.Time, it Item) (*Ticket, error) {
 		q.stats.Sheddable++
 		return nil, fmt.Errorf("%w: priority %d is sheddable and the pool is saturated", ErrSheddable, it.Priority)
 	}
-	if q.n >= q.limits.MaxWaiting {
-		q.stats.Full++
-		return nil, fmt.Errorf("%w: %d picks already wait for this pool (limit queue_max_waiting %d)", ErrQueueFull, q.n, q.limits.MaxWaiting)
-	}
-	b := q.band(it.Priority, true)
-	if b.n >= q.limits.MaxPerBand {
-		q.stats.Full++
-		return nil, fmt.Errorf("%w: %d picks already wait in priority band %d (limit queue_max_per_band %d)", ErrQueueFull, b.n, it.Priority, q.limits.MaxPerBand)
-	}
 	if it.Flow == "" {
 		it.Flow = DefaultFlow
 	}
+	if q.n >= q.limits.MaxWaiting && !q.displace(it, q.bands[len(q.bands)-1]) {
+		q.stats.Full++
+		return nil, fmt.Errorf("%w: %d picks already wait for this pool (limit queue_max_waiting %d)", ErrQueueFull, q.n, q.limits.MaxWaiting)
+	}
+	if b := q.band(it.Priority, false); b != nil && b.n >= q.limits.MaxPerBand && !q.displace(it, b) {
+		q.stats.Full++
+		return nil, fmt.Errorf("%w: %d picks already wait in priority band %d (limit queue_max_per_band %d)", ErrQueueFull, b.n, it.Priority, q.limits.MaxPerBand)
+	}
+	b := q.band(it.Priority, true)
 	q.seq++
 	t := &Ticket{item: it, enqueued: now, seq: q.seq, q: q, heapAt: -1, ready: make(chan struct{}, 1)}
 	q.push(b, t, false)
@@ -180,6 +184,75 @@ func (q *Queue) Enqueue(now time.Time, it Item) (*Ticket, error) {
 	}
 	q.stats.Enqueued++
 	return t, nil
+}
+
+// displace makes room at a limit for it by taking out the newest ticket
+// of band b's flow with the most waiting tickets (then the most tokens
+// dispatched; it leaves with ErrQueueFull), and returns true; or returns
+// false: it is refused. It displaces when b is below it's priority
+// (strict priority holds at the limit: a higher band is never refused
+// while a lower one waits), or when b is its band and that flow has at
+// least two more waiting tickets than it's own flow (fairness holds at the
+// limit: a flooding flow cannot lock a light one out by filling the
+// queue; dropping from the longest queue). Called with mu held.
+func (q *Queue) displace(it Item, b *band) bool {
+	if b.priority > it.Priority {
+		return false
+	}
+	same := b.priority == it.Priority
+	var victim *flow
+	for _, f := range b.flows {
+		if same && f.id == it.Flow {
+			continue
+		}
+		if victim == nil || f.n > victim.n || (f.n == victim.n && (f.served > victim.served ||
+			(f.served == victim.served && f.tail.seq > victim.tail.seq))) {
+			victim = f
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	if same {
+		mine := 0
+		if f := b.flows[it.Flow]; f != nil {
+			mine = f.n
+		}
+		if victim.n <= mine+1 {
+			return false
+		}
+	}
+	t := victim.tail
+	q.unlink(t)
+	t.state, t.err = left, fmt.Errorf("%w: displaced by a pick of priority %d, flow %q (a limit of queue_max_waiting %d or queue_max_per_band %d)",
+		ErrQueueFull, it.Priority, it.Flow, q.limits.MaxWaiting, q.limits.MaxPerBand)
+	q.stats.Full++
+	t.ready <- struct{}{}
+	if q.keep {
+		q.displaced = append(q.displaced, t)
+	}
+	return true
+}
+
+// KeepDisplaced makes the queue keep the tickets a higher priority
+// displaces until Displaced collects them: for a caller that waits for
+// none of its tickets, such as a simulation loop. (A Wait returns
+// ErrQueueFull for a displaced ticket.)
+func (q *Queue) KeepDisplaced() {
+	q.mu.Lock()
+	q.keep = true
+	q.mu.Unlock()
+}
+
+// Displaced appends to dst the tickets a higher priority displaced since
+// the last call (KeepDisplaced), and forgets them.
+func (q *Queue) Displaced(dst []*Ticket) []*Ticket {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	dst = append(dst, q.displaced...)
+	clear(q.displaced)
+	q.displaced = q.displaced[:0]
+	return dst
 }
 
 // band returns the band of priority p, creating it when create is set

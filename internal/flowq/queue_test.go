@@ -1,6 +1,7 @@
 package flowq
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -224,10 +225,10 @@ func TestLimitsAtTheEdge(t *testing.T) {
 		full   int // index of the first refused Enqueue, -1 none
 	}{
 		{"pool limit 3: the 3rd fits", Limits{MaxWaiting: 3, MaxPerBand: 10}, []int32{0, 1, 2}, -1},
-		{"pool limit 3: the 4th is refused", Limits{MaxWaiting: 3, MaxPerBand: 10}, []int32{0, 1, 2, 3}, 3},
+		{"pool limit 3: the 4th is refused (no lower band to displace)", Limits{MaxWaiting: 3, MaxPerBand: 10}, []int32{3, 2, 1, 1}, 3},
 		{"band limit 2: 2 per band fit", Limits{MaxWaiting: 10, MaxPerBand: 2}, []int32{0, 0, 1, 1}, -1},
 		{"band limit 2: the 3rd in a band is refused", Limits{MaxWaiting: 10, MaxPerBand: 2}, []int32{0, 1, 0, 0}, 3},
-		{"limits below 1 count as 1", Limits{}, []int32{0, 1}, 1},
+		{"limits below 1 count as 1", Limits{}, []int32{1, 0}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -253,5 +254,62 @@ func TestSheddableRefused(t *testing.T) {
 	}
 	if _, err := q.Enqueue(testwait.Epoch, Item{Priority: 0}); err != nil {
 		t.Errorf("priority 0 is not sheddable: %v", err)
+	}
+}
+
+// At the pool limit a higher priority displaces the newest ticket of the
+// lowest band (which leaves with queue_full); an equal or lower priority is
+// refused.
+func TestDisplaceAtPoolLimit(t *testing.T) {
+	c := testwait.NewClock()
+	q := New(Limits{MaxWaiting: 3, MaxPerBand: 3})
+	q.KeepDisplaced()
+	a := mustEnqueue(t, q, c.Now(), Item{Flow: "a", Priority: 0})
+	b := mustEnqueue(t, q, c.Now(), Item{Flow: "a", Priority: 0})
+	mustEnqueue(t, q, c.Now(), Item{Flow: "h", Priority: 5})
+	if _, err := q.Enqueue(c.Now(), Item{Flow: "a", Priority: 0}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("the lowest band's own flow at the limit: %v, want queue_full", err)
+	}
+	h2 := mustEnqueue(t, q, c.Now(), Item{Flow: "h", Priority: 5})
+	if !errors.Is(b.Err(), ErrQueueFull) || a.Err() != nil || q.Len() != 3 {
+		t.Fatalf("after displacing: b %v, a %v, Len %d; want queue_full, nil, 3", b.Err(), a.Err(), q.Len())
+	}
+	if got := q.Displaced(nil); len(got) != 1 || got[0] != b {
+		t.Fatalf("Displaced = %v, want [b]", got)
+	}
+	if err := q.Wait(context.Background(), b, nil); !errors.Is(err, ErrQueueFull) {
+		t.Errorf("Wait of a displaced ticket: %v, want queue_full", err)
+	}
+	mustEnqueue(t, q, c.Now(), Item{Flow: "h", Priority: 5}) // displaces a
+	if _, err := q.Enqueue(c.Now(), Item{Flow: "h", Priority: 5}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("only flow h of priority 5 waits: %v, want queue_full", err)
+	}
+	if got := drain(q, 3); got[0].item.Priority != 5 || got[1] != h2 {
+		t.Errorf("the high band was not kept in order")
+	}
+}
+
+// At a limit within one band, a light flow displaces the newest ticket of
+// the flow with the most waiting tickets; that flow itself, or a flow with
+// at most one fewer waiting, is refused.
+func TestDisplaceWithinBand(t *testing.T) {
+	c := testwait.NewClock()
+	q := New(Limits{MaxWaiting: 100, MaxPerBand: 3})
+	for range 3 {
+		mustEnqueue(t, q, c.Now(), Item{Flow: "heavy", Tokens: 1000})
+	}
+	if _, err := q.Enqueue(c.Now(), Item{Flow: "heavy", Tokens: 1000}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("heavy at its band's limit: %v, want queue_full", err)
+	}
+	light := mustEnqueue(t, q, c.Now(), Item{Flow: "light", Tokens: 10})
+	if q.Len() != 3 || q.bands[0].flows["heavy"].n != 2 {
+		t.Fatalf("after light joined: Len %d, heavy waiting %d; want 3, 2", q.Len(), q.bands[0].flows["heavy"].n)
+	}
+	// heavy 2, light 1: a second light pick is refused (2 is not > 1 + 1).
+	if _, err := q.Enqueue(c.Now(), Item{Flow: "light", Tokens: 10}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("second light pick: %v, want queue_full", err)
+	}
+	if got := drain(q, 3); got[0].item.Flow != "heavy" || got[1] != light {
+		t.Errorf("order after displacing: %s, %s; want heavy (older head on a tie), light", got[0].item.Flow, got[1].item.Flow)
 	}
 }

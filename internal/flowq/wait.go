@@ -14,6 +14,12 @@ import (
 // when Expire removed t. A grant that races with the end of the wait is
 // passed on (Settle Gone), so capacity is never lost.
 func (q *Queue) Wait(ctx context.Context, t *Ticket, expired <-chan time.Time) error {
+	q.mu.Lock()
+	st, err := t.state, t.err
+	q.mu.Unlock()
+	if st == left && err != nil {
+		return err // already out (its signal may have been read)
+	}
 	var why error
 	select {
 	case <-t.ready:
