@@ -225,3 +225,27 @@ func TestPickQueueOvershoot(t *testing.T) {
 	}
 	testwait.Eventually(t, "no pick waits", func() bool { return waiting(e, "m") == 0 })
 }
+
+// TestPickUnknownInstances: an instance whose report is older than
+// stale_after is unknown, neither full nor free: the audit counts it in
+// unknown_instances, and with the only other instance full the pool is
+// saturated (the pick waits, then times out), not down.
+func TestPickUnknownInstances(t *testing.T) {
+	e := servertest.Start(t)
+	if _, err := e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "m", Policy: &pb.Policy{
+		OnSaturation: pb.OnSaturation_ON_SATURATION_QUEUE, QueueTtl: durationpb.New(10 * time.Millisecond)}}); err != nil {
+		t.Fatal(err)
+	}
+	report(e, rep("m", "d", "old"))
+	e.Clock.Advance(3 * time.Second) // past stale_after (2 s)
+	r := rep("m", "d", "fresh")
+	in := report(e, r)
+	resp, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
+	if err != nil || resp.GetInstanceId() != "fresh" || resp.GetDecision().GetUnknownInstances() != 1 {
+		t.Fatalf("pick: %v, %v; want fresh with unknown_instances 1", resp.GetDecision(), err)
+	}
+	r.KvCacheUsage = 0.99
+	in.send(r)
+	_, err = e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "m"})
+	wantCode(t, err, codes.ResourceExhausted, "queue_timeout")
+}
