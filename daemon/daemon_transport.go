@@ -53,7 +53,7 @@ func transportOptions(cfg *Config) []grpc.ServerOption {
 // window update and a ping after nearly every message when messages arrive
 // one at a time, as reports and Picks do: a write and a read on the
 // connection for each, which was a third of the daemon's CPU per report
-// (BENCHMARKS.md, "Ingest, third pass").
+// (docs/history/benchmarks-2026-12-01-to-12-02.md, "Ingest, third pass").
 const (
 	StreamWindowBytes = 1 << 20
 	ConnWindowBytes   = 16 << 20

@@ -26,8 +26,9 @@ type TransportLimits struct {
 	ReportsPerSecond float64
 	ReportBurst      int
 	// FirstReportTimeout is how long a new ReportLoad stream may wait
-	// before its first report; then it ends with DeadlineExceeded.
-	// Default 10s.
+	// before its first report; then it ends with DeadlineExceeded. It is
+	// also how long a ReportLoadBatch stream may carry no open instance;
+	// then it ends with FailedPrecondition. Default 10s.
 	FirstReportTimeout time.Duration
 }
 

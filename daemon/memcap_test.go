@@ -92,11 +92,16 @@ func TestIndexCapFlagWinsAndLogLine(t *testing.T) {
 // TestIndexMemoryAllocsUnderLimit starts a daemon under a 48 MiB cgroup limit
 // (derived cap 183,000 pairs) and feeds it 400,000 unique blocks from four
 // instances: the index stays at the cap, the eviction counter grows, Picks
-// are answered, and the live heap stays under the limit (checked in make
+// are answered, and the live heap grows by less than the limit (checked in make
 // test's non-race pass of 'Alloc' tests: the race runtime inflates the heap).
 func TestIndexMemoryAllocsUnderLimit(t *testing.T) {
 	const limit = 48 << 20
 	root := cgroupDir(t, map[string]string{"memory.max": "50331648"})
+	// The heap the rest of the test binary holds (other tests' leftovers)
+	// is not the daemon's: measure the growth from here.
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
 	d := obsStart(t, func(c *Config) { c.CgroupRoot = root })
 	capPairs := d.Server().Limits().MaxIndexPairs
 	lim := float64(limit)
@@ -139,8 +144,9 @@ func TestIndexMemoryAllocsUnderLimit(t *testing.T) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	if !raceEnabled && ms.HeapAlloc > limit {
-		t.Errorf("live heap %d MiB after GC, over the %d MiB limit", ms.HeapAlloc>>20, limit>>20)
+	grown := int64(ms.HeapAlloc) - int64(before.HeapAlloc)
+	if !raceEnabled && grown > limit {
+		t.Errorf("live heap grew %d MiB after GC, over the %d MiB limit", grown>>20, limit>>20)
 	}
-	t.Logf("cap %d pairs, held %d, evicted %d, live heap %.1f MiB of %d MiB", capPairs, held, evicted, float64(ms.HeapAlloc)/(1<<20), limit>>20)
+	t.Logf("cap %d pairs, held %d, evicted %d, live heap grew %.1f MiB of %d MiB (%.1f MiB in all)", capPairs, held, evicted, float64(grown)/(1<<20), limit>>20, float64(ms.HeapAlloc)/(1<<20))
 }

@@ -88,7 +88,7 @@ func middleware(log *slog.Logger, tel *telemetry, srv *server.Server, calls *inf
 // otelgrpc's attribute sets at the end) outgrew two or three times a call,
 // each growth copying a deeper stack than the last (golang/go#18138);
 // runtime.newstack was a quarter to a third of a Pick's daemon CPU beyond
-// an empty call's (BENCHMARKS.md, "Pick, fourth pass"). Growing here, a
+// an empty call's (docs/history/benchmarks-2026-12-01-to-12-02.md, "Pick, fourth pass"). Growing here, a
 // few frames deep, copies almost nothing. Other calls (report streams
 // among them, which live long and would keep the larger stack) are left
 // as they were.

@@ -11,8 +11,9 @@ type costModel struct {
 	defaultMsPerTok  float64 // 1000 / Policy.DefaultPrefillTokensPerSecond
 	defaultTokPerSec float64
 	batchWaitMs      float64
-	prefillWeight    float64 // Request.PrefillWeight, 1 when 0
-	doubling         float64 // Policy.DoublingContextTokens
+	prefillWeight    float64      // Request.PrefillWeight, 1 when 0
+	doubling         float64      // Policy.DoublingContextTokens
+	deps             []Deployment // set when a deployment's Calibration applies (withDeployments)
 }
 
 func newCostModel(p *Policy, req *Request) costModel {
@@ -45,7 +46,9 @@ func newCostModel(p *Policy, req *Request) costModel {
 // fall back to the policy's when the instance reports 0 (n*1000/tps is the
 // design's n/(tps/1000) with one division per instance instead of three).
 // AssignedTokens are work tokens already (the WorkTokens of the picks), so
-// the queue the router adds counts the attention term too. The caller has
+// the queue the router adds counts the attention term too. Under
+// CalibrationApply a deployment with a Calibration has its own C and a
+// prefill scale (calibration.go). The caller has
 // validated in and the policy, so tps > 0; CostMs can still overflow to
 // +Inf for an absurdly small throughput, which the caller checks.
 func (m *costModel) cost(in *Instance, r *InstanceResult) (matched int) {
@@ -56,7 +59,8 @@ func (m *costModel) cost(in *Instance, r *InstanceResult) (matched int) {
 	}
 	msPerTok, queue := m.queue(in)
 	uncached := uncachedTokens(m.promptTokens, matched, bs)
-	work := PrefillWork(uncached, m.promptTokens-uncached, m.doubling)
+	doubling, scale := m.prefillModel(in)
+	work := PrefillWork(uncached, m.promptTokens-uncached, doubling) * scale
 	prefill := work * msPerTok
 	// Field by field: a composite literal goes through a stack temporary
 	// whose copy stalls on store forwarding.

@@ -17,7 +17,10 @@ import "fmt"
 //     queue_full), and p.OnSaturation is SaturationShed, or no such instance
 //     is in a deployment with weight > 0 (see saturation);
 //   - ErrAllWeightsZero: eligible instances exist, only in weight 0
-//     deployments.
+//     deployments;
+//   - ErrSLOUnattainable: the request's TTFT target is met by no eligible
+//     instance of a deployment with P(d) > 0 and p.OnSLOMiss is SLOShed
+//     (see slo.go); d.SLOBestMs is the least predicted TTFT.
 //
 // The steps, each described where it is implemented:
 //
@@ -29,7 +32,11 @@ import "fmt"
 //     req.ChosenOnly): P(i|d) under p.Strategy and Joint (instanceWeights,
 //     normalise);
 //  4. the first draw picks the deployment by cumulative P(d), the second the
-//     instance by cumulative P(i|d) (see Decision.DeploymentDraw).
+//     instance by cumulative P(i|d) (see Decision.DeploymentDraw);
+//  5. when the pool has RolePrefill instances, the prefill stage (decidePD,
+//     Decision.PD): whether a prefill instance of the drawn deployment
+//     pays, and a third draw to choose it when it does. ErrNoPrefillInstance
+//     and ErrPrefillSaturated come from this stage under PDFallbackFail.
 //
 // When no instance is eligible but some were excluded only for load, the
 // pool is saturated: under SaturationLeastLoaded Decide makes both draws
@@ -58,6 +65,7 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 		return err
 	}
 	d.PrefillWeight = max(1, req.PrefillWeight)
+	d.TTFTTargetMs = req.TTFTTargetMs
 	eligible, err := assess(p, &req, snap, d)
 	if err != nil {
 		return err
@@ -67,7 +75,11 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 		return ErrNoInstances
 	}
 	if eligible == 0 {
-		return saturation(p, snap, rng, d)
+		if err := saturation(p, snap, rng, d); err != nil {
+			return err
+		}
+		d.setSLOMet()
+		return decidePD(p, snap, rng, d)
 	}
 	if participating == 0 {
 		instanceWeights(p, snap, d, -1)
@@ -76,6 +88,13 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 	}
 	if !req.ChosenOnly {
 		instanceWeights(p, snap, d, -1)
+	}
+	if req.TTFTTargetMs > 0 && p.OnSLOMiss == SLOShed && !sloAttainable(d) {
+		if req.ChosenOnly {
+			instanceWeights(p, snap, d, -1)
+		}
+		normalise(snap, d, -1, 0)
+		return ErrSLOUnattainable
 	}
 	d.DeploymentDraw = rng.Float64()
 	dep := pickDeployment(d, d.DeploymentDraw)
@@ -93,7 +112,8 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 			ErrNoEligibleInstance, dep, inst)
 	}
 	d.Deployment, d.Instance = dep, inst
-	return nil
+	d.setSLOMet()
+	return decidePD(p, snap, rng, d)
 }
 
 // precheck validates everything but the instances.

@@ -93,10 +93,21 @@ type Decision struct {
 	// PrefillWeight is the weight of every instance's PrefillMs in its
 	// CostMs: Request.PrefillWeight, 1 when that is 0.
 	PrefillWeight float64
+	// TTFTTargetMs is Request.TTFTTargetMs (0: none). SLOMet, when there is
+	// a target and a choice, is whether the chosen instance's predicted
+	// TTFT is at or under it. SLOBestMs, on ErrSLOUnattainable, is the least
+	// predicted TTFT of the eligible instances of the deployments with
+	// P(d) > 0; 0 otherwise.
+	TTFTTargetMs float64
+	SLOMet       bool
+	SLOBestMs    float64
 	// Deployments and Instances parallel Snapshot.Deployments and
 	// Snapshot.Instances.
 	Deployments []DeploymentResult
 	Instances   []InstanceResult
+	// PD is the prefill stage (decidePD): whether the request prefills on
+	// a prefill instance of the drawn deployment, and which.
+	PD PDResult
 	// Excluded counts instances by their InstanceResult.Reason: the
 	// eligibility reasons and ReasonThreshold / ReasonNotMinimum. The entries
 	// for ReasonNone and the deployment reasons stay 0.
@@ -104,6 +115,9 @@ type Decision struct {
 
 	// deps is per-deployment scratch, parallel to Deployments.
 	deps []depState
+	// prefills is the prefill stage's scratch: the eligible prefill
+	// instances of the drawn deployment.
+	prefills []int32
 }
 
 // depState is the per-deployment scratch of one Decide call.
@@ -115,6 +129,10 @@ type depState struct {
 	norm    float64 // sum of the instances' unnormalised weights
 	inv     float64 // 1/norm
 	logit   float64 // log2 of P(d)/w_d, then of P(d), up to a constant
+	// With a TTFT target (noteSLO): eligible instances counted, those
+	// predicted to meet it, their least cost, the least predicted TTFT.
+	slo, meets           int
+	minMeetCost, minTTFT float64
 }
 
 // reset empties d for a snapshot of nd deployments and ni instances.
@@ -123,6 +141,8 @@ func (d *Decision) reset(nd, ni int) {
 	d.DeploymentDraw, d.InstanceDraw = 0, 0
 	d.Saturated, d.DrainMs = false, 0
 	d.PrefillWeight = 1
+	d.TTFTTargetMs, d.SLOMet, d.SLOBestMs = 0, false, 0
+	d.PD = PDResult{Prefill: -1}
 	d.Excluded = [NumReasons]int{}
 	d.Deployments = resize(d.Deployments, nd)
 	// Decide's first pass writes every field of every instance result.

@@ -7,8 +7,18 @@ import (
 
 // eligibility returns the first eligibility check that in fails under p, in
 // the order of the Reason constants, or ReasonNone. queueMs is the
-// instance's queue_ms (see cost).
+// instance's queue_ms (see cost). A prefill instance is never eligible as
+// the pick's (decode) instance: ReasonPrefillRole.
 func eligibility(p *Policy, in *Instance, queueMs float64) Reason {
+	if in.Role == RolePrefill {
+		return ReasonPrefillRole
+	}
+	return serveEligibility(p, in, queueMs)
+}
+
+// serveEligibility is eligibility without the role check: whether in can
+// serve at all (the prefill stage's check of prefill instances).
+func serveEligibility(p *Policy, in *Instance, queueMs float64) Reason {
 	switch {
 	case in.Disconnected:
 		return ReasonDisconnected
@@ -41,7 +51,7 @@ func checkRequest(req *Request) error {
 	if req.Blocks < 0 {
 		return fmt.Errorf("%w: request: Blocks is %d, want >= 0", ErrInvalidSnapshot, req.Blocks)
 	}
-	return nil
+	return checkTarget(req)
 }
 
 // checkDeployments validates every deployment's figures.
@@ -51,6 +61,9 @@ func checkDeployments(snap *Snapshot) error {
 		if badFigure(dep.Weight) {
 			return fmt.Errorf("%w: deployment %q (index %d): Weight is %v, want a finite number >= 0",
 				ErrInvalidSnapshot, dep.Name, k, dep.Weight)
+		}
+		if err := dep.Calibration.check(k, dep.Name); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -107,7 +120,8 @@ func validInstance(in *Instance, nd int) bool {
 func assess(p *Policy, req *Request, snap *Snapshot, d *Decision) (int, error) {
 	nd := len(snap.Deployments)
 	m := newCostModel(p, req)
-	eligible := 0
+	m.withDeployments(p, snap.Deployments)
+	eligible, target := 0, req.TTFTTargetMs
 	for i := range snap.Instances {
 		in, r := &snap.Instances[i], &d.Instances[i]
 		if !validInstance(in, nd) {
@@ -144,6 +158,9 @@ func assess(p *Policy, req *Request, snap *Snapshot, d *Decision) (int, error) {
 			}
 		}
 		dr.Eligible++
+		if target > 0 {
+			st.noteSLO(r, target)
+		}
 	}
 	return eligible, nil
 }

@@ -12,6 +12,10 @@ package scheduler
 //     ThresholdMinMs), else 0 and ReasonThreshold.
 //   - Argmin: 1 when S_i == S_min exactly, else 0 and ReasonNotMinimum.
 //
+// With a TTFT target (Decision.TTFTTargetMs) that some eligible instance of
+// the deployment is predicted to meet, the others get 0 and ReasonSLOMiss
+// first, and S_min is the least cost of those that meet it.
+//
 // With only < 0, every deployment with an eligible instance gets a sum >= 1,
 // weight 0 deployments included, so that P(i|d) exists for the whole pool;
 // with only >= 0, just the instances of deployment only are weighed (the
@@ -25,7 +29,17 @@ func instanceWeights(p *Policy, snap *Snapshot, d *Decision, only int) {
 			continue
 		}
 		st := &d.deps[k]
-		diff := r.CostMs - st.minCost
+		minCost := st.minCost
+		if st.meets > 0 {
+			if r.PredictedTTFTMs() > d.TTFTTargetMs {
+				r.Probability = 0
+				r.Reason = ReasonSLOMiss
+				d.Excluded[ReasonSLOMiss]++
+				continue
+			}
+			minCost = st.minMeetCost
+		}
+		diff := r.CostMs - minCost
 		w := 1.0
 		switch p.Strategy {
 		case Softmax:
@@ -33,7 +47,7 @@ func instanceWeights(p *Policy, snap *Snapshot, d *Decision, only int) {
 				w = exp2neg(diff * negInvDelta)
 			}
 		case Threshold:
-			if diff > max(p.ThresholdRatio*st.minCost, p.ThresholdMinMs) {
+			if diff > max(p.ThresholdRatio*minCost, p.ThresholdMinMs) {
 				w = 0
 				r.Reason = ReasonThreshold
 				d.Excluded[ReasonThreshold]++

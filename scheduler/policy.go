@@ -168,6 +168,26 @@ type Policy struct {
 	// OnSaturation is what Decide does when every live instance is excluded
 	// for load. Default SaturationLeastLoaded.
 	OnSaturation Saturation
+	// OnSLOMiss is what Decide does when a request's TTFT target
+	// (Request.TTFTTargetMs) is met by no eligible instance of a
+	// deployment with P(d) > 0. Default SLOBestEffort.
+	OnSLOMiss SLOMiss
+	// Calibration says whether a deployment's fitted prefill model
+	// (Deployment.Calibration) prices its instances. Default
+	// CalibrationApply.
+	Calibration CalibrationMode
+	// PDMinUncachedTokens: a pick considers a prefill instance only when
+	// at least max(1, PDMinUncachedTokens) prompt tokens are uncached on
+	// the chosen decode instance. Default 512. Range [0, 10000000]
+	// tokens. Read only for deployments with RolePrefill instances.
+	PDMinUncachedTokens uint32
+	// PDTransferMsPerToken is the KV transfer time from a prefill instance
+	// to the decode one per uncached token. Default 0.005 ms (128 KiB of
+	// KV a token, an 8B model in bf16, over 25 GB/s). Range [0, 1000] ms.
+	PDTransferMsPerToken float64
+	// PDFallback is what a pick does when it would use a prefill instance
+	// and none is eligible. Default PDFallbackLocal.
+	PDFallback PDFallback
 	// QueueTTL is the longest a pick waits under SaturationQueue (the
 	// call's own deadline, when earlier, wins). Default 30s. Range
 	// [10ms, 10m].
@@ -201,6 +221,11 @@ func DefaultPolicy() Policy {
 		ForgetAfter:                   30 * time.Second,
 		DefaultKVCapacityBlocks:       16384,
 		OnSaturation:                  SaturationLeastLoaded,
+		OnSLOMiss:                     SLOBestEffort,
+		Calibration:                   CalibrationApply,
+		PDMinUncachedTokens:           DefaultPDMinUncachedTokens,
+		PDTransferMsPerToken:          DefaultPDTransferMsPerToken,
+		PDFallback:                    PDFallbackLocal,
 		QueueTTL:                      30 * time.Second,
 		QueueMaxWaiting:               1000,
 		QueueMaxPerBand:               1000,
@@ -242,6 +267,11 @@ func (p *Policy) valid() bool {
 		p.ForgetAfter >= p.StaleAfter && p.ForgetAfter <= MaxForgetAfter &&
 		p.DefaultKVCapacityBlocks >= 1 && p.DefaultKVCapacityBlocks <= MaxDefaultKVCapacityBlocks &&
 		p.OnSaturation < numSaturations &&
+		p.OnSLOMiss < numSLOMisses &&
+		p.Calibration < numCalibrationModes &&
+		p.PDMinUncachedTokens <= MaxPDMinUncachedTokens &&
+		in(p.PDTransferMsPerToken, 0, MaxPDTransferMsPerToken) &&
+		p.PDFallback < numPDFallbacks &&
 		p.QueueTTL >= MinQueueTTL && p.QueueTTL <= MaxQueueTTL &&
 		p.QueueMaxWaiting >= 1 && p.QueueMaxWaiting <= MaxQueueWaiting &&
 		p.QueueMaxPerBand >= 1 && p.QueueMaxPerBand <= MaxQueueWaiting

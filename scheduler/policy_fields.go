@@ -18,7 +18,7 @@ const (
 	FieldUint64
 	// FieldDuration is a time.Duration (PolicyField.Duration).
 	FieldDuration
-	// FieldEnum is a Strategy or a Saturation, named by PolicyField.Names
+	// FieldEnum is a Strategy, a Saturation, an SLOMiss or a CalibrationMode, named by PolicyField.Names
 	// (PolicyField.Enum).
 	FieldEnum
 )
@@ -105,6 +105,16 @@ var policyFields = []PolicyField{
 	{Key: "doubling_context_tokens", Kind: FieldFloat, Unit: "tokens", ZeroOff: true, Min: MinDoublingContextTokens,
 		Max: MaxDoublingContextTokens, Meaning: "context doubling a token's prefill (0 = off)",
 		Float: func(p *Policy) *float64 { return &p.DoublingContextTokens }},
+	{Key: "on_slo_miss", Kind: FieldEnum, Names: sloMissNames[:], enumType: "SLOMiss", Meaning: "TTFT target unmet: best_effort, shed",
+		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.OnSLOMiss) }},
+	{Key: "calibration", Kind: FieldEnum, Names: calibrationNames[:], enumType: "CalibrationMode", Meaning: "fitted prefill: apply, observe",
+		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.Calibration) }},
+	{Key: "pd_min_uncached_tokens", Kind: FieldUint32, Unit: "tokens", Max: MaxPDMinUncachedTokens,
+		Meaning: "disaggregate from this many uncached tokens", Uint32: func(p *Policy) *uint32 { return &p.PDMinUncachedTokens }},
+	{Key: "pd_transfer_ms_per_token", Kind: FieldFloat, Unit: "ms", Max: MaxPDTransferMsPerToken,
+		Meaning: "KV transfer, prefill to decode, per token", Float: func(p *Policy) *float64 { return &p.PDTransferMsPerToken }},
+	{Key: "pd_fallback", Kind: FieldEnum, Names: pdFallbackNames[:], enumType: "PDFallback", Meaning: "no prefill instance: local, fail",
+		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.PDFallback) }},
 	{Key: "queue_ttl", Kind: FieldDuration, MinDuration: MinQueueTTL, MaxDuration: MaxQueueTTL,
 		Meaning: "queue: longest wait of a pick", Duration: func(p *Policy) *time.Duration { return &p.QueueTTL }},
 	{Key: "queue_max_waiting", Kind: FieldUint32, Unit: "picks", Min: 1, Max: MaxQueueWaiting,

@@ -19,6 +19,7 @@ type Reason uint8
 // numbers may change when reasons are added.
 const (
 	ReasonNone               Reason = iota // took part (eligible)
+	ReasonPrefillRole                      // instance: role prefill, never a decode (primary) choice; see Decision.PD
 	ReasonDisconnected                     // instance: report stream closed
 	ReasonStale                            // instance: ReportAge > Policy.StaleAfter
 	ReasonUnreachable                      // instance: a gateway could not connect to it (PickService.ReportOutcome)
@@ -28,6 +29,7 @@ const (
 	ReasonQueueFull                        // instance: queue_ms > Policy.MaxQueueMs (when set)
 	ReasonThreshold                        // instance, threshold strategy: cost outside the band
 	ReasonNotMinimum                       // instance, argmin strategy: cost above the minimum
+	ReasonSLOMiss                          // instance: predicted to miss the request's TTFT target while another of its deployment meets it
 	ReasonZeroWeight                       // deployment: weight 0
 	ReasonUnweighted                       // deployment: missing from the configured weights
 	ReasonNoEligibleInstance               // deployment: no eligible instance
@@ -36,6 +38,7 @@ const (
 
 var reasonNames = [NumReasons]string{
 	ReasonNone:               "",
+	ReasonPrefillRole:        "prefill_role",
 	ReasonDisconnected:       "disconnected",
 	ReasonStale:              "stale",
 	ReasonUnreachable:        "unreachable",
@@ -45,6 +48,7 @@ var reasonNames = [NumReasons]string{
 	ReasonQueueFull:          "queue_full",
 	ReasonThreshold:          "outside_threshold",
 	ReasonNotMinimum:         "not_minimum",
+	ReasonSLOMiss:            "slo_miss",
 	ReasonZeroWeight:         "zero_weight",
 	ReasonUnweighted:         "not_in_weights",
 	ReasonNoEligibleInstance: "no_eligible_instance",
@@ -72,14 +76,14 @@ func ParseReason(s string) (Reason, bool) {
 }
 
 // IsEligibility reports whether r is one of the instance eligibility reasons
-// (ReasonDisconnected through ReasonQueueFull), the ones checked before any
+// (ReasonPrefillRole through ReasonQueueFull), the ones checked before any
 // cost comparison.
 func (r Reason) IsEligibility() bool {
-	return r >= ReasonDisconnected && r <= ReasonQueueFull
+	return r >= ReasonPrefillRole && r <= ReasonQueueFull
 }
 
 // IsInstance reports whether r can be an instance's reason (eligibility or
 // strategy); the others, but ReasonNone, are deployment reasons.
 func (r Reason) IsInstance() bool {
-	return r >= ReasonDisconnected && r <= ReasonNotMinimum
+	return r >= ReasonPrefillRole && r <= ReasonSLOMiss
 }

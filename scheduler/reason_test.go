@@ -14,6 +14,7 @@ func TestReasonString(t *testing.T) {
 		elig     bool
 	}{
 		{scheduler.ReasonNone, "", false, false},
+		{scheduler.ReasonPrefillRole, "prefill_role", true, true},
 		{scheduler.ReasonDisconnected, "disconnected", true, true},
 		{scheduler.ReasonStale, "stale", true, true},
 		{scheduler.ReasonUnreachable, "unreachable", true, true},
@@ -23,10 +24,11 @@ func TestReasonString(t *testing.T) {
 		{scheduler.ReasonQueueFull, "queue_full", true, true},
 		{scheduler.ReasonThreshold, "outside_threshold", true, false},
 		{scheduler.ReasonNotMinimum, "not_minimum", true, false},
+		{scheduler.ReasonSLOMiss, "slo_miss", true, false},
 		{scheduler.ReasonZeroWeight, "zero_weight", false, false},
 		{scheduler.ReasonUnweighted, "not_in_weights", false, false},
 		{scheduler.ReasonNoEligibleInstance, "no_eligible_instance", false, false},
-		{scheduler.NumReasons, "Reason(13)", false, false},
+		{scheduler.NumReasons, "Reason(15)", false, false},
 		{200, "Reason(200)", false, false},
 	}
 	if len(tests) != int(scheduler.NumReasons)+2 {

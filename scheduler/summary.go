@@ -23,7 +23,7 @@ type Summary struct {
 
 // Standing returns what instance in's eligibility and load term depend on
 // apart from the request and the time: its eligibility reason ignoring
-// ReportAge and Excluded (ReasonDisconnected, ReasonUnreachable, ReasonDraining, ReasonKVFull,
+// ReportAge and Excluded (ReasonPrefillRole, ReasonDisconnected, ReasonUnreachable, ReasonDraining, ReasonKVFull,
 // ReasonQueueFull or ReasonNone; see ReasonAt), and its load
 // QueueMs + BatchWaitMs as Decide computes them. ok is false when in's
 // figures are not valid (see Decide) or its cost can overflow for some
@@ -40,6 +40,8 @@ func Standing(p *Policy, in *Instance) (reason Reason, loadMs float64, ok bool) 
 		return ReasonNone, 0, false
 	}
 	switch {
+	case in.Role == RolePrefill:
+		reason = ReasonPrefillRole
 	case in.Disconnected:
 		reason = ReasonDisconnected
 	case in.Unreachable:
@@ -60,7 +62,7 @@ func Standing(p *Policy, in *Instance) (reason Reason, loadMs float64, ok bool) 
 // the Reason constants, as Decide records it.
 func ReasonAt(standing Reason, stale, excluded bool) Reason {
 	switch {
-	case standing == ReasonDisconnected:
+	case standing == ReasonPrefillRole, standing == ReasonDisconnected:
 		return standing
 	case stale:
 		return ReasonStale
@@ -123,6 +125,7 @@ func DecideDeployment(p *Policy, req Request, deps []Deployment, sums []Summary,
 		return err
 	}
 	d.PrefillWeight = max(1, req.PrefillWeight)
+	d.TTFTTargetMs = req.TTFTTargetMs
 	if len(sums) != len(deps) {
 		return fmt.Errorf("%w: %d summaries for %d deployments", ErrInvalidArgument, len(sums), len(deps))
 	}
@@ -162,7 +165,9 @@ func DecideDeployment(p *Policy, req Request, deps []Deployment, sums []Summary,
 // the strategy reasons to d.Excluded, and draws the instance into
 // d.Instance with one more draw. The instances must agree with the
 // summary: ErrInvalidSnapshot when one is invalid or belongs to another
-// deployment, or their eligible count is not the summary's. Safe for
+// deployment, or their eligible count is not the summary's. With a TTFT
+// target under SLOShed and no instance of the drawn deployment predicted
+// to meet it, it returns ErrSLODeploymentMiss without a draw. Safe for
 // concurrent use under the terms of Decide.
 func DecideInstance(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error {
 	if d == nil {
@@ -178,8 +183,11 @@ func DecideInstance(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision
 	}
 	d.Instances = d.Instances[:len(snap.Instances)]
 	m := newCostModel(p, &req)
+	m.withDeployments(p, snap.Deployments)
 	d.PrefillWeight = m.prefillWeight
+	d.TTFTTargetMs = req.TTFTTargetMs
 	st := &d.deps[dep]
+	st.slo, st.meets = 0, 0
 	nd, eligible := len(snap.Deployments), 0
 	for i := range snap.Instances {
 		in, r := &snap.Instances[i], &d.Instances[i]
@@ -204,10 +212,16 @@ func DecideInstance(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision
 			st.minCost = r.CostMs
 		}
 		eligible++
+		if req.TTFTTargetMs > 0 {
+			st.noteSLO(r, req.TTFTTargetMs)
+		}
 	}
 	if eligible != d.Deployments[dep].Eligible {
 		return fmt.Errorf("%w: deployment %d has %d eligible instances, its summary %d",
 			ErrInvalidSnapshot, dep, eligible, d.Deployments[dep].Eligible)
+	}
+	if req.TTFTTargetMs > 0 && p.OnSLOMiss == SLOShed && st.meets == 0 {
+		return ErrSLODeploymentMiss
 	}
 	instanceWeights(p, snap, d, dep)
 	d.InstanceDraw = rng.Float64()
@@ -217,5 +231,6 @@ func DecideInstance(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision
 			ErrNoEligibleInstance, dep)
 	}
 	d.Deployment, d.Instance = dep, inst
-	return nil
+	d.setSLOMet()
+	return decidePD(p, snap, rng, d)
 }

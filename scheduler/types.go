@@ -8,8 +8,10 @@ import (
 // RNG is the source of randomness for a decision. *math/rand/v2.Rand satisfies
 // it. Float64 should return a value in [0, 1); Decide tolerates any value (see
 // Decision.DeploymentDraw). Decide calls it exactly twice per successful
-// decision: first for the deployment, then for the instance; it does not call
-// it at all when it returns an error. An RNG is used by one Decide at a time:
+// decision: first for the deployment, then for the instance, and a third
+// time only for a disaggregated pick, for the prefill instance
+// (Decision.PD); it does not call it at all when it returns an error
+// (except a prefill-stage error, after the first two). An RNG is used by one Decide at a time:
 // give each goroutine its own (a *rand.Rand is not safe for concurrent use).
 type RNG interface {
 	Float64() float64
@@ -39,6 +41,14 @@ type Request struct {
 	// request queued after it) counts for more than this request's own
 	// wait. Must be 0 or finite and >= 1.
 	PrefillWeight float64
+	// TTFTTargetMs is the request's TTFT target in ms; 0 means none. Inside
+	// every deployment, instances predicted (InstanceResult.PredictedTTFTMs)
+	// to miss it get probability 0 (ReasonSLOMiss) when one meets it, and
+	// the strategy runs among those that meet it; when no eligible instance
+	// of a deployment with P(d) > 0 meets it, Policy.OnSLOMiss decides
+	// (ErrSLOUnattainable under SLOShed). Must be 0 or in (0,
+	// MaxTTFTTargetMs].
+	TTFTTargetMs float64
 }
 
 // Deployment is one deployment of the pool as the caller sees it. It is a
@@ -53,6 +63,9 @@ type Deployment struct {
 	// this deployment: its Weight is then 0 and the audit says why
 	// (ReasonUnweighted). It has no effect when Weight > 0.
 	Unweighted bool
+	// Calibration is the deployment's fitted prefill model; the zero value
+	// (Version 0) is the policy's prior.
+	Calibration Calibration
 }
 
 // Instance is one model-server instance as the caller sees it at decision
@@ -101,6 +114,11 @@ type Instance struct {
 	Unreachable bool
 	// Excluded is true when the request excludes this instance (a retry).
 	Excluded bool
+	// Role is the instance's role under prefill/decode disaggregation
+	// (RoleBoth, the zero value, is an aggregated instance). A RolePrefill
+	// instance is never the pick's instance (ReasonPrefillRole); the
+	// prefill stage may choose it (Decision.PD).
+	Role Role
 }
 
 // Snapshot is the pool's state for one decision. Decide only reads it, so one

@@ -8,6 +8,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/auth"
+	"github.com/prefixroute/prefixroute/internal/protoconv"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/internal/store"
 	"github.com/prefixroute/prefixroute/scheduler"
@@ -75,7 +76,7 @@ func (as *adminService) GetWeights(ctx context.Context, req *pb.GetWeightsReques
 	cfg := pool.Config()
 	resp := &pb.GetWeightsResponse{Version: cfg.WeightsVersion, Weights: maps.Clone(cfg.Weights), WeightsSet: cfg.Weights != nil}
 	if pc, ok := as.s.store.Pool(req.GetPool()); ok {
-		resp.Ramp = rampProto(pc.Ramp, as.s.opts.Now())
+		resp.Ramp = protoconv.RampProto(pc.Ramp, as.s.opts.Now())
 	}
 	for _, d := range pool.Deployments() {
 		resp.Deployments = append(resp.Deployments, &pb.DeploymentWeight{
@@ -126,6 +127,7 @@ func (as *adminService) ListInstances(ctx context.Context, req *pb.ListInstances
 			KvCapacityBlocks: in.Last.KVCapacityBlocks, PrefillTokensPerSecond: in.Last.PrefillTokensPerSecond,
 			BlockSizeTokens: in.Last.BlockSizeTokens, ReportsCacheEvents: in.Last.ReportsCacheEvents,
 			CachedBlocks: uint64(in.CachedBlocks), AssignedTokens: in.AssignedTokens,
+			UnreachableBackoffLeftMs: float64(in.BackoffLeft.Microseconds()) / 1000, Role: protoconv.RoleProto(in.Last.Role),
 		}
 		if in.Last.HasQueueMs {
 			st.QueueMs = &in.Last.QueueMs
@@ -249,6 +251,8 @@ func instanceStateProto(s state.InstanceState) pb.InstanceState {
 		return pb.InstanceState_INSTANCE_STATE_DRAINING
 	case state.StateDisconnected:
 		return pb.InstanceState_INSTANCE_STATE_DISCONNECTED
+	case state.StateUnreachable:
+		return pb.InstanceState_INSTANCE_STATE_UNREACHABLE
 	}
 	return pb.InstanceState_INSTANCE_STATE_UNSPECIFIED
 }

@@ -1,7 +1,7 @@
 // Package server is prefixroute's gRPC layer: the handlers of PickService,
 // LoadService and AdminService (pick.go, admin.go, ramp.go, migration.go),
-// the one report-stream engine of ReportLoad and ReportLoadBatch (load*.go,
-// with its per-member limits), the observability of a Pick (pickrecord.go,
+// LoadService (load.go, which hands both report RPCs to the one
+// report-stream engine, internal/report), the observability of a Pick (pickrecord.go,
 // metrics*.go, span.go, pickring.go, history.go; the decision log is
 // internal/decisionlog, fed by observer.logDecision) and the
 // control loops (ramp_driver.go, Sweep). Package daemon wires a Server to

@@ -31,7 +31,8 @@ func codeOf(err error) codes.Code {
 		errors.Is(err, readiness.ErrSameDeployment), errors.Is(err, readiness.ErrInvalidQuery):
 		return codes.InvalidArgument
 	case errors.Is(err, state.ErrTooManyPools), errors.Is(err, state.ErrTooManyInstances),
-		errors.Is(err, scheduler.ErrSaturated):
+		errors.Is(err, scheduler.ErrSaturated), errors.Is(err, scheduler.ErrSLOUnattainable),
+		errors.Is(err, scheduler.ErrPrefillSaturated):
 		return codes.ResourceExhausted
 	case errors.Is(err, state.ErrSessionEnded):
 		return codes.Aborted
@@ -43,7 +44,8 @@ func codeOf(err error) codes.Code {
 		return codes.Unavailable
 	case errors.Is(err, store.ErrPersist), errors.Is(err, replica.ErrClusterUnavailable):
 		return codes.Unavailable
-	case errors.Is(err, scheduler.ErrNoInstances), errors.Is(err, scheduler.ErrNoEligibleInstance):
+	case errors.Is(err, scheduler.ErrNoInstances), errors.Is(err, scheduler.ErrNoEligibleInstance),
+		errors.Is(err, scheduler.ErrNoPrefillInstance):
 		return codes.Unavailable
 	case errors.Is(err, scheduler.ErrAllWeightsZero):
 		return codes.FailedPrecondition

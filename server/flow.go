@@ -80,3 +80,17 @@ func (h *flowHold) audit(resp *pb.PickResponse) {
 // FlowQueues reports every pool's waiting room (the console's queue view).
 // Safe for concurrent use.
 func (s *Server) FlowQueues() []flowq.PoolQueue { return s.flow.Snapshot(nil) }
+
+// kickingReplicas is the report engine's view of the replicas: the
+// cluster's, plus a kick of the pool's waiting picks on every report
+// applied from a stream (capacity may have freed).
+type kickingReplicas struct {
+	Replicator
+	s *Server
+}
+
+// Reported passes the report on and kicks its pool's queue.
+func (k kickingReplicas) Reported(id state.Identity, m *pb.ReportLoadRequest) {
+	k.Replicator.Reported(id, m)
+	k.s.flow.Kick(id.Pool)
+}

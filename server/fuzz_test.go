@@ -212,14 +212,14 @@ func FuzzReportLoadBatch(f *testing.F) {
 	addSeeds(f, "FuzzReportLoadBatch")
 	f.Fuzz(func(t *testing.T, m1, m2, m3 []byte) {
 		var msgs []*pb.ReportLoadBatchRequest
-		sent := map[memberKey][]uint64{}
+		sent := map[fuzzKey][]uint64{}
 		for _, raw := range [][]byte{m1, m2, m3} {
 			m := new(pb.ReportLoadBatchRequest)
 			if proto.Unmarshal(raw, m) != nil {
 				return
 			}
 			for _, r := range m.GetReports() {
-				k := memberKey{r.GetPool(), r.GetInstanceId()}
+				k := fuzzKey{r.GetPool(), r.GetInstanceId()}
 				sent[k] = append(sent[k], r.GetSeq())
 			}
 			msgs = append(msgs, m)
@@ -231,14 +231,14 @@ func FuzzReportLoadBatch(f *testing.F) {
 		st := &fuzzStream[pb.ReportLoadBatchRequest, pb.ReportLoadBatchResponse]{ctx: ctx, in: slices.Clone(msgs)}
 		err := (&loadService{s: s}).ReportLoadBatch(st)
 		wantCodeIn(t, "ReportLoadBatch", err, codes.OK, codes.InvalidArgument)
-		last := map[memberKey]uint64{}
+		last := map[fuzzKey]uint64{}
 		for _, r := range st.acks {
 			for _, e := range r.GetEnded() {
 				wantCodeIn(t, "InstanceEnded", status.Error(codes.Code(e.GetCode()), e.GetMessage()),
 					codes.OK, codes.InvalidArgument, codes.ResourceExhausted, codes.Aborted, codes.NotFound)
 			}
 			for _, a := range r.GetAcks() {
-				k := memberKey{a.GetInstance().GetPool(), a.GetInstance().GetInstanceId()}
+				k := fuzzKey{a.GetInstance().GetPool(), a.GetInstance().GetInstanceId()}
 				seq := a.GetAck().GetSeq()
 				if !slices.Contains(sent[k], seq) {
 					t.Fatalf("ack of %v with seq %d, which it never reported (%v)", k, seq, sent[k])
@@ -247,8 +247,11 @@ func FuzzReportLoadBatch(f *testing.F) {
 			}
 		}
 		fuzzEnded(t, s, func(pool, inst string) bool {
-			_, ok := last[memberKey{pool, inst}]
+			_, ok := last[fuzzKey{pool, inst}]
 			return ok
 		})
 	})
 }
+
+// fuzzKey names an instance of a batch stream.
+type fuzzKey struct{ pool, instance string }

@@ -22,18 +22,19 @@ type outcome uint8
 
 // The outcomes of a Pick, by the status code it returned.
 const (
-	outcomeOK          outcome = iota // OK
-	outcomeUnavailable                // Unavailable: no instance reported, or none eligible
-	outcomeDrained                    // FailedPrecondition: only weight-0 deployments are eligible
-	outcomeInvalid                    // InvalidArgument
-	outcomeUnknownPool                // NotFound
-	outcomeCanceled                   // Canceled or DeadlineExceeded
-	outcomeError                      // any other code (Internal after a panic, ...)
-	outcomeSaturated                  // ResourceExhausted from the scheduler: every live instance saturated, shed
+	outcomeOK              outcome = iota // OK
+	outcomeUnavailable                    // Unavailable: no instance reported, or none eligible
+	outcomeDrained                        // FailedPrecondition: only weight-0 deployments are eligible
+	outcomeInvalid                        // InvalidArgument
+	outcomeUnknownPool                    // NotFound
+	outcomeCanceled                       // Canceled or DeadlineExceeded
+	outcomeError                          // any other code (Internal after a panic, ...)
+	outcomeSaturated                      // ResourceExhausted from the scheduler: every live instance saturated, shed
+	outcomeSLOUnattainable                // ResourceExhausted from the scheduler: no instance meets the TTFT target, shed
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"ok", "unavailable", "drained", "invalid", "unknown_pool", "canceled", "error", "saturated"}
+var outcomeNames = [numOutcomes]string{"ok", "unavailable", "drained", "invalid", "unknown_pool", "canceled", "error", "saturated", "slo_unattainable"}
 
 func outcomeOf(c codes.Code) outcome {
 	switch c {
@@ -83,12 +84,13 @@ type observer struct {
 // poolObs is one pool's precomputed attribute options and deployments.
 type poolObs struct {
 	name      string
-	latency   []metric.RecordOption              // {pool}
-	failed    [numOutcomes]atomic.Int64          // failed picks by outcome (prefixroute_picks, deployment unset)
-	excluded  [scheduler.NumReasons]atomic.Int64 // instances left out by reason (prefixroute_pick_excluded_instances)
-	takeovers [numTakeoverOutcomes]atomic.Int64  // report streams that took over an instance id (prefixroute_instance_takeovers)
-	rings     *ringBudget                        // nil: no history rings for the pool's deployments
-	fails     *failRing                          // failed picks and markers; nil without a ring
+	latency   []metric.RecordOption                // {pool}
+	failed    [numOutcomes]atomic.Int64            // failed picks by outcome (prefixroute_picks, deployment unset)
+	excluded  [scheduler.NumReasons]atomic.Int64   // instances left out by reason (prefixroute_pick_excluded_instances)
+	pd        [scheduler.NumPDReasons]atomic.Int64 // picks by prefill-stage outcome (prefixroute_pick_pd_decisions)
+	takeovers [numTakeoverOutcomes]atomic.Int64    // report streams that took over an instance id (prefixroute_instance_takeovers)
+	rings     *ringBudget                          // nil: no history rings for the pool's deployments
+	fails     *failRing                            // failed picks and markers; nil without a ring
 
 	mu   sync.RWMutex
 	deps map[string]*depObs
@@ -231,8 +233,13 @@ func (o *observer) done(ctx context.Context, rec *pickRecord) {
 	p := o.pool(rec.req.GetPool())
 	o.latency.Record(ctx, rec.elapsed.Seconds(), p.latency...)
 	oc := outcomeOf(status.Code(rec.err))
-	if errors.Is(rec.decErr, scheduler.ErrSaturated) {
+	if errors.Is(rec.decErr, scheduler.ErrSaturated) || errors.Is(rec.decErr, scheduler.ErrPrefillSaturated) {
 		oc = outcomeSaturated // not another ResourceExhausted (a limit)
+	} else if errors.Is(rec.decErr, scheduler.ErrSLOUnattainable) {
+		oc = outcomeSLOUnattainable
+	}
+	if rec.pk != nil && (rec.decErr == nil || decisionExplains(rec.decErr)) {
+		p.pd[rec.pk.Decision.PD.Reason].Add(1) // PDNone: not exported
 	}
 	if oc != outcomeOK || rec.resp.GetDeployment() == "" {
 		p.failed[oc].Add(1)
@@ -286,7 +293,8 @@ func (o *observer) decided(ctx context.Context, p *poolObs, rec *pickRecord) {
 // or only weight-0 deployments. Each has the whole audit (scheduler.Decide).
 func decisionExplains(err error) bool {
 	return errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrSaturated) ||
-		errors.Is(err, scheduler.ErrAllWeightsZero)
+		errors.Is(err, scheduler.ErrAllWeightsZero) || errors.Is(err, scheduler.ErrSLOUnattainable) ||
+		errors.Is(err, scheduler.ErrNoPrefillInstance) || errors.Is(err, scheduler.ErrPrefillSaturated)
 }
 
 // identityFlap counts a report stream that took over an open one.

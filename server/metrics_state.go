@@ -29,7 +29,7 @@ type gauges struct {
 	indexBlocks, indexPairs, indexBytes, eligible, winPicks metric.Int64ObservableGauge
 	reportAge, weight, weightShare, trafficShare, hitRatio  metric.Float64ObservableGauge
 	capEvicted, reports, picks, blocks, matched             metric.Int64ObservableCounter
-	excluded, flaps, takeovers                              metric.Int64ObservableCounter
+	excluded, flaps, takeovers, pd                          metric.Int64ObservableCounter
 }
 
 // registerGauges creates the observable gauges on m and registers their
@@ -76,6 +76,8 @@ func (o *observer) registerGauges(m metric.Meter) error {
 		"Prefix blocks already cached on the chosen instance, over the successful picks routed to each deployment; divide by prefixroute_pick_prefix_blocks_total for the hit ratio.")
 	g.excluded = c64("prefixroute_pick_excluded_instances", "{instance}",
 		"Instances left out of Pick decisions, by reason (eligibility checks and the threshold/argmin strategies): one per instance per decision.")
+	g.pd = c64("prefixroute_pick_pd_decisions", "{pick}",
+		"Picks drawn into a deployment with prefill instances, by pool and the prefill stage's reason: disaggregated, below_threshold, local_cheaper, no_prefill_instance, prefill_saturated (the last two failed under pd_fallback fail).")
 	g.flaps = c64("prefixroute_instance_identity_flaps", "{takeover}",
 		"ReportLoad streams that replaced a stream still open for the same instance id, by pool and deployment: a reconnect counts once; steady growth means two instances share one id.")
 	g.takeovers = c64("prefixroute_instance_takeovers", "{takeover}",
@@ -88,12 +90,12 @@ func (o *observer) registerGauges(m metric.Meter) error {
 		return nil
 	}, g.instances, g.streams, g.weightsVersion, g.policyVersion, g.indexBlocks, g.indexPairs, g.indexBytes,
 		g.eligible, g.winPicks, g.reportAge, g.weight, g.weightShare, g.trafficShare, g.hitRatio, g.capEvicted, g.reports, g.picks, g.blocks, g.matched,
-		g.excluded, g.flaps, g.takeovers)
+		g.excluded, g.flaps, g.takeovers, g.pd)
 	return err
 }
 
 // states are the instance states, in the order of their series.
-var states = [...]state.InstanceState{state.StateOK, state.StateStale, state.StateDraining, state.StateDisconnected}
+var states = [...]state.InstanceState{state.StateOK, state.StateStale, state.StateDraining, state.StateUnreachable, state.StateDisconnected}
 
 // observe reads every pool once. It runs at scrape time; its allocations
 // are per scrape, not per pick.
@@ -192,6 +194,11 @@ func (o *observer) observeCounts(ob metric.Observer, g *gauges) {
 		for r := range scheduler.NumReasons {
 			if n := p.excluded[r].Load(); n > 0 {
 				ob.ObserveInt64(g.excluded, n, metric.WithAttributes(pa, attribute.String("reason", r.String())))
+			}
+		}
+		for r := scheduler.PDReason(1); r < scheduler.NumPDReasons; r++ {
+			if n := p.pd[r].Load(); n > 0 {
+				ob.ObserveInt64(g.pd, n, metric.WithAttributes(pa, attribute.String("reason", r.String())))
 			}
 		}
 		for oc := range numTakeoverOutcomes {

@@ -60,7 +60,7 @@ func migrationProto(pool string, st *readiness.Status) *pb.GetMigrationStatusRes
 		out.Deployments = append(out.Deployments, &pb.DeploymentTraffic{
 			Deployment: d.Name, Weight: d.Weight, WeightShare: d.WeightShare, Picks: d.Picks, TrafficShare: d.TrafficShare,
 			HitRatio: d.HitRatio, PrefillTokensPerSecond: d.PrefillTokensPerSec, PrefillMsPerSecond: d.PrefillMsPerSec,
-			ThroughputTokensPerSecond: d.ThroughputTokensPerSec, Instances: uint32(d.Instances),
+			ThroughputTokensPerSecond: d.ThroughputTokensPerSec, Instances: uint32(d.Instances), Missing: d.Missing,
 		})
 	}
 	for _, h := range st.HotPrefixes {
@@ -88,5 +88,5 @@ func (s *Server) holdReason(pool string, r *rollout.Ramp) string {
 	st, err := p.Migration(s.opts.Now(), readiness.Query{From: h.From, To: h.To, TopK: 1})
 	m := &st.Migration
 	return r.HoldReason(rollout.ToLoad{Known: m.ExtraPrefillMsKnown, PrefillMsPerSec: m.ToPrefillMsPerSec,
-		CapacityMsPerSec: m.ToCapacityMsPerSec, ExtraPrefillMsPerSec: m.ExtraPrefillMsPerSec}, err)
+		CapacityMsPerSec: m.ToCapacityMsPerSec, ExtraPrefillMsPerSec: m.ExtraPrefillMsPerSec, Missing: m.ToMissing}, err)
 }

@@ -22,7 +22,8 @@ const (
 
 // outcomeScratch is the reusable memory of one ReportOutcome call.
 type outcomeScratch struct {
-	outs []state.Outcome
+	outs  []state.Outcome
+	entry PickOutcome // the matched pick (outcome_calib.go)
 }
 
 var outcomeScratches = sync.Pool{New: func() any { return &outcomeScratch{outs: make([]state.Outcome, 0, 64)} }}
@@ -40,7 +41,9 @@ func (ps *pickService) ReportOutcome(ctx context.Context, req *pb.ReportOutcomeR
 // connect_failed makes the instance unreachable, a served ends that
 // (state.Pool.ApplyOutcomes); counts them per pool and status
 // (prefixroute_outcomes) with their ttft (prefixroute_outcome_ttft); and
-// keeps each with its pick, matched by request_id (PickOutcome). An
+// keeps each with its pick, matched by request_id (PickOutcome), whose
+// served ttft feeds its deployment's prefill fit and the prediction and
+// target metrics (learn). An
 // unknown pool, instance or request_id is counted in the response, not an
 // error. The error is a gRPC status. Safe for concurrent use.
 func (s *Server) OutcomesFor(ctx context.Context, req *pb.ReportOutcomeRequest) (*pb.ReportOutcomeResponse, error) {
@@ -68,11 +71,13 @@ func (s *Server) OutcomesFor(ctx context.Context, req *pb.ReportOutcomeRequest) 
 		sc.outs = sc.outs[:0]
 		for _, o := range run {
 			sc.outs = append(sc.outs, state.Outcome{Instance: o.GetInstanceId(), Kind: outcomeKind(o.GetStatus())})
-			if s.book.match(name, o.GetRequestId(), o.GetInstanceId(), o.GetStatus(), o.TtftMs) {
+			if s.book.match(name, o.GetRequestId(), o.GetInstanceId(), o.GetStatus(), o.TtftMs, &sc.entry) {
 				resp.Matched++
+				s.learn(ctx, pool, &sc.entry)
 			}
 		}
 		res := pool.ApplyOutcomes(now, sc.outs)
+		s.repl.Outcomes(name, sc.outs, res)
 		resp.UnknownInstances += uint32(res.Unknown)
 		s.outcomes.count(ctx, name, run)
 		s.flow.Kick(name) // a finished request may have freed capacity
@@ -135,7 +140,7 @@ func (s *Server) checkOutcomes(outs []*pb.Outcome) error {
 // bookPick keeps a successful pick with its request_id in the pick book
 // (outcome_book.go); ids over MaxRequestIDBytes are not kept (no outcome
 // could name them).
-func (s *Server) bookPick(pool, requestID string, pk *state.Pick) {
+func (s *Server) bookPick(pool, requestID string, pk *state.Pick, promptTokens uint32) {
 	if requestID == "" || len(requestID) > MaxRequestIDBytes {
 		return
 	}
@@ -147,6 +152,7 @@ func (s *Server) bookPick(pool, requestID string, pk *state.Pick) {
 	e := PickOutcome{Pool: pool, RequestID: requestID, Instance: pk.Snapshot.Instances[d.Instance].ID,
 		Deployment: pk.Snapshot.Deployments[d.Deployment].Name, At: s.opts.Now(),
 		CostMs: r.CostMs, PrefillMs: r.PrefillMs, QueueMs: r.QueueMs}
+	bookFeatures(&e, pk, promptTokens)
 	if math.IsNaN(e.CostMs) {
 		e.CostMs = 0
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/calib"
 )
 
 // The pick book: the router's recent picks that carried a request_id, with
@@ -16,7 +17,9 @@ import (
 // Memory is bounded: pickBookSize entries in pickBookShards shards, each a
 // ring with a map from request_id to its slot; the oldest pick of a shard
 // is evicted by the next. An entry holds the request's strings (no copy)
-// and about 120 bytes more: about 8 MiB for the whole book at 65536 entries.
+// and about 120 bytes more: about 8 MiB for the whole book at 65536 entries,
+// allocated as picks with a request_id arrive (a router whose gateways send
+// none holds none).
 // An outcome whose pick was evicted or never made is still counted, not
 // matched.
 const (
@@ -37,6 +40,21 @@ type PickOutcome struct {
 	// CostMs, PrefillMs and QueueMs are the decision's figures for the chosen
 	// instance, in ms.
 	CostMs, PrefillMs, QueueMs float64
+	// The features of the prediction, for the calibration (internal/calib):
+	// new and cached prompt tokens on the chosen instance, the throughput
+	// (tokens/s) and batch wait (ms) used, the predicted TTFT (ms), the
+	// policy's doubling context (tokens) and the calibration version
+	// the costs used; QueueSeen is false when the router could not see the
+	// queue the request met (a saturated pick, or a report older than
+	// calib.MaxQueueSeenAgeMs).
+	Uncached, Cached                                 uint32
+	TPS, BatchWaitMs, PredictedTTFTMs, PriorDoubling float64
+	CalibrationVersion                               uint64
+	QueueSeen                                        bool
+	// TTFTTargetMs is the pick's target (0: none); SLOMet whether the pick
+	// met it by prediction.
+	TTFTTargetMs float64
+	SLOMet       bool
 	// Reported is true once an outcome matched the pick; Tried, Status and
 	// TTFTMs are then the latest one's (Tried differs from Instance when the
 	// gateway fell back to another instance). HasTTFT says TTFTMs was given.
@@ -48,12 +66,12 @@ type PickOutcome struct {
 }
 
 // pickBook is the bounded book of recent picks by request_id. Safe for
-// concurrent use: one shard lock per add or match, no allocation in steady
-// state (the maps are sized for their shard and entries are replaced in
-// place).
+// concurrent use: one shard lock per add or match, no allocation once a
+// shard's ring is full (entries are then replaced in place).
 type pickBook struct {
 	seed   maphash.Seed
 	shards [pickBookShards]bookShard
+	fits   *calib.Book // the deployments' prefill fits, fed by matched outcomes (outcome_calib.go)
 }
 
 type bookShard struct {
@@ -64,10 +82,9 @@ type bookShard struct {
 }
 
 func newPickBook() *pickBook {
-	b := &pickBook{seed: maphash.MakeSeed()}
+	b := &pickBook{seed: maphash.MakeSeed(), fits: calib.NewBook()}
 	for i := range b.shards {
-		b.shards[i].ring = make([]PickOutcome, pickBookShard)
-		b.shards[i].byID = make(map[string]int32, pickBookShard)
+		b.shards[i].byID = make(map[string]int32)
 	}
 	return b
 }
@@ -86,6 +103,12 @@ func (b *pickBook) add(e *PickOutcome) {
 		sh.mu.Unlock()
 		return
 	}
+	if len(sh.ring) < pickBookShard { // the ring grows until full, then turns
+		sh.byID[e.RequestID] = int32(len(sh.ring))
+		sh.ring = append(sh.ring, *e)
+		sh.mu.Unlock()
+		return
+	}
 	slot := &sh.ring[sh.next]
 	if slot.RequestID != "" {
 		delete(sh.byID, slot.RequestID)
@@ -96,9 +119,9 @@ func (b *pickBook) add(e *PickOutcome) {
 	sh.mu.Unlock()
 }
 
-// match attaches an outcome to the pick of requestID in pool; false when
-// the book has no such pick.
-func (b *pickBook) match(pool, requestID, tried string, st pb.OutcomeStatus, ttft *float64) bool {
+// match attaches an outcome to the pick of requestID in pool and copies
+// the updated entry to out; false when the book has no such pick.
+func (b *pickBook) match(pool, requestID, tried string, st pb.OutcomeStatus, ttft *float64, out *PickOutcome) bool {
 	if requestID == "" {
 		return false
 	}
@@ -115,6 +138,7 @@ func (b *pickBook) match(pool, requestID, tried string, st pb.OutcomeStatus, ttf
 	if ttft != nil {
 		e.TTFTMs = *ttft
 	}
+	*out = *e
 	return true
 }
 

@@ -27,11 +27,11 @@ func TestPickBookBounded(t *testing.T) {
 	if n != pickBookSize {
 		t.Errorf("book holds %d picks, want %d", n, pickBookSize)
 	}
-	if b.match("m", ids[0], "a", pb.OutcomeStatus_OUTCOME_STATUS_SERVED, nil) {
+	if b.match("m", ids[0], "a", pb.OutcomeStatus_OUTCOME_STATUS_SERVED, nil, new(PickOutcome)) {
 		t.Error("the first pick, long evicted, matched")
 	}
 	last := ids[len(ids)-1]
-	if !b.match("m", last, "a", pb.OutcomeStatus_OUTCOME_STATUS_SERVED, nil) || b.match("other", last, "a", pb.OutcomeStatus_OUTCOME_STATUS_SERVED, nil) {
+	if !b.match("m", last, "a", pb.OutcomeStatus_OUTCOME_STATUS_SERVED, nil, new(PickOutcome)) || b.match("other", last, "a", pb.OutcomeStatus_OUTCOME_STATUS_SERVED, nil, new(PickOutcome)) {
 		t.Error("the last pick did not match in its pool, or matched in another")
 	}
 	b.add(&PickOutcome{Pool: "m", RequestID: last, Instance: "b"})

@@ -29,6 +29,7 @@ type outcomeObs struct {
 	ttft    metric.Float64Histogram
 	mu      sync.RWMutex
 	pools   map[string]*outcomePoolObs
+	pred    *predObs // the prediction and target metrics (outcome_calib.go)
 }
 
 type outcomePoolObs struct {
@@ -48,7 +49,11 @@ func newOutcomeObs(m metric.Meter) (*outcomeObs, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &outcomeObs{counter: c, ttft: h, pools: make(map[string]*outcomePoolObs)}, nil
+	pred, err := newPredObs(m)
+	if err != nil {
+		return nil, err
+	}
+	return &outcomeObs{counter: c, ttft: h, pools: make(map[string]*outcomePoolObs), pred: pred}, nil
 }
 
 func (o *outcomeObs) pool(name string) *outcomePoolObs {
@@ -120,4 +125,14 @@ func (o *outcomeObs) dropPool(name string) {
 	o.mu.Lock()
 	delete(o.pools, name)
 	o.mu.Unlock()
+	o.pred.dropPool(name)
+}
+
+// predicted records a served outcome's ttft against its pick's
+// prediction and target (predObs).
+func (o *outcomeObs) predicted(ctx context.Context, e *PickOutcome) {
+	if o == nil {
+		return
+	}
+	o.pred.record(ctx, e)
 }

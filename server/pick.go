@@ -60,8 +60,11 @@ func (s *Server) pick(ctx context.Context, req *pb.PickRequest, sc *pickScratch,
 	if _, ok := pb.AuditLevel_name[int32(req.GetAudit())]; !ok {
 		return nil, invalid("audit is %d, not an AuditLevel; want 0 (unspecified: full), 1 (full), 2 (chosen) or 3 (none)", int32(req.GetAudit()))
 	}
+	if err := checkTarget(req); err != nil {
+		return nil, err
+	}
 	sc.in = state.PickInput{Hashes: req.GetPrefixHashes(), PromptTokens: req.GetPromptTokens(), Exclude: req.GetExcludeInstances(),
-		ChosenOnly: chosenOnly(req, rec.logged)}
+		ChosenOnly: chosenOnly(req, rec.logged), TTFTTargetMs: req.GetTtftSloMs()}
 	sc.overrides = sc.overrides[:0]
 	for _, l := range req.GetLoadSnapshot().GetInstances() {
 		sc.overrides = append(sc.overrides, state.Override{
@@ -95,7 +98,7 @@ func (s *Server) pick(ctx context.Context, req *pb.PickRequest, sc *pickScratch,
 		return nil, pickError(pool.Name(), &sc.pick, err)
 	}
 	s.repl.Picked(pool.Name(), &sc.pick, req.GetPrefixHashes())
-	s.bookPick(pool.Name(), req.GetRequestId(), &sc.pick)
+	s.bookPick(pool.Name(), req.GetRequestId(), &sc.pick, req.GetPromptTokens())
 	resp := pickResponseAt(req.GetAudit(), &sc.pick, seed, len(req.GetPrefixHashes()), req.GetPromptTokens())
 	hold.audit(resp)
 	return resp, nil
@@ -111,6 +114,8 @@ func pickError(pool string, pk *state.Pick, err error) error {
 		// into it. It answers as a pool warming up, retryable.
 		return newStatus(state.ErrPoolWarming, fmt.Sprintf("pool %q is warming up: it has no instances (none has reported since the router started, or all were forgotten); retry in %d s",
 			pool, protoconv.RetryAfterSeconds))
+	case errors.Is(err, scheduler.ErrSLOUnattainable):
+		return sloStatus(pool, pk)
 	case errors.Is(err, scheduler.ErrSaturated):
 		msg = fmt.Sprintf("pool %q is saturated: %s; the earliest instance drains in about %.1f ms (on_saturation: %v)",
 			pool, d.ExcludedSummary(), d.DrainMs, pk.Config.Policy.OnSaturation)
@@ -150,8 +155,9 @@ func pickResponseAt(level pb.AuditLevel, pk *state.Pick, seed uint64, blocks int
 	snap := &pk.Snapshot
 	chosen := &snap.Instances[d.Instance]
 	if level == pb.AuditLevel_AUDIT_LEVEL_NONE {
+		prefill, _ := protoconv.PDProto(pk, false)
 		return &pb.PickResponse{Address: pk.Addresses[d.Instance], InstanceId: chosen.ID,
-			Deployment: snap.Deployments[d.Deployment].Name}
+			Deployment: snap.Deployments[d.Deployment].Name, Prefill: prefill}
 	}
 	m := new(pickMessages)
 	resp, dec := &m.resp, &m.dec
@@ -161,6 +167,8 @@ func pickResponseAt(level pb.AuditLevel, pk *state.Pick, seed uint64, blocks int
 	dec.DeploymentDraw, dec.InstanceDraw, dec.Seed = d.DeploymentDraw, d.InstanceDraw, seed
 	dec.WeightsVersion, dec.Blocks, dec.PromptTokens = pk.Config.WeightsVersion, uint32(blocks), promptTokens
 	dec.Saturated, dec.DrainMs = d.Saturated, d.DrainMs
+	sloAudit(dec, pk)
+	resp.Prefill, dec.Pd = protoconv.PDProto(pk, true)
 	dec.UnknownInstances = uint32(d.Excluded[scheduler.ReasonStale]) // neither full nor free
 	deps := make([]pb.DeploymentDecision, len(snap.Deployments))
 	dec.Deployments = make([]*pb.DeploymentDecision, len(snap.Deployments))
@@ -169,6 +177,7 @@ func pickResponseAt(level pb.AuditLevel, pk *state.Pick, seed uint64, blocks int
 		dd.Deployment, dd.Weight, dd.HitRatio = snap.Deployments[i].Name, r.Weight, r.HitRatio
 		dd.Probability, dd.ExcludedReason, dd.LoadMs = r.Probability, r.Reason.String(), r.LoadMs
 		dd.MatchedBlocks, dd.EligibleInstances = uint32(r.MatchedBlocks), uint32(r.Eligible)
+		calibAudit(dd, &snap.Deployments[i], &pk.Config.Policy)
 		dec.Deployments[i] = dd
 	}
 	if level == pb.AuditLevel_AUDIT_LEVEL_CHOSEN {

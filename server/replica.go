@@ -31,6 +31,9 @@ type Replicator interface {
 	Reported(id state.Identity, m *pb.ReportLoadRequest)
 	// Picked passes on the work a pick of pool gave its instance.
 	Picked(pool string, out *state.Pick, hashes []uint64)
+	// Outcomes passes on the outcomes of a ReportOutcome call of pool that
+	// bear on reachability; res is what applying them here did.
+	Outcomes(pool string, outs []state.Outcome, res state.OutcomeResult)
 	// RegisterMetrics exports the replication's metrics on m.
 	RegisterMetrics(m metric.Meter) error
 }
@@ -44,11 +47,12 @@ func (standalone) Close() {}
 func (s standalone) Change(pool string, e store.Edit, caller string) (store.PoolConfig, error) {
 	return s.store.Change(pool, e, caller)
 }
-func (standalone) StreamOpened(string, string)                    {}
-func (standalone) StreamEnded(string, string, bool)               {}
-func (standalone) Reported(state.Identity, *pb.ReportLoadRequest) {}
-func (standalone) Picked(string, *state.Pick, []uint64)           {}
-func (standalone) RegisterMetrics(metric.Meter) error             { return nil }
+func (standalone) StreamOpened(string, string)                           {}
+func (standalone) StreamEnded(string, string, bool)                      {}
+func (standalone) Reported(state.Identity, *pb.ReportLoadRequest)        {}
+func (standalone) Picked(string, *state.Pick, []uint64)                  {}
+func (standalone) Outcomes(string, []state.Outcome, state.OutcomeResult) {}
+func (standalone) RegisterMetrics(metric.Meter) error                    { return nil }
 
 // replicaHost is the Server as a replica.Host: its configuration lock is
 // adminMu.

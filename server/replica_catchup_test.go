@@ -3,6 +3,8 @@ package server_test
 import (
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/servertest"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
@@ -132,34 +135,35 @@ func TestReplicaJoinDuringCacheChurn(t *testing.T) {
 	servertest.Eventually(t, "the churn going on after replica 3's catch-up", func() bool { return churned.Load() >= caughtUp+2*n })
 	close(stop)
 	churn.Wait()
-	// Quiet now: every replica must end with the same blocks.
-	quiet0 := time.Now()
-	for {
+	// Quiet now: every replica must end with the same blocks. On failure,
+	// replica 3's log says how its catch-up went.
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		for _, rec := range logs.all() {
+			switch rec.msg {
+			case "report stream opened", "finished call", "started call":
+			default:
+				t.Logf("replica 3 logged at %v: %s %v", rec.at.Format("15:04:05.000"), rec.msg, rec.attrs)
+			}
+		}
+	}()
+	took := testwait.EventuallyOK(t, func() string {
 		a, b, c := counts(r1), counts(r2), counts(r3)
 		if len(a) == n && fmt.Sprint(a) == fmt.Sprint(c) && fmt.Sprint(a) == fmt.Sprint(b) {
-			break
+			return ""
 		}
-		if time.Since(quiet0) > 10*time.Second {
-			diff := 0
-			for id, k := range a {
-				if c[id] != k || b[id] != k {
-					if diff < 5 {
-						t.Errorf("%s: %d cached blocks on replica 1, %d on replica 2, %d on replica 3", id, k, b[id], c[id])
-					}
-					diff++
-				}
+		var diffs []string
+		for id, k := range a {
+			if c[id] != k || b[id] != k {
+				diffs = append(diffs, fmt.Sprintf("%s: %d cached blocks on replica 1, %d on replica 2, %d on replica 3", id, k, b[id], c[id]))
 			}
-			for _, rec := range logs.all() {
-				switch rec.msg {
-				case "report stream opened", "finished call", "started call":
-				default:
-					t.Logf("replica 3 logged at %v: %s %v", rec.at.Format("15:04:05.000"), rec.msg, rec.attrs)
-				}
-			}
-			t.Fatalf("%d of %d instances differ between the replicas 10 s after the churn stopped", diff, n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		slices.Sort(diffs)
+		return fmt.Sprintf("%d of %d instances differ between the replicas after the churn stopped (replica 1 lists %d): %s",
+			len(diffs), n, len(a), strings.Join(diffs[:min(5, len(diffs))], "; "))
+	})
 	t.Logf("replica 3 equal to replica 1 %v after the churn stopped; snapshots asked again for missed reports: %d",
-		time.Since(quiet0), len(logs.find("the peer's snapshot predates reports this replica missed; asking for a snapshot again")))
+		took, len(logs.find("the peer's snapshot predates reports this replica missed; asking for a snapshot again")))
 }

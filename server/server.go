@@ -14,6 +14,7 @@ import (
 	"github.com/prefixroute/prefixroute/internal/cluster"
 	"github.com/prefixroute/prefixroute/internal/flowq"
 	"github.com/prefixroute/prefixroute/internal/readiness"
+	"github.com/prefixroute/prefixroute/internal/report"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/internal/store"
 )
@@ -56,19 +57,16 @@ type Server struct {
 	reg   *state.Registry
 	store *store.Store
 
-	adminMu   sync.Mutex // orders store writes with their publication to the pools
-	stopping  chan struct{}
-	stopOnce  sync.Once
-	picks     sync.Pool    // of *pickScratch
-	obs       *observer    // observability hooks (metrics.go); nil records nothing
-	repl      Replicator   // the cluster, or standalone (replica.go)
-	flaps     flapLog      // identity takeovers logged (load_flaps.go)
-	takeovers flapLog      // cross-deployment takeovers logged (load_takeover.go)
-	waits     waiting      // report streams before their first message, per identity (load_admit.go)
-	guard     *reportGuard // report-stream limits (LimitReports); nil: none
-	book      *pickBook    // recent picks by request_id, for outcomes (outcome_book.go)
-	outcomes  *outcomeObs  // the outcome metrics (outcome_metrics.go); nil records nothing
-	flow      *flowq.Rooms // the waiting picks of on_saturation: queue (flow.go)
+	adminMu  sync.Mutex // orders store writes with their publication to the pools
+	stopping chan struct{}
+	stopOnce sync.Once
+	picks    sync.Pool      // of *pickScratch
+	obs      *observer      // observability hooks (metrics.go); nil records nothing
+	repl     Replicator     // the cluster, or standalone (replica.go)
+	reports  *report.Engine // the report streams (load.go)
+	book     *pickBook      // recent picks by request_id, for outcomes (outcome_book.go)
+	outcomes *outcomeObs    // the outcome metrics (outcome_metrics.go); nil records nothing
+	flow     *flowq.Rooms   // the waiting picks of on_saturation: queue (flow.go)
 }
 
 // New opens the data dir, restores every configured pool and returns a
@@ -113,6 +111,7 @@ func New(opts Options) (*Server, error) {
 	if s.repl, err = newReplicator(s, opts); err != nil {
 		return nil, errors.Join(fmt.Errorf("server: %w", err), st.Close())
 	}
+	s.reports = newReports(s)
 	return s, nil
 }
 
@@ -158,6 +157,7 @@ func (s *Server) sweepOnce() {
 	for _, name := range dropped {
 		s.obs.dropPool(name)
 		s.outcomes.dropPool(name)
+		s.book.fits.DropPool(name)
 	}
 	if len(dropped) > 0 {
 		s.log.Info("dropped pools with neither instances nor configuration past forget_after", "pools", len(dropped))

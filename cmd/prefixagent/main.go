@@ -65,6 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.Address, "address", "", "what gateways send this instance's traffic to, host:port (required without --instance)")
 	fs.Var(&instances, "instance", instanceUsage)
 	fs.StringVar(&c.Salt, "hash-salt", "", "the prefix-hash salt of the pool's gateways (PickerOptions.Salt)")
+	fs.StringVar(&c.Role, "role", "", "prefill/decode role: both, prefill or decode; empty takes SGLang's (engine_type label, --disaggregation-mode), else both; vLLM's kv_role is not on /metrics: set it")
 	fs.IntVar(&c.BlockSize, "block-size", 0, "the pool's block size in tokens; 0 takes the engine's (cache_config_info); a mismatch is an error")
 	fs.IntVar(&c.MaxBlocks, "max-blocks", 0, "bound of the engine-hash map in blocks; 0: 2 x the engine's capacity")
 	fs.StringVar(&httpListen, "http-listen", "127.0.0.1:9091", "address of the agent's /metrics, /healthz (engine and router reachable), /livez (agent running) and /status; off disables")

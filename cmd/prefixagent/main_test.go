@@ -95,6 +95,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"--engine", "vllm", "--pool", "m", "--deployment", "a", "--address", "x:1", "--block-size", "-1"}, "must not be negative"},
 		{[]string{"--engine", "vllm", "--router", "10.0.0.1:50051", "--token-file", "/dev/null"}, "--token-file"},
 		{[]string{"--engine", "vllm", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"--engine", "vllm", "--pool", "m", "--deployment", "a", "--address", "x:1", "--role", "encode"}, `role "encode": want both, prefill or decode`},
 		{[]string{"--engine", "vllm", "--pool", "m", "--deployment", "a", "--instance", "id=g0,port=1"}, `--instance "id=g0,port=1": unknown key "port"`},
 		{[]string{"--engine", "vllm", "--pool", "m", "--deployment", "a", "--instance", "id=g0"}, `--instance "id=g0": id and address are required`},
 		{[]string{"--engine", "vllm", "--pool", "m", "--deployment", "a", "--instance", "id=g0,address"}, `"address" is not key=value`},

@@ -90,6 +90,13 @@ func renderPick(w io.Writer, r *pb.PickResponse, explain bool) {
 	it.write(w)
 	line("* chosen; COST = %s x PREFILL + QUEUE + batch wait (%s); predicted TTFT = PREFILL + QUEUE + batch wait; "+
 		"P = P(d) x P(i|d)", fmtWeightFactor(weight), fmtMs(p.GetBatchWaitMs()))
+	if t := d.GetTtftSloMs(); t > 0 {
+		met := "missed"
+		if d.GetSloMet() {
+			met = "met"
+		}
+		line("TTFT target %s: %s by prediction (on_slo_miss %s)", fmtMs(t), met, strings.ToLower(strings.TrimPrefix(p.GetOnSloMiss().String(), "SLO_ON_MISS_")))
+	}
 }
 
 // fmtWeightFactor is the footer's prefill weight w (the backlog weight,

@@ -122,6 +122,8 @@ func stateCell(in *pb.InstanceStatus) string {
 		return "draining"
 	case pb.InstanceState_INSTANCE_STATE_DISCONNECTED:
 		return "disconnected " + age // listed below the table
+	case pb.InstanceState_INSTANCE_STATE_UNREACHABLE:
+		return "unreach*" // explained below the table
 	}
 	return "unknown"
 }
@@ -173,8 +175,11 @@ func renderInstances(w io.Writer, pool string, r *pb.ListInstancesResponse, p *s
 		numCol("QUEUE"), numCol("KV"), numCol("CACHED"), numCol("PREFILL"))
 	guessed, estimated := false, false
 	dep := ""
-	var gone []*pb.InstanceStatus
+	var gone, unreachable []*pb.InstanceStatus
 	for _, in := range r.GetInstances() {
+		if in.GetState() == pb.InstanceState_INSTANCE_STATE_UNREACHABLE {
+			unreachable = append(unreachable, in)
+		}
 		if in.GetState() == pb.InstanceState_INSTANCE_STATE_DISCONNECTED {
 			gone = append(gone, in) // listed below the table, with their age
 			continue
@@ -198,6 +203,13 @@ func renderInstances(w io.Writer, pool string, r *pb.ListInstancesResponse, p *s
 	for _, in := range gone {
 		fmt.Fprintf(w, "disconnected: %s (deployment %s, %s), no report for %s\n",
 			in.GetInstanceId(), in.GetDeployment(), in.GetAddress(), fmtAge(in.GetReportAgeMs()))
+	}
+	for _, in := range unreachable {
+		left := "its next report ends it"
+		if ms := in.GetUnreachableBackoffLeftMs(); ms > 0 {
+			left = fmt.Sprintf("back-off %s left", fmtAge(ms))
+		}
+		fmt.Fprintf(w, "* unreachable: %s after a failed connect, out of picks; %s\n", in.GetInstanceId(), left)
 	}
 	if estimated {
 		fmt.Fprintln(w, "~ QUEUE: as Pick sees it: queued + newly routed tokens / throughput")

@@ -76,6 +76,7 @@ func (c *cli) pick(fs *pflag.FlagSet) runner {
 	exclude := fs.String("exclude", "", "instance ids `ID,...` not to choose")
 	requestID := fs.String("request-id", "", "request `ID` for the sidecar's logs")
 	explain := fs.Bool("explain", false, "print the decision's audit (asks for --audit full)")
+	sloMs := fs.Float64("slo-ms", 0, "the request's TTFT target in `MS` (ttft_slo_ms; 0: none)")
 	audit := fs.String("audit", "", "how much of the decision the sidecar returns: `LEVEL` chosen, full or none (default chosen; full with --explain)")
 	return func(pos []string) error {
 		req, err := pf.request()
@@ -86,6 +87,10 @@ func (c *cli) pick(fs *pflag.FlagSet) runner {
 			return usagef("--prompt-tokens %d: the limit is %d", *promptTokens, uint32(1<<32-1))
 		}
 		req.PromptTokens, req.RequestID, req.Exclude = uint32(*promptTokens), *requestID, splitList(*exclude)
+		if v := *sloMs; !(v >= 0 && v <= 3_600_000) {
+			return usagef("--slo-ms %v: want 0 (none) or a number of ms in (0, 3600000]", v)
+		}
+		req.TTFTSLOMs = *sloMs
 		if req.Audit, err = auditLevel(*audit, *explain); err != nil {
 			return err
 		}

@@ -55,6 +55,8 @@ func defaultPolicy() *pb.Policy {
 		MaxKvUsage: f64(0.95), MaxQueueMs: f64(0), DeploymentDeltaMs: f64(0), StaleAfter: durationpb.New(2e9),
 		ForgetAfter: durationpb.New(30e9), DefaultKvCapacityBlocks: u64(16384),
 		OnSaturation: pb.OnSaturation_ON_SATURATION_LEAST_LOADED, DoublingContextTokens: f64(17000),
+		OnSloMiss: pb.SloOnMiss_SLO_ON_MISS_BEST_EFFORT, Calibration: pb.SloCalibration_SLO_CALIBRATION_APPLY,
+		PdMinUncachedTokens: u32(512), PdTransferMsPerToken: f64(0.005), PdFallback: pb.PdFallback_PD_FALLBACK_LOCAL,
 		QueueTtl: durationpb.New(30e9), QueueMaxWaiting: u32(1000), QueueMaxPerBand: u32(1000)}
 }
 
@@ -159,6 +161,8 @@ func TestRenderGolden(t *testing.T) {
 		{InstanceId: "vllm-b-0", Deployment: "B", Address: "10.0.0.2:8000", State: pb.InstanceState_INSTANCE_STATE_STALE,
 			ReportAgeMs: 3200, QueuedPrefillTokens: 4096, KvCacheUsage: 0.951, CachedBlocks: 16384,
 			PrefillTokensPerSecond: 9000},
+		{InstanceId: "vllm-b-2", Deployment: "B", Address: "10.0.0.4:8000", State: pb.InstanceState_INSTANCE_STATE_UNREACHABLE,
+			ReportAgeMs: 60, UnreachableBackoffLeftMs: 3200, ReportsCacheEvents: true, PrefillTokensPerSecond: 9000},
 		{InstanceId: "vllm-b-1", Deployment: "B", Address: "10.0.0.3:8000", State: pb.InstanceState_INSTANCE_STATE_DISCONNECTED,
 			ReportAgeMs: 754000, ReportsCacheEvents: true},
 		{InstanceId: "pod-with-a-very-long-generated-name-7f9c8d6b5-x2v4q", Deployment: "canary-2026-12-01",
@@ -200,6 +204,11 @@ func TestRenderGolden(t *testing.T) {
 		{"pick", func(b *bytes.Buffer) { renderPick(b, seedPick(), false) }},
 		{"pick_explain", func(b *bytes.Buffer) { renderPick(b, seedPick(), true) }},
 		{"pick_explain_busy", func(b *bytes.Buffer) { renderPick(b, busyPick(), true) }},
+		{"pick_explain_slo", func(b *bytes.Buffer) {
+			r := seedPick()
+			r.Decision.TtftSloMs, r.Decision.SloMet = 250, true
+			renderPick(b, r, true)
+		}},
 		{"ramp_running", func(b *bytes.Buffer) { renderRamp(b, "m", longRamp(pb.RampState_RAMP_STATE_RUNNING, 5)) }},
 		{"ramp_paused", func(b *bytes.Buffer) {
 			r := longRamp(pb.RampState_RAMP_STATE_PAUSED, 2)
@@ -209,6 +218,18 @@ func TestRenderGolden(t *testing.T) {
 		}},
 		{"migration_ready", func(b *bytes.Buffer) { renderMigration(b, migrationStatus(true)) }},
 		{"migration_not_yet", func(b *bytes.Buffer) { renderMigration(b, migrationStatus(false)) }},
+		{"calibration", func(b *bytes.Buffer) {
+			renderCalibration(b, &pb.GetSloCalibrationResponse{Pool: "m", Calibration: pb.SloCalibration_SLO_CALIBRATION_APPLY,
+				PriorDoublingContextTokens: 17000, MinSamples: 64, Deployments: []*pb.SloDeploymentCalibration{
+					{Deployment: "blue", Version: 12, Accepted: 480, Ignored: 3, Clipped: 9, PrefillScale: 1.31,
+						DoublingContextTokens: 12040, QueueScale: 1.02, MeanAbsRelResidual: 0.083, InUse: true},
+					{Deployment: "green", Accepted: 20, PrefillScale: 1, DoublingContextTokens: 17000, QueueScale: 1,
+						MeanAbsRelResidual: 0.5}}})
+		}},
+		{"calibration_empty", func(b *bytes.Buffer) {
+			renderCalibration(b, &pb.GetSloCalibrationResponse{Pool: "m", Calibration: pb.SloCalibration_SLO_CALIBRATION_OBSERVE,
+				PriorDoublingContextTokens: 17000, MinSamples: 64})
+		}},
 		{"help", func(b *bytes.Buffer) { (&cli{}).printHelp(b, "") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -123,7 +123,7 @@ func securityFlags(cfg *daemon.Config) {
 	flag.IntVar(&cfg.Transport.MaxReportStreams, "max-report-streams", daemon.DefaultMaxReportStreams, "open ReportLoad streams per daemon")
 	flag.Float64Var(&cfg.Transport.ReportsPerSecond, "max-reports-per-second", daemon.DefaultReportsPerSecond, "reports per second per stream (token bucket)")
 	flag.IntVar(&cfg.Transport.ReportBurst, "report-burst", daemon.DefaultReportBurst, "burst of the per-stream report token bucket")
-	flag.DurationVar(&cfg.Transport.FirstReportTimeout, "first-report-timeout", daemon.DefaultFirstReportTimeout, "how long a new ReportLoad stream may wait before its first report")
+	flag.DurationVar(&cfg.Transport.FirstReportTimeout, "first-report-timeout", daemon.DefaultFirstReportTimeout, "how long a new report stream may wait before its first report, and a ReportLoadBatch stream may carry no open instance")
 }
 
 // natsFlags are the flags of "Running several replicas" (README).

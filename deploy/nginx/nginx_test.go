@@ -54,18 +54,19 @@ type nginxProc struct {
 
 // startNginx runs nginx.conf and prefixroute.js from this directory with
 // the sidecar's HTTP address for 127.0.0.1:9090 and a free port for
-// nginx's own 127.0.0.1:8080: the only two changes. It waits until nginx
+// nginx's own 127.0.0.1:8080, and the edits (old, new: each old once in
+// the file, a line marked "(test: ...)"). It waits until nginx
 // accepts connections and stops it at the end of the test, failing the
 // test if its error log holds anything at level error or worse that
 // allowed does not match.
-func startNginx(t *testing.T, sidecarHTTP string, allowed func(line string) bool) *nginxProc {
+func startNginx(t *testing.T, sidecarHTTP string, allowed func(line string) bool, edits ...[2]string) *nginxProc {
 	t.Helper()
 	bin := nginxBinary(t)
 	dir := t.TempDir()
-	for _, sub := range []string{"logs", "temp"} {
-		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
-			t.Fatal(err)
-		}
+	// As docs/nginx.md runs it: only logs/ made beforehand (nginx creates
+	// its temp directories), -e stderr.
+	if err := os.Mkdir(filepath.Join(dir, "logs"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	conf, err := os.ReadFile("nginx.conf")
 	if err != nil {
@@ -78,6 +79,9 @@ func startNginx(t *testing.T, sidecarHTTP string, allowed func(line string) bool
 	p := &nginxProc{t: t, dir: dir, addr: servertest.DeadAddr(t), exited: make(chan struct{}), out: &servertest.SyncBuffer{}}
 	conf = replaceOnce(t, conf, "server 127.0.0.1:9090;", "server "+sidecarHTTP+";")
 	conf = replaceOnce(t, conf, "listen 127.0.0.1:8080;", "listen "+p.addr+";")
+	for _, e := range edits {
+		conf = replaceOnce(t, conf, e[0], e[1])
+	}
 	write(t, filepath.Join(dir, "nginx.conf"), conf)
 	write(t, filepath.Join(dir, "prefixroute.js"), js)
 	global := "daemon off;"
@@ -86,7 +90,7 @@ func startNginx(t *testing.T, sidecarHTTP string, allowed func(line string) bool
 		// enter the test's temp dir.
 		global += " user root;"
 	}
-	p.cmd = exec.Command(bin, "-p", dir+"/", "-c", filepath.Join(dir, "nginx.conf"), "-g", global)
+	p.cmd = exec.Command(bin, "-p", dir+"/", "-e", "stderr", "-c", filepath.Join(dir, "nginx.conf"), "-g", global)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {

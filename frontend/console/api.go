@@ -84,7 +84,7 @@ func (c *console) pools(w http.ResponseWriter, r *http.Request) {
 }
 
 func statesOf(ir *pb.ListInstancesResponse) map[string]int {
-	st := map[string]int{"ok": 0, "stale": 0, "draining": 0, "disconnected": 0}
+	st := map[string]int{"ok": 0, "stale": 0, "draining": 0, "disconnected": 0, "unreachable": 0}
 	for _, in := range ir.GetInstances() {
 		st[stateName(in.GetState())]++
 	}
@@ -101,6 +101,8 @@ func stateName(s pb.InstanceState) string {
 		return "draining"
 	case pb.InstanceState_INSTANCE_STATE_DISCONNECTED:
 		return "disconnected"
+	case pb.InstanceState_INSTANCE_STATE_UNREACHABLE:
+		return "unreachable"
 	}
 	return "unknown"
 }

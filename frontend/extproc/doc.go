@@ -28,7 +28,11 @@
 //   - A request without a body (headers with end_of_stream, GET
 //     /v1/models) passes through untouched, as do request trailers and the
 //     response phases (a FULL_DUPLEX_STREAMED response body is echoed
-//     chunk by chunk). The response phase's envoy.lb /
+//     chunk by chunk). In any other response body mode (STREAMED, as
+//     deploy/envoy/envoy.yaml sends it) the Processor answers the first
+//     response body chunk, which gives the outcome its ttft, and ends the
+//     stream cleanly: Envoy passes the rest of the body on without it.
+//     The response phase's envoy.lb /
 //     x-gateway-destination-endpoint-served, when it differs from the
 //     chosen endpoint, is counted in prefixroute_extproc_served_mismatch_total,
 //     logged, and written to the decision log (Picker.RecordServed).
@@ -44,6 +48,12 @@
 //     limit (Picker.MaxExcludes, 1024 by default) is answered 500
 //     with reason subset_exclude_limit rather than routed outside the
 //     subset.
+//   - A disaggregated pick (issue 30, docs/disaggregation.md) also sets
+//     x-prefiller-host-port (the prefill instance's "ip:port", what
+//     llm-d's decode-side routing sidecar reads) and
+//     x-prefixroute-prefill-instance (its id); the destination is the
+//     decode instance. A client's own x-prefiller-host-port never reaches
+//     the upstream: it is replaced, or removed on a local pick.
 //   - Errors are ImmediateResponses: the gateway.Error status, its
 //     OpenAI-style JSON body and the x-prefixroute-reason header.
 //   - A message out of order (a body before the headers, a body after end

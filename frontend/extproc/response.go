@@ -88,13 +88,33 @@ func immediate(e *gateway.Error) *extprocv3.ProcessingResponse {
 // nothing, unless the client sent its own destination header, which is
 // removed (with the route cache) so that it cannot pick the upstream.
 func (s *stream) removeSpoofed() *extprocv3.CommonResponse {
+	var rm []string
 	for _, h := range s.headers {
-		if h.GetKey() == gateway.DestinationHeader {
-			return &extprocv3.CommonResponse{ClearRouteCache: true,
-				HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{gateway.DestinationHeader}}}
+		if k := h.GetKey(); k == gateway.DestinationHeader || k == gateway.PrefillerHeader {
+			rm = append(rm, k)
 		}
 	}
-	return nil
+	if rm == nil {
+		return nil
+	}
+	return &extprocv3.CommonResponse{ClearRouteCache: true, HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: rm}}
+}
+
+// prefillMutation sets the prefill headers of a disaggregated pick on
+// mut, or removes a client's own x-prefiller-host-port from a local one,
+// so that a decode-side sidecar never sends a prefill leg where the
+// client said.
+func (s *stream) prefillMutation(mut *extprocv3.HeaderMutation, resp *pb.PickResponse) {
+	if addr, id, ok := gateway.Prefiller(resp); ok {
+		mut.SetHeaders = append(mut.SetHeaders, setHeader(gateway.PrefillerHeader, addr), setHeader(gateway.PrefillInstanceHeader, id))
+		return
+	}
+	for _, h := range s.headers {
+		if h.GetKey() == gateway.PrefillerHeader {
+			mut.RemoveHeaders = append(mut.RemoveHeaders, gateway.PrefillerHeader)
+			return
+		}
+	}
 }
 
 // decisionHeaders are the header mutation's headers: the destination, and

@@ -90,7 +90,17 @@ func (s *stream) handle(req *extprocv3.ProcessingRequest) (done bool, err error)
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		s.checkServed(req)
 		s.responseBodySeen()
-		return false, s.responseBody(r.ResponseBody)
+		if err := s.responseBody(r.ResponseBody); err != nil {
+			return true, err
+		}
+		// The first chunk gave the ttft: nothing after it is needed. Out
+		// of FULL_DUPLEX_STREAMED (where Envoy keeps no copy of the body
+		// and every chunk must come back) the stream ends here, cleanly,
+		// and Envoy passes the rest of the body on without asking
+		// (ext_proc protocol: a clean close means "proceed without the
+		// server"); mode_override cannot do it, as Envoy ignores it in a
+		// body response.
+		return s.respMode != procmode.ProcessingMode_FULL_DUPLEX_STREAMED, nil
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
 		s.checkServed(req)
 		return false, s.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
@@ -211,6 +221,7 @@ func (s *stream) decide(trailers bool) (bool, error) {
 	s.decided(resp)
 	common := &extprocv3.CommonResponse{ClearRouteCache: true, HeaderMutation: &extprocv3.HeaderMutation{
 		SetHeaders: s.decisionHeaders(dest, resp)}}
+	s.prefillMutation(common.HeaderMutation, resp)
 	md := destinationMetadata(dest)
 	s.p.met.request(s.ctx, resultRouted)
 	if s.reqMode != procmode.ProcessingMode_FULL_DUPLEX_STREAMED {

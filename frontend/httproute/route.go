@@ -30,6 +30,10 @@ import (
 //	x-prefixroute-pool              the pool picked from
 //	x-prefixroute-instances         the instance ids of the destination
 //	                                list, in its order (for POST /v1/outcome)
+//	x-prefiller-host-port           ip:port of the prefill instance, only
+//	                                when the pick is disaggregated (the
+//	                                destination is then the decode instance)
+//	x-prefixroute-prefill-instance  its instance id, likewise
 //
 // or, when the request gets no instance, gateway.ErrorFor's status with its
 // OpenAI-style JSON body and the x-prefixroute-reason header, exactly as
@@ -100,6 +104,10 @@ func (h *Handler) serveRoute(ctx context.Context, w http.ResponseWriter, r *http
 	hd.Set(InstancesHeader, destinationInstances(resp, dest))
 	hd.Set(InstanceHeader, resp.GetInstanceId())
 	hd.Set(DeploymentHeader, resp.GetDeployment())
+	if addr, id, ok := gateway.Prefiller(resp); ok {
+		hd.Set(gateway.PrefillerHeader, addr)
+		hd.Set(gateway.PrefillInstanceHeader, id)
+	}
 	if pr, ok := chosenProbability(resp); ok {
 		hd.Set(ProbabilityHeader, strconv.FormatFloat(pr, 'g', 6, 64))
 	}

@@ -73,6 +73,12 @@ type Config struct {
 	Pool, Deployment, InstanceID, Address string
 	// Salt is the hash salt the pool's gateways use (PickerOptions.Salt).
 	Salt string
+	// Role is the instance's prefill/decode role: both, prefill, decode,
+	// or "" to take the engine's (SGLang's engine_type label; vLLM's
+	// kv_role is not on its /metrics page, so a vLLM prefill or decode
+	// instance needs it set), both when the engine does not say. A role
+	// the engine contradicts fails Run (ErrRole).
+	Role string
 	// BlockSize is the pool's block size in tokens; 0 takes the engine's
 	// (cache_config_info). When both are known and differ, Run fails.
 	BlockSize int
@@ -139,6 +145,9 @@ func New(cc grpc.ClientConnInterface, cfg Config) (*Agent, error) {
 		return nil, errors.New("agent: pool, deployment, instance id and address are required")
 	case cfg.BlockSize < 0 || cfg.MaxBlocks < 0:
 		return nil, errors.New("agent: block size and max blocks must not be negative")
+	}
+	if err := checkRole(cfg.Role); err != nil {
+		return nil, err
 	}
 	def := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {

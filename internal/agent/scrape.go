@@ -11,7 +11,8 @@ import (
 )
 
 // scrapeLoop scrapes the engine every ScrapeInterval until ctx ends. It
-// fails only when the engine's block size contradicts the pool's.
+// fails only when the engine's block size contradicts the pool's, or its
+// role the configured one (ErrRole).
 func (a *Agent) scrapeLoop(ctx context.Context) error {
 	t := time.NewTicker(a.cfg.ScrapeInterval)
 	defer t.Stop()
@@ -73,7 +74,12 @@ func (a *Agent) took(s enginemetrics.Sample, now time.Time) error {
 			"start the engine with --block-size %d (vLLM) / --page-size %d (SGLang) or the agent with --block-size %d",
 			kvalign.ErrBlockSize, s.BlockSize, a.cfg.BlockSize, a.cfg.BlockSize, a.cfg.BlockSize, s.BlockSize)
 	}
+	role, err := resolveRole(a.cfg.Role, s.Role)
+	if err != nil {
+		return err
+	}
 	l := a.est.Add(s, now)
+	l.Role = role
 	if a.al == nil {
 		bs := a.cfg.BlockSize
 		if bs == 0 {

@@ -55,6 +55,7 @@ var methodRules = map[string]Rule{
 	pb.AdminService_GetRamp_FullMethodName:            {Role: RoleOperatorRead},
 	pb.AdminService_GetMigrationStatus_FullMethodName: {Role: RoleOperatorRead},
 	pb.AdminService_GetServerInfo_FullMethodName:      {Role: RoleOperatorRead},
+	pb.AdminService_GetSloCalibration_FullMethodName:  {Role: RoleOperatorRead},
 	pb.AdminService_SetWeights_FullMethodName:         {Role: RoleOperator},
 	pb.AdminService_SetPolicy_FullMethodName:          {Role: RoleOperator},
 	pb.AdminService_StartRamp_FullMethodName:          {Role: RoleOperator},

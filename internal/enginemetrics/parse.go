@@ -110,6 +110,11 @@ type Sample struct {
 	// when HasCounters.
 	PromptTokens, Requests float64
 	HasCounters            bool
+	// Role is the engine's prefill/decode role when its page says:
+	// SGLang's engine_type label on its queue gauges ("prefill", "decode"
+	// or "unified", from --disaggregation-mode); "" when the page does not
+	// say (vLLM exposes no kv_transfer_config.kv_role on /metrics).
+	Role string
 }
 
 // Parse reads one /metrics page (Prometheus text format, which vLLM and
@@ -140,6 +145,7 @@ func Parse(e Engine, r io.Reader) (Sample, error) {
 		u, _ = mean(fams[n.usageOld])
 	}
 	s.KVUsage = min(max(u, 0), 1)
+	s.Role = engineType(fams[n.running])
 	if f := fams[n.cacheInfo]; f != nil && len(f.Metric) > 0 {
 		for _, lp := range f.Metric[0].Label {
 			v, err := strconv.ParseUint(lp.GetValue(), 10, 64)
@@ -197,4 +203,18 @@ func mean(f *dto.MetricFamily) (float64, bool) {
 		return 0, false
 	}
 	return t / float64(len(f.Metric)), true
+}
+
+// engineType is the engine_type label of a family's first series (SGLang:
+// prefill, decode or unified), "" when it has none.
+func engineType(f *dto.MetricFamily) string {
+	if f == nil || len(f.Metric) == 0 {
+		return ""
+	}
+	for _, lp := range f.Metric[0].Label {
+		if lp.GetName() == "engine_type" {
+			return lp.GetValue()
+		}
+	}
+	return ""
 }

@@ -19,7 +19,7 @@ func TestParseFixtures(t *testing.T) {
 		{"testdata/vllm.metrics", VLLM, Sample{Waiting: 3, Running: 7, KVUsage: 0.4215, BlockSize: 16, CapacityBlocks: 27000,
 			PromptTokens: 1.2e6, Requests: 1000, HasCounters: true}},
 		{"testdata/sglang.metrics", SGLang, Sample{Waiting: 5, Running: 12, KVUsage: 0.62, BlockSize: 16, CapacityBlocks: 8192,
-			PromptTokens: 500000, Requests: 1000, HasCounters: true}},
+			PromptTokens: 500000, Requests: 1000, HasCounters: true, Role: "unified"}},
 	} {
 		b, err := os.ReadFile(tc.file)
 		if err != nil {
@@ -28,6 +28,21 @@ func TestParseFixtures(t *testing.T) {
 		got, err := Parse(tc.e, bytes.NewReader(b))
 		if err != nil || got != tc.want {
 			t.Errorf("%s: got %+v, %v; want %+v", tc.file, got, err, tc.want)
+		}
+	}
+}
+
+// TestParseRole: SGLang's engine_type label is the engine's role; a page
+// without it (vLLM's) says nothing.
+func TestParseRole(t *testing.T) {
+	for _, tc := range []struct{ page, want string }{
+		{"sglang:num_running_reqs{engine_type=\"prefill\",tp_rank=\"0\"} 1\nsglang:num_queue_reqs{engine_type=\"prefill\"} 0\n", "prefill"},
+		{"sglang:num_running_reqs{engine_type=\"decode\"} 1\nsglang:num_queue_reqs{engine_type=\"decode\"} 0\n", "decode"},
+		{"sglang:num_running_reqs 1\nsglang:num_queue_reqs 0\n", ""},
+	} {
+		got, err := Parse(SGLang, strings.NewReader(tc.page))
+		if err != nil || got.Role != tc.want {
+			t.Errorf("%q: role %q, %v; want %q", tc.page, got.Role, err, tc.want)
 		}
 	}
 }

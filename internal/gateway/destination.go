@@ -14,8 +14,11 @@ import (
 // excluded_reason, with a joint probability of 0 (a deployment of weight
 // 0 is being drained) or without an address are skipped, and so is an
 // address already listed. With an audit that lists no other instance
-// (AUDIT_LEVEL_CHOSEN or NONE) there are no fallbacks. Destination does
-// not modify resp.
+// (AUDIT_LEVEL_CHOSEN or NONE) there are no fallbacks. The fallbacks of a
+// disaggregated pick (resp.Prefill set) are of the chosen deployment only:
+// x-prefiller-host-port names a prefill instance of that deployment, and a
+// prefill never pairs with a decode of another. Destination does not
+// modify resp.
 func Destination(resp *pb.PickResponse, n int) string {
 	chosen := resp.GetAddress()
 	ins := resp.GetDecision().GetInstances()
@@ -24,6 +27,10 @@ func Destination(resp *pb.PickResponse, n int) string {
 	}
 	var sb strings.Builder
 	sb.WriteString(chosen)
+	sameDep := ""
+	if resp.GetPrefill() != nil {
+		sameDep = resp.GetDeployment()
+	}
 	const stackPicks = 8
 	var buf [stackPicks]int
 	taken := buf[:0]
@@ -31,7 +38,8 @@ func Destination(resp *pb.PickResponse, n int) string {
 		best := -1
 		for i, in := range ins {
 			if in.GetExcludedReason() != "" || in.GetJointProbability() <= 0 || in.GetAddress() == "" ||
-				in.GetAddress() == chosen || in.GetInstanceId() == resp.GetInstanceId() || listed(ins, taken, in.GetAddress()) {
+				in.GetAddress() == chosen || in.GetInstanceId() == resp.GetInstanceId() || listed(ins, taken, in.GetAddress()) ||
+				(sameDep != "" && in.GetDeployment() != sameDep) {
 				continue
 			}
 			if best < 0 || in.GetJointProbability() > ins[best].GetJointProbability() {

@@ -43,3 +43,26 @@ func TestDestination(t *testing.T) {
 		t.Errorf("Destination(no decision) = %q", got)
 	}
 }
+
+// TestDestinationDisaggregated: a disaggregated pick's fallbacks are of its
+// deployment only (its prefill instance pairs with no other's decode).
+func TestDestinationDisaggregated(t *testing.T) {
+	in := func(id, dep, addr string, p float64) *pb.InstanceDecision {
+		return &pb.InstanceDecision{InstanceId: id, Deployment: dep, Address: addr, JointProbability: p}
+	}
+	ins := []*pb.InstanceDecision{in("a1", "a", "10.0.0.1:8000", 0.3), in("b1", "b", "10.0.0.2:8000", 0.6), in("a2", "a", "10.0.0.3:8000", 0.1)}
+	resp := &pb.PickResponse{Address: "10.0.0.1:8000", InstanceId: "a1", Deployment: "a", Decision: &pb.Decision{Instances: ins}}
+	if got := Destination(resp, 2); got != "10.0.0.1:8000,10.0.0.2:8000,10.0.0.3:8000" {
+		t.Fatalf("local pick: %q", got)
+	}
+	resp.Prefill = &pb.PdPrefill{Address: "10.0.0.9:8000", InstanceId: "a-pre"}
+	if got := Destination(resp, 2); got != "10.0.0.1:8000,10.0.0.3:8000" {
+		t.Fatalf("disaggregated pick: %q, want deployment a's fallbacks only", got)
+	}
+	if addr, id, ok := Prefiller(resp); !ok || addr != "10.0.0.9:8000" || id != "a-pre" {
+		t.Fatalf("Prefiller = %q, %q, %v", addr, id, ok)
+	}
+	if _, _, ok := Prefiller(&pb.PickResponse{}); ok {
+		t.Fatal("Prefiller of a local pick")
+	}
+}

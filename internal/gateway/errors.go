@@ -86,6 +86,7 @@ func (e *Error) JSON() []byte {
 //
 //	*Error                              itself
 //	openai.ErrBadBody, InvalidArgument  400 bad_request
+//	ErrBadHeader                        400 bad_request
 //	openai.ErrBodyTooLarge              413 body_too_large
 //	openai.ErrUnknownEndpoint           404 unknown_endpoint
 //	ErrNoPool                           404 unknown_model
@@ -93,6 +94,7 @@ func (e *Error) JSON() []byte {
 //	Unavailable, reason POOL_WARMING    503 pool_warming, Retry-After 1 s
 //	Unavailable                         503 no_eligible_instance
 //	FailedPrecondition                  503 drained (every weight is 0)
+//	ResourceExhausted, SLO_UNATTAINABLE 429 slo_unattainable
 //	ResourceExhausted                   429 saturated
 //	DeadlineExceeded, Canceled          504 timeout
 //	anything else                       500 internal
@@ -111,7 +113,7 @@ func ErrorFor(err error) *Error {
 	switch {
 	case errors.Is(err, openai.ErrBodyTooLarge):
 		return &Error{http.StatusRequestEntityTooLarge, ReasonBodyTooLarge, msg}
-	case errors.Is(err, openai.ErrBadBody):
+	case errors.Is(err, openai.ErrBadBody), errors.Is(err, ErrBadHeader):
 		return &Error{http.StatusBadRequest, ReasonBadRequest, msg}
 	case errors.Is(err, openai.ErrUnknownEndpoint):
 		return &Error{http.StatusNotFound, ReasonUnknownEndpoint, msg}
@@ -136,6 +138,9 @@ func ErrorFor(err error) *Error {
 	case codes.FailedPrecondition:
 		return &Error{http.StatusServiceUnavailable, ReasonDrained, msg}
 	case codes.ResourceExhausted:
+		if protoconv.ReasonOf(err) == protoconv.ReasonSLOUnattainable {
+			return &Error{http.StatusTooManyRequests, ReasonSLOUnattainable, msg}
+		}
 		return &Error{http.StatusTooManyRequests, ReasonSaturated, msg}
 	case codes.DeadlineExceeded, codes.Canceled:
 		return &Error{http.StatusGatewayTimeout, ReasonTimeout, msg}

@@ -31,6 +31,8 @@ func TestErrorFor(t *testing.T) {
 		{protoconv.WithReason(codes.Unavailable, "other", "OTHER", "").Err(), 503, ReasonNoEligibleInstance, "other"},
 		{status.Error(codes.FailedPrecondition, "drained"), 503, ReasonDrained, "drained"},
 		{status.Error(codes.ResourceExhausted, "saturated"), 429, ReasonSaturated, "saturated"},
+		{protoconv.SLOUnattainable("best 120 ms", "chat", 100, 120).Err(), 429, ReasonSLOUnattainable, "best 120 ms"},
+		{fmt.Errorf("%w: x-slo-ttft-ms is \"-1\"", ErrBadHeader), 400, ReasonBadRequest, `bad header: x-slo-ttft-ms is "-1"`},
 		{status.Error(codes.DeadlineExceeded, "late"), 504, ReasonTimeout, "late"},
 		{status.Error(codes.Internal, "boom"), 500, ReasonInternal, "boom"},
 		{errors.New("plain"), 500, ReasonInternal, "plain"},

@@ -133,10 +133,10 @@ const textBytesPerToken = 4
 // 64 bytes, prefixhash.DefaultTextChunkBytes, at the default 16), at most
 // MaxPrefixBlocks of them, PromptTokens (the number of token ids, else
 // openai.Request.PromptTokens's estimate, ceil(text bytes / 4)) and
-// RequestId (the x-request-id header). It reuses dst.PrefixHashes's array
+// RequestId (the x-request-id header) and TtftSloMs (SLOHeader, ParseSLO). It reuses dst.PrefixHashes's array
 // and leaves dst's other fields (exclusions, audit level, seed) to the
 // caller. Errors wrap openai's sentinels (ErrBadBody, ErrBodyTooLarge,
-// ErrUnknownEndpoint) or ErrNoPool; ErrorFor maps them to HTTP answers.
+// ErrUnknownEndpoint), ErrNoPool or ErrBadHeader; ErrorFor maps them to HTTP answers.
 func (m *Mapper) Map(r Request, dst *pb.PickRequest) error {
 	e, err := openai.EndpointOf(r.Path)
 	if err != nil {
@@ -150,6 +150,10 @@ func (m *Mapper) Map(r Request, dst *pb.PickRequest) error {
 		return err
 	}
 	pool, err := m.pool(&r, req.Model)
+	if err != nil {
+		return err
+	}
+	slo, err := ParseSLO(r.header(SLOHeader))
 	if err != nil {
 		return err
 	}
@@ -181,6 +185,7 @@ func (m *Mapper) Map(r Request, dst *pb.PickRequest) error {
 	dst.PrefixHashes = hashes
 	dst.PromptTokens = req.PromptTokens()
 	dst.RequestId = r.header(RequestIDHeader)
+	dst.TtftSloMs = slo
 	return nil
 }
 

@@ -74,7 +74,9 @@ func everyPolicyField() scheduler.Policy {
 	return scheduler.Policy{Strategy: scheduler.Argmin, LambdaH: 3, DeltaMs: 7, ThresholdRatio: 0.2, ThresholdMinMs: 11,
 		BatchWaitMs: 2, BlockSizeTokens: 64, DefaultPrefillTokensPerSecond: 1234, MaxKVUsage: 0.9, MaxQueueMs: 500,
 		DeploymentDeltaMs: 40, StaleAfter: 3 * time.Second, ForgetAfter: time.Minute, DefaultKVCapacityBlocks: 99,
-		OnSaturation: scheduler.SaturationQueue, DoublingContextTokens: 33000,
+		OnSaturation: scheduler.SaturationQueue, DoublingContextTokens: 33000, OnSLOMiss: scheduler.SLOShed,
+		Calibration:         scheduler.CalibrationObserve,
+		PDMinUncachedTokens: 2048, PDTransferMsPerToken: 0.02, PDFallback: scheduler.PDFallbackFail,
 		QueueTTL: 5 * time.Second, QueueMaxWaiting: 77, QueueMaxPerBand: 55}
 }
 
@@ -95,6 +97,8 @@ func TestPolicyRoundTrip(t *testing.T) {
 		MaxQueueMs: proto.Float64(500), DeploymentDeltaMs: proto.Float64(40), StaleAfter: durationpb.New(3 * time.Second),
 		ForgetAfter: durationpb.New(time.Minute), DefaultKvCapacityBlocks: proto.Uint64(99),
 		OnSaturation: pb.OnSaturation_ON_SATURATION_QUEUE, DoublingContextTokens: proto.Float64(33000),
+		OnSloMiss: pb.SloOnMiss_SLO_ON_MISS_SHED, Calibration: pb.SloCalibration_SLO_CALIBRATION_OBSERVE,
+		PdMinUncachedTokens: proto.Uint32(2048), PdTransferMsPerToken: proto.Float64(0.02), PdFallback: pb.PdFallback_PD_FALLBACK_FAIL,
 		QueueTtl: durationpb.New(5 * time.Second), QueueMaxWaiting: proto.Uint32(77), QueueMaxPerBand: proto.Uint32(55)}
 	if !proto.Equal(m, want) {
 		t.Fatalf("PolicyProto = %v\nwant %v", m, want)

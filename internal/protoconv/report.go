@@ -16,6 +16,7 @@ package protoconv
 import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 // ReportOf fills rep from m and validates it against reg's limits
@@ -28,8 +29,34 @@ func ReportOf(reg *state.Registry, m *pb.ReportLoadRequest, rep *state.Report) e
 		PrefillTokensPerSecond: m.GetPrefillTokensPerSecond(), BlockSizeTokens: m.GetBlockSizeTokens(),
 		Draining: m.GetDraining(), ReportsCacheEvents: m.GetReportsCacheEvents(), CacheCleared: m.GetCacheCleared(),
 		Stored: m.GetStoredBlockHashes(), Removed: m.GetRemovedBlockHashes(),
+		Role: roleOf(m.GetRole()),
 	}
 	return reg.ValidateReport(rep)
+}
+
+// roleOf is the scheduler role of a report's role; an unknown value maps
+// past scheduler.RoleDecode, which ValidateReport refuses.
+func roleOf(r pb.PdRole) scheduler.Role {
+	switch r {
+	case pb.PdRole_PD_ROLE_UNSPECIFIED, pb.PdRole_PD_ROLE_BOTH:
+		return scheduler.RoleBoth
+	case pb.PdRole_PD_ROLE_PREFILL:
+		return scheduler.RolePrefill
+	case pb.PdRole_PD_ROLE_DECODE:
+		return scheduler.RoleDecode
+	}
+	return scheduler.Role(min(max(int32(r), 0), 255)) //nolint:gosec // bounded
+}
+
+// RoleProto is the report message's value of role.
+func RoleProto(r scheduler.Role) pb.PdRole {
+	switch r {
+	case scheduler.RolePrefill:
+		return pb.PdRole_PD_ROLE_PREFILL
+	case scheduler.RoleDecode:
+		return pb.PdRole_PD_ROLE_DECODE
+	}
+	return pb.PdRole_PD_ROLE_UNSPECIFIED
 }
 
 // ReportProto is the inverse of ReportOf: id and rep as one report
@@ -42,7 +69,7 @@ func ReportProto(id state.Identity, rep *state.Report) *pb.ReportLoadRequest {
 		QueuedPrefillTokens: rep.QueuedPrefillTokens, KvCacheUsage: rep.KVCacheUsage, KvCapacityBlocks: rep.KVCapacityBlocks,
 		PrefillTokensPerSecond: rep.PrefillTokensPerSecond, BlockSizeTokens: rep.BlockSizeTokens, Draining: rep.Draining,
 		ReportsCacheEvents: rep.ReportsCacheEvents, CacheCleared: rep.CacheCleared,
-		StoredBlockHashes: rep.Stored, RemovedBlockHashes: rep.Removed,
+		StoredBlockHashes: rep.Stored, RemovedBlockHashes: rep.Removed, Role: RoleProto(rep.Role),
 	}
 	if rep.HasQueueMs {
 		m.QueueMs = &rep.QueueMs

@@ -11,6 +11,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 // everyField is a report with every field of the message set to a value
@@ -24,7 +25,7 @@ func everyField(t *testing.T) *pb.ReportLoadRequest {
 	for i := range fields.Len() {
 		f := fields.Get(i)
 		if f.Name() == "ack_interval_ms" {
-			continue // the stream's ack pacing (server/load_ack.go), not part of the report's state
+			continue // the stream's ack pacing (internal/report/ack.go), not part of the report's state
 		}
 		var v protoreflect.Value
 		switch f.Kind() {
@@ -38,6 +39,8 @@ func everyField(t *testing.T) *pb.ReportLoadRequest {
 			v = protoreflect.ValueOfUint64(uint64(100 + i))
 		case protoreflect.DoubleKind:
 			v = protoreflect.ValueOfFloat64(0.25 + float64(i)/1000)
+		case protoreflect.EnumKind:
+			v = protoreflect.ValueOfEnum(2) // the last enum value that is not the default's alias
 		default:
 			t.Fatalf("field %s has kind %v: teach everyField a value for it", f.Name(), f.Kind())
 		}
@@ -83,6 +86,35 @@ func TestReportOfRefuses(t *testing.T) {
 	var rep state.Report
 	if err := ReportOf(reg, &pb.ReportLoadRequest{KvCacheUsage: 1.5}, &rep); !errors.Is(err, state.ErrInvalidReport) {
 		t.Fatalf("ReportOf of kv_cache_usage 1.5: %v, want ErrInvalidReport", err)
+	}
+}
+
+// TestReportRoles: every role maps to the scheduler's and back; an unknown
+// one is refused with its number.
+func TestReportRoles(t *testing.T) {
+	reg := state.NewRegistry(state.Limits{})
+	for _, tc := range []struct {
+		in   pb.PdRole
+		want scheduler.Role
+		back pb.PdRole
+	}{
+		{pb.PdRole_PD_ROLE_UNSPECIFIED, scheduler.RoleBoth, pb.PdRole_PD_ROLE_UNSPECIFIED},
+		{pb.PdRole_PD_ROLE_BOTH, scheduler.RoleBoth, pb.PdRole_PD_ROLE_UNSPECIFIED},
+		{pb.PdRole_PD_ROLE_PREFILL, scheduler.RolePrefill, pb.PdRole_PD_ROLE_PREFILL},
+		{pb.PdRole_PD_ROLE_DECODE, scheduler.RoleDecode, pb.PdRole_PD_ROLE_DECODE},
+	} {
+		var rep state.Report
+		if err := ReportOf(reg, &pb.ReportLoadRequest{Role: tc.in}, &rep); err != nil || rep.Role != tc.want {
+			t.Fatalf("%v: %v, %v", tc.in, rep.Role, err)
+		}
+		if got := ReportProto(state.Identity{}, &rep).GetRole(); got != tc.back {
+			t.Fatalf("%v back: %v", tc.in, got)
+		}
+	}
+	var rep state.Report
+	err := ReportOf(reg, &pb.ReportLoadRequest{Role: 9}, &rep)
+	if !errors.Is(err, state.ErrInvalidReport) || !strings.Contains(err.Error(), "role is 9; want 0 or 1 (both), 2 (prefill) or 3 (decode)") {
+		t.Fatalf("role 9: %v", err)
 	}
 }
 

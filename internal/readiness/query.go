@@ -30,6 +30,10 @@ type LiveDeployment struct {
 	// PrefillTokensPerSecond is the reported prefill throughput summed over
 	// those instances, in tokens/s.
 	PrefillTokensPerSecond float64
+	// PrefillRole counts its instances of role prefill (disaggregated
+	// prefill, issue 30), eligible or not; PrefillEligible those of them
+	// among Instances.
+	PrefillRole, PrefillEligible int
 }
 
 // Query selects a migration for Status: moving traffic From one deployment

@@ -62,6 +62,7 @@ func (t *Tracker) Status(now time.Time, q Query, live Live) (Status, error) {
 		byName[l.Name] = len(st.Deployments)
 		ds := DeploymentStatus{Name: l.Name, Live: true, Weight: nonNeg(l.Weight),
 			Instances: max(0, l.Instances), ThroughputTokensPerSec: nonNeg(l.PrefillTokensPerSecond)}
+		ds.Missing = missingSide(l)
 		weightSum += ds.Weight
 		st.Deployments = append(st.Deployments, ds)
 	}
@@ -156,10 +157,32 @@ func migrate(w *windowCopy, from, to DeploymentStatus, weightSum, secs float64) 
 	if m.ExtraPrefillMsKnown && m.ToCapacityMsPerSec > 0 {
 		h := 100 * (1 - (m.ToPrefillMsPerSec+m.ExtraPrefillMsPerSec)/m.ToCapacityMsPerSec)
 		if finite(h) {
-			m.HeadroomPct, m.HeadroomKnown, m.CanAbsorb = h, true, h >= 0
+			m.HeadroomPct, m.HeadroomKnown, m.CanAbsorb = h, true, h >= 0 && to.Missing == ""
 		}
 	}
+	m.ToMissing = to.Missing
 	return m
+}
+
+// missingSide says which side a disaggregated deployment lacks to take
+// traffic, "" when it lacks none: a deployment with prefill instances is
+// ready only with an eligible prefill instance and an eligible decode (or
+// both) instance; one without any is aggregated and needs an eligible
+// instance only, as before.
+func missingSide(l LiveDeployment) string {
+	if l.PrefillRole <= 0 {
+		return ""
+	}
+	decode := l.Instances - l.PrefillEligible
+	switch {
+	case l.PrefillEligible <= 0 && decode <= 0:
+		return fmt.Sprintf("no eligible prefill instance (of %d) and no eligible decode instance", l.PrefillRole)
+	case l.PrefillEligible <= 0:
+		return fmt.Sprintf("no eligible prefill instance (of %d)", l.PrefillRole)
+	case decode <= 0:
+		return "no eligible decode instance"
+	}
+	return ""
 }
 
 // slotInHorizon reports whether ring slot s holds one of the recompute

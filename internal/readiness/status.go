@@ -52,6 +52,10 @@ type DeploymentStatus struct {
 	// in tokens/s.
 	Instances              int
 	ThroughputTokensPerSec float64
+	// Missing says which side a disaggregated deployment lacks to take
+	// traffic ("no eligible prefill instance (of 2)", "no eligible decode
+	// instance"), "" when it lacks none or has no prefill instances.
+	Missing string
 	// Picks counts the window's picks that chose it; TrafficShare is Picks
 	// over the pool's Picks (a fraction).
 	Picks        uint64
@@ -136,10 +140,14 @@ type Migration struct {
 	// HeadroomPct = 100 × (1 − (ToPrefillMsPerSec + ExtraPrefillMsPerSec) /
 	// ToCapacityMsPerSec), in percent, negative when To would be
 	// overloaded; HeadroomKnown is false (and it 0) when the capacity is 0,
-	// the extra ms unknown, or the figures overflow. CanAbsorb = HeadroomKnown && HeadroomPct ≥ 0.
+	// the extra ms unknown, or the figures overflow. CanAbsorb = HeadroomKnown && HeadroomPct ≥ 0
+	// && ToMissing == "".
 	HeadroomPct   float64
 	HeadroomKnown bool
 	CanAbsorb     bool
+	// ToMissing is To's DeploymentStatus.Missing: a disaggregated To
+	// without both sides cannot absorb anything (a ramp toward it holds).
+	ToMissing string
 }
 
 // HotPrefix is one hot prefix cached deeper on From than on To. It is a

@@ -147,6 +147,11 @@ func (t *Tracker) Record(now time.Time, hashes []uint64, promptTokens uint32, sn
 		return
 	}
 	inst, res := &snap.Instances[i], &d.Instances[i]
+	if pi := d.PD.Prefill; d.PD.Disaggregated() && pi < len(snap.Instances) && pi < len(d.Instances) {
+		// A disaggregated pick: its prefill runs, and its prefix is
+		// matched, on the prefill instance of the same deployment.
+		inst, res = &snap.Instances[pi], &d.Instances[pi]
+	}
 	bs := inst.BlockSizeTokens
 	if bs == 0 {
 		bs = t.defaultBS.Load()

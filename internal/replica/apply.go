@@ -50,6 +50,8 @@ func (r *Replica) onEvents(pool, origin string, sentAt time.Time, payloads [][]b
 			}
 		case *pb.ClusterEvent_Assigned:
 			p.Assign(e.Assigned.GetInstanceId(), e.Assigned.GetPrefillTokens(), e.Assigned.GetBlockHashes())
+		case *pb.ClusterEvent_Outcomes:
+			p.ApplyOutcomes(now, outcomesOf(e.Outcomes))
 		}
 		if err != nil {
 			r.log.Warn("cluster event not applied", "pool", pool, "origin", origin, "error", err)
@@ -119,4 +121,17 @@ func (r *Replica) applyClosed(pool string, now time.Time, instance string) {
 	if s != nil {
 		s.Close(now)
 	}
+}
+
+// outcomesOf turns another replica's reachability outcomes into the
+// state's. Applied here, they are not published again.
+func outcomesOf(ev *pb.InstanceOutcomes) []state.Outcome {
+	outs := make([]state.Outcome, 0, len(ev.GetConnectFailed())+len(ev.GetServed()))
+	for _, id := range ev.GetConnectFailed() {
+		outs = append(outs, state.Outcome{Instance: id, Kind: state.OutcomeConnectFailed})
+	}
+	for _, id := range ev.GetServed() {
+		outs = append(outs, state.Outcome{Instance: id, Kind: state.OutcomeServed})
+	}
+	return outs
 }

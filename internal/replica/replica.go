@@ -244,10 +244,44 @@ func (r *Replica) Reported(id state.Identity, m *pb.ReportLoadRequest) {
 // (the instance reports no cache events).
 func (r *Replica) Picked(pool string, out *state.Pick, hashes []uint64) {
 	d := &out.Decision
-	ev := &pb.PickAssigned{InstanceId: out.Snapshot.Instances[d.Instance].ID,
-		PrefillTokens: uint64(d.Instances[d.Instance].WorkTokens)}
+	tokens, ptokens := out.Work()
+	ev := &pb.PickAssigned{InstanceId: out.Snapshot.Instances[d.Instance].ID, PrefillTokens: tokens}
 	if out.Approximate {
 		ev.BlockHashes = hashes
 	}
 	r.publish(pool, &pb.ClusterEvent{Event: &pb.ClusterEvent_Assigned{Assigned: ev}})
+	if pre := d.PD.Prefill; d.PD.Disaggregated() { // a disaggregated pick: the prefill instance's work too
+		ev := &pb.PickAssigned{InstanceId: out.Snapshot.Instances[pre].ID, PrefillTokens: ptokens}
+		if out.ApproximatePrefill {
+			ev.BlockHashes = hashes
+		}
+		r.publish(pool, &pb.ClusterEvent{Event: &pb.ClusterEvent_Assigned{Assigned: ev}})
+	}
+}
+
+// Outcomes publishes the outcomes of a ReportOutcome call of pool that bear
+// on reachability, so that every replica excludes an instance a gateway
+// could not connect to: every failed connect (each one restarts the
+// back-off), and the served outcomes when they brought an excluded
+// instance back here (res.Restored). Served outcomes of reachable
+// instances, the common case, publish nothing and allocate nothing.
+func (r *Replica) Outcomes(pool string, outs []state.Outcome, res state.OutcomeResult) {
+	var ev *pb.InstanceOutcomes
+	for i := range outs {
+		o := &outs[i]
+		if o.Kind != state.OutcomeConnectFailed && (o.Kind != state.OutcomeServed || res.Restored == 0) {
+			continue
+		}
+		if ev == nil {
+			ev = &pb.InstanceOutcomes{}
+		}
+		if o.Kind == state.OutcomeConnectFailed {
+			ev.ConnectFailed = append(ev.ConnectFailed, o.Instance)
+		} else {
+			ev.Served = append(ev.Served, o.Instance)
+		}
+	}
+	if ev != nil {
+		r.publish(pool, &pb.ClusterEvent{Event: &pb.ClusterEvent_Outcomes{Outcomes: ev}})
+	}
 }

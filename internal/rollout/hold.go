@@ -14,6 +14,9 @@ type ToLoad struct {
 	// ExtraPrefillMsPerSec is the prefill To would take on, in ms per
 	// second, if From's whole traffic moved to it.
 	ExtraPrefillMsPerSec float64
+	// Missing says which side a disaggregated To lacks
+	// (readiness.Migration.ToMissing); "" when none.
+	Missing string
 }
 
 // HoldApplies reports whether auto-hold has a step of r to judge: it is on
@@ -44,6 +47,9 @@ func (r *Ramp) HoldReason(load ToLoad, estimateErr error) string {
 	next, _ := r.Next()
 	if estimateErr != nil {
 		return fmt.Sprintf("auto-hold: cannot estimate %s's headroom: %v", h.To, estimateErr)
+	}
+	if load.Missing != "" {
+		return fmt.Sprintf("auto-hold: %s is not ready: %s", h.To, load.Missing)
 	}
 	if !load.Known || load.CapacityMsPerSec <= 0 {
 		return fmt.Sprintf("auto-hold: %s has no eligible instance reporting its prefill throughput", h.To)

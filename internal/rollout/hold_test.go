@@ -38,6 +38,8 @@ func TestHoldReason(t *testing.T) {
 		{"estimate failed", ramp(10, 0), load, errors.New("unknown deployment"), true, "auto-hold: cannot estimate b's headroom: unknown deployment"},
 		{"no throughput", ramp(10, 0), ToLoad{}, nil, true, "auto-hold: b has no eligible instance reporting its prefill throughput"},
 		{"no capacity", ramp(10, 0), ToLoad{Known: true}, nil, true, "auto-hold: b has no eligible instance reporting its prefill throughput"},
+		{"disaggregated b without a prefill side", ramp(10, 0), ToLoad{Known: true, PrefillMsPerSec: 1, CapacityMsPerSec: 100, Missing: "no eligible prefill instance (of 2)"},
+			nil, true, "auto-hold: b is not ready: no eligible prefill instance (of 2)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := c.r.HoldApplies(); got != c.applies {

@@ -56,6 +56,9 @@ func NewDriven(sc *Scenario, variant string, opts DrivenOptions) (*Driven, error
 	if o := rc.variant.Optimistic; o != nil && !*o {
 		return nil, fmt.Errorf("variant %q is formula-only (optimistic: false), which only the simulator's router can be", variant)
 	}
+	if rc.variant.Outcomes {
+		return nil, fmt.Errorf("variant %q reports outcomes (outcomes: true), which only the simulator's router does", variant)
+	}
 	if opts.Pool != "" {
 		scc := *sc
 		scc.Pool = opts.Pool

@@ -250,6 +250,7 @@ func (e *engine) handle(ev event) error {
 func (e *engine) dispatch(r *Request) error {
 	r.Router = e.nextR
 	e.nextR = (e.nextR + 1) % len(e.routers)
+	r.TargetMs = e.rc.sc.Workload.TTFTSLOMs
 	var sq *simQueue
 	if e.queues != nil {
 		sq = e.queues[r.Router]
@@ -265,7 +266,7 @@ func (e *engine) dispatch(r *Request) error {
 			e.hold(sq, r)
 			return nil
 		case errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrAllWeightsZero) ||
-			errors.Is(err, scheduler.ErrSaturated): // shed
+			errors.Is(err, scheduler.ErrSLOUnattainable) || errors.Is(err, scheduler.ErrSaturated): // shed
 			e.m.reject(r)
 			return nil
 		}
@@ -330,6 +331,9 @@ func (e *engine) batchDone(k int) {
 	in := e.insts[k]
 	for _, r := range in.finishBatch(e.now) {
 		e.m.served(r, in)
+		if sr, ok := e.routers[r.Router].(*stateRouter); ok && sr.learn != nil {
+			sr.learn.served(r)
+		}
 		if d := in.decodeTime(r); d > 0 {
 			e.q.push(event{at: e.now + d, kind: evDecodeDone, inst: int32(k), req: r})
 		} else {

@@ -105,7 +105,8 @@ func (e *engine) release() error {
 			case errors.Is(err, scheduler.ErrSaturated):
 				sq.q.Settle(t, flowq.Saturated)
 				t = nil
-			case err != nil && (errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrAllWeightsZero)):
+			case err != nil && (errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrAllWeightsZero) ||
+				errors.Is(err, scheduler.ErrSLOUnattainable)):
 				delete(sq.reqs, t)
 				e.m.reject(r)
 				t = sq.q.Settle(t, flowq.Gone)

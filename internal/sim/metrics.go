@@ -29,6 +29,9 @@ type Record struct {
 	// by the real caches; ChosenEstMs and BestEstMs are those estimates.
 	OwnMs, ChosenEstMs, BestEstMs float32
 	Best                          int32
+	// PredictedMs is the router's predicted TTFT of its choice (0 for
+	// baselines), TargetMs the request's target (0: none), ms.
+	PredictedMs, TargetMs float32
 	// Routed is the time from arrival to queueing on the instance: a live
 	// run's Pick round trip and scheduling, a replayed RouteDelays entry,
 	// else 0.
@@ -116,13 +119,14 @@ func newCollector(rc *runConfig, insts []*Instance, end time.Duration) *collecto
 
 func (c *collector) record(r *Request, in *Instance) Record {
 	rec := Record{ID: r.ID, Arrival: r.Arrival, Class: int16(r.Class), Router: int16(r.Router), Prompt: r.PromptTokens,
-		Instance: -1, Deployment: -1}
+		Instance: -1, Deployment: -1, TargetMs: float32(r.TargetMs)}
 	if in != nil {
 		rec.TTFT, rec.Wait = r.FirstToken-r.Arrival, r.Start-r.Arrival
 		rec.Instance, rec.Deployment = int32(r.Instance), int16(in.Deployment)
 		rec.Hit, rec.Predicted, rec.Recomputed = r.HitTokens, r.PredictedHit, r.Recomputed
 		rec.OwnMs, rec.ChosenEstMs, rec.BestEstMs, rec.Best = r.ownMs, r.estChosen, r.estBest, r.best
 		rec.Routed = r.queued - r.Arrival
+		rec.PredictedMs = float32(r.PredictedMs)
 	}
 	return rec
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/prefixroute/prefixroute/internal/calib"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/scheduler"
 )
@@ -48,6 +49,8 @@ type stateRouter struct {
 	formula bool
 	lastRep []state.Report
 	lastAt  []time.Duration
+	// learn, when set (Variant.Outcomes), fits outcomes (outcomes.go).
+	learn *outcomes
 }
 
 func newStateRouter(rc *runConfig, insts []*Instance, seed uint64) (*stateRouter, error) {
@@ -67,6 +70,9 @@ func newStateRouter(rc *runConfig, insts []*Instance, seed uint64) (*stateRouter
 		return nil, err
 	}
 	sr.pool = pool
+	if rc.variant.Outcomes {
+		sr.learn = &outcomes{book: calib.NewBook(), pool: pool, pol: rc.sc.Pool}
+	}
 	sr.setWeights(rc.weights[0].Weights, 1)
 	for i, in := range insts {
 		id := state.Identity{Pool: rc.sc.Pool, Deployment: rc.sc.Deployments[in.Deployment].Name,
@@ -85,7 +91,7 @@ func newStateRouter(rc *runConfig, insts []*Instance, seed uint64) (*stateRouter
 }
 
 func (sr *stateRouter) pick(now time.Duration, r *Request) (int, error) {
-	sr.in = state.PickInput{Hashes: r.Hashes, PromptTokens: r.PromptTokens}
+	sr.in = state.PickInput{Hashes: r.Hashes, PromptTokens: r.PromptTokens, TTFTTargetMs: r.TargetMs}
 	if err := sr.reg.ValidatePick(&sr.in); err != nil {
 		return -1, err
 	}
@@ -101,6 +107,10 @@ func (sr *stateRouter) pick(now time.Duration, r *Request) (int, error) {
 	d := &sr.out.Decision
 	i := sr.index[sr.out.Snapshot.Instances[d.Instance].ID]
 	r.PredictedHit = r.PromptTokens - d.Instances[d.Instance].UncachedTokens
+	r.PredictedMs = d.Instances[d.Instance].PredictedTTFTMs()
+	if sr.learn != nil {
+		sr.learn.features(r, &sr.out)
+	}
 	if sr.formula {
 		if err := sr.sessions[i].Report(epoch.Add(sr.lastAt[i]), &sr.lastRep[i]); err != nil {
 			return -1, err

@@ -154,6 +154,11 @@ type Variant struct {
 	// reports is 1 or more; the queue is the same as on_saturation: queue's
 	// (flow.go). "" (default): none.
 	Gate string `yaml:"gate"`
+	// Outcomes makes the gateway report every request's time to first
+	// token, which teaches the router each deployment's prefill model
+	// (internal/calib; used under policy calibration apply). Default
+	// false; router variants only, not live.
+	Outcomes bool `yaml:"outcomes"`
 }
 
 // Baseline reports whether v is one of the simulator's own pickers.

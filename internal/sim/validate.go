@@ -104,6 +104,9 @@ func (sc *Scenario) Validate() error {
 		if v.Gate != "" && v.Gate != "llmd" {
 			bad("%s: gate must be llmd or unset", where)
 		}
+		if v.Outcomes && v.Baseline() {
+			bad("%s: outcomes apply to the router, not to picker %s", where, v.Picker)
+		}
 		if v.Routers < 0 || v.Routers > 64 {
 			bad("%s: routers must be in [0, 64]", where)
 		}

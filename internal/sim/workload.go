@@ -6,6 +6,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/prefixroute/prefixroute/internal/calib"
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 // WorkloadSpec is the traffic of a scenario: synthetic (arrivals and
@@ -25,6 +28,10 @@ type WorkloadSpec struct {
 	// TraceSpeed replays the trace that many times faster (its times are
 	// divided by it). Default 1.
 	TraceSpeed float64 `yaml:"trace_speed"`
+	// TTFTSLOMs is every request's TTFT target in ms (PickRequest.ttft_slo_ms;
+	// the policy's on_slo_miss decides what the router does when none can
+	// meet it). 0: none. At most scheduler.MaxTTFTTargetMs.
+	TTFTSLOMs float64 `yaml:"ttft_slo_ms"`
 }
 
 // RateStep sets the arrival rate from At on.
@@ -68,6 +75,9 @@ type ClassSpec struct {
 }
 
 func (w *WorkloadSpec) validate() error {
+	if t := w.TTFTSLOMs; t != 0 && !(t > 0 && t <= scheduler.MaxTTFTTargetMs) {
+		return fmt.Errorf("ttft_slo_ms is %v: want 0 (none) or a number of ms in (0, %d]", t, scheduler.MaxTTFTTargetMs)
+	}
 	if w.Trace != "" {
 		if w.Rate != 0 || len(w.Classes) > 0 || len(w.RateSchedule) > 0 {
 			return errors.New("trace replaces rate, rate_schedule and classes; give one or the other")
@@ -141,16 +151,24 @@ type Request struct {
 	Router       int
 	Instance     int
 	PredictedHit uint32 // the router's matched tokens (0 for baselines)
-	Start        time.Duration
-	FirstToken   time.Duration
-	HitTokens    uint32
-	Recomputed   uint32
-	estUncached  uint32
-	estWork      float64       // scheduler.PrefillWork of estUncached, at enqueue
-	queued       time.Duration // when it was queued on its instance
+	// TargetMs is the request's TTFT target (WorkloadSpec.TTFTSLOMs);
+	// PredictedMs the router's predicted TTFT of its choice, ms (0 for
+	// baselines).
+	TargetMs, PredictedMs float64
+	Start                 time.Duration
+	FirstToken            time.Duration
+	HitTokens             uint32
+	Recomputed            uint32
+	estUncached           uint32
+	estWork               float64       // scheduler.PrefillWork of estUncached, at enqueue
+	queued                time.Duration // when it was queued on its instance
 	// hindsight (see engine.hindsight) and the own prefill time, ms.
 	best                      int32
 	estChosen, estBest, ownMs float32
+	// The pick's features for the fit of Variant.Outcomes (outcomes.go).
+	sample     calib.Sample
+	deployment string
+	prior      float64
 }
 
 // Workload yields requests in arrival order. Implementations are not safe

@@ -116,6 +116,7 @@ func WriteMarkdown(w io.Writer, sc *sim.Scenario, sums []Summary) error {
 		}
 		fmt.Fprintf(&b, " %.0f (%.0f) | %.3g (%.1f%% of prefilled) | %d |\n", s.QueueMaxMs, s.QueueMeanMs, float64(s.Recomputed), 100*float64(s.Recomputed)/float64(max(s.Prefilled, 1)), s.Rejected)
 	}
+	writePrediction(&b, sums)
 	if multi && len(sc.Workload.Classes) > 1 {
 		fmt.Fprintf(&b, "\nShare of each workload class's requests served by %s:\n\n| variant |", sc.Focus)
 		for _, c := range sc.Workload.Classes {

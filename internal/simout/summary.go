@@ -54,6 +54,9 @@ type Summary struct {
 	// Readiness is the run's readiness probe (Result.Readiness), nil
 	// without one.
 	Readiness *sim.ReadinessResult
+	// Prediction is the router's predicted TTFT against the actual one, and
+	// the TTFT targets met (prediction.go).
+	Prediction Prediction
 }
 
 // Dip is the hit-ratio dip after one weight change: the smoothed hit ratio
@@ -79,7 +82,7 @@ type Dip struct {
 // Summarise computes the run's Summary.
 func Summarise(res *sim.Result) Summary {
 	s := Summary{Variant: res.Variant.Name, Baseline: res.Variant.Baseline(), Picker: res.Variant.Picker, DepShare: make([]float64, len(res.Deployments)),
-		Readiness: res.Readiness}
+		Readiness: res.Readiness, Prediction: predictionOf(res)}
 	var ttft []float64
 	perInst := make([]int, len(res.Instances))
 	var prompt, hit, pred uint64

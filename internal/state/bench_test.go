@@ -29,6 +29,10 @@ type benchPool struct {
 	sessions []*Session
 	reqs     []PickInput
 	exact    bool
+	// roles and tps, when set, are every instance's role and prefill
+	// throughput in its reports (pd_bench_test.go).
+	roles []scheduler.Role
+	tps   []float64
 }
 
 // newBenchPool builds a pool of n instances over deps deployments (equal
@@ -88,7 +92,10 @@ func newBenchPool(b *testing.B, n, deps int, exact bool) *benchPool {
 // instances would between picks: it resets the optimistic accounting.
 func (bp *benchPool) reportAll(b *testing.B) {
 	rep := &Report{KVCapacityBlocks: benchCapacity, ReportsCacheEvents: bp.exact}
-	for _, s := range bp.sessions {
+	for i, s := range bp.sessions {
+		if bp.roles != nil {
+			rep.Role, rep.PrefillTokensPerSecond = bp.roles[i], bp.tps[i]
+		}
 		if err := s.Report(t0, rep); err != nil {
 			b.Fatal(err)
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 // Identity names a reporting instance. It is fixed for a stream's life.
@@ -27,8 +29,11 @@ type Report struct {
 	ReportsCacheEvents     bool
 	// CacheCleared drops every block of the instance before Stored applies.
 	CacheCleared bool
-	Stored       []uint64
-	Removed      []uint64
+	// Role is the instance's prefill/decode role (scheduler.RoleBoth by
+	// default).
+	Role    scheduler.Role
+	Stored  []uint64
+	Removed []uint64
 }
 
 // instance is the router's record of one instance. Guarded by its Pool's lock.

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prefixroute/prefixroute/internal/readiness"
+	"github.com/prefixroute/prefixroute/scheduler"
 )
 
 // Migration answers GetMigrationStatus for the pool at now: the window of
@@ -40,11 +41,17 @@ func (v *liveView) Deployments(dst []readiness.LiveDeployment) []readiness.LiveD
 		dst = append(dst, readiness.LiveDeployment{Name: d.name, Weight: d.weight})
 	}
 	for _, in := range p.order {
+		if in.last.Role == scheduler.RolePrefill {
+			dst[start+in.dep].PrefillRole++
+		}
 		if !v.eligible(in, cfg.Policy.StaleAfter) {
 			continue
 		}
 		ld := &dst[start+in.dep]
 		ld.Instances++
+		if in.last.Role == scheduler.RolePrefill {
+			ld.PrefillEligible++
+		}
 		tps := in.last.PrefillTokensPerSecond
 		if tps <= 0 {
 			tps = cfg.Policy.DefaultPrefillTokensPerSecond

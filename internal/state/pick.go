@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -25,6 +26,9 @@ type PickInput struct {
 	// then usually holds the drawn deployment's instances only (see
 	// Pool.Pick).
 	ChosenOnly bool
+	// TTFTTargetMs is the request's TTFT target in ms, 0 for none
+	// (scheduler.Request.TTFTTargetMs).
+	TTFTTargetMs float64
 }
 
 // Override is a gateway's own view of one instance's load; nil fields keep
@@ -53,6 +57,9 @@ type Pick struct {
 	// Approximate is true when the chosen instance reports no cache events:
 	// Pick recorded the request's blocks as cached there.
 	Approximate bool
+	// ApproximatePrefill is the same for the prefill instance of a
+	// disaggregated pick (Decision.PD.Disaggregated()).
+	ApproximatePrefill bool
 
 	recs                 []*instance
 	sums                 []scheduler.Summary // scratch of pickChosen
@@ -116,20 +123,31 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 	done, err := false, error(nil)
 	if in.ChosenOnly && len(in.Overrides) == 0 {
 		done, err = p.pickChosen(now, in, rng, out)
+		if errors.Is(err, scheduler.ErrSLODeploymentMiss) {
+			// The drawn deployment cannot meet the target: whether another
+			// can decides between shedding and best effort, so decide on
+			// the whole pool with the same deployment draw.
+			rng = &replayRNG{first: out.Decision.DeploymentDraw, rest: rng}
+			done = false
+		}
 	}
 	if !done {
 		p.snapshot(now, in, out)
 		err = scheduler.Decide(&out.Config.Policy, scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: in.ChosenOnly,
-			PrefillWeight: out.prefillWeight}, &out.Snapshot, rng, &out.Decision)
+			PrefillWeight: out.prefillWeight, TTFTTargetMs: in.TTFTTargetMs}, &out.Snapshot, rng, &out.Decision)
 	}
 	if err != nil {
 		return err
 	}
 	rec := out.recs[out.Decision.Instance]
-	tokens := uint64(out.Decision.Instances[out.Decision.Instance].WorkTokens)
+	tokens, ptokens := out.Work()
 	p.mu.Lock()
-	p.work.add(now, tokens)
+	p.work.add(now, tokens+ptokens)
 	out.Approximate, out.nodes = p.assign(rec, tokens, in.Hashes, out.nodes)
+	out.ApproximatePrefill = false
+	if pre := out.Decision.PD.Prefill; out.Decision.PD.Disaggregated() {
+		out.ApproximatePrefill, out.nodes = p.assign(out.recs[pre], ptokens, in.Hashes, out.nodes)
+	}
 	p.mu.Unlock()
 	p.tracker.Record(now, in.Hashes, in.PromptTokens, &out.Snapshot, &out.Decision)
 	return nil
@@ -206,7 +224,7 @@ func (p *Pool) snapshot(now time.Time, in *PickInput, out *Pick) {
 
 	out.Snapshot.Deployments = grow(out.Snapshot.Deployments, len(p.deps))
 	for i, d := range p.deps {
-		out.Snapshot.Deployments[i] = scheduler.Deployment{Name: d.name, Weight: d.weight,
+		out.Snapshot.Deployments[i] = scheduler.Deployment{Name: d.name, Weight: d.weight, Calibration: d.calib,
 			Unweighted: cfg.Weights != nil && !d.configured}
 	}
 	n := len(p.order)
@@ -294,4 +312,19 @@ func (p *Pool) checkPromptCover(in *PickInput) error {
 			ErrInvalidPick, in.PromptTokens, covered, blocks, blocks, bs)
 	}
 	return nil
+}
+
+// Work returns the prefill work, in work tokens, that pk's decision adds
+// to its instance (decode) and to its prefill instance. A local pick adds
+// the chosen instance's WorkTokens to it and prefill is 0; a
+// disaggregated one (Decision.PD.Disaggregated()) adds the prefill
+// instance's WorkTokens to the prefill instance and none to the decode
+// one, which only receives the KV (its blocks are recorded as cached there
+// like the prefill instance's, for instances without cache events).
+func (pk *Pick) Work() (decode, prefill uint64) {
+	d := &pk.Decision
+	if pre := d.PD.Prefill; d.PD.Disaggregated() {
+		return 0, uint64(d.Instances[pre].WorkTokens)
+	}
+	return uint64(d.Instances[d.Instance].WorkTokens), 0
 }

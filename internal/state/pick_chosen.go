@@ -47,7 +47,7 @@ func (p *Pool) pickChosen(now time.Time, in *PickInput, rng scheduler.RNG, out *
 
 	out.Snapshot.Deployments = grow(out.Snapshot.Deployments, nd)
 	for i, d := range p.deps {
-		out.Snapshot.Deployments[i] = scheduler.Deployment{Name: d.name, Weight: d.weight,
+		out.Snapshot.Deployments[i] = scheduler.Deployment{Name: d.name, Weight: d.weight, Calibration: d.calib,
 			Unweighted: cfg.Weights != nil && !d.configured}
 	}
 	excl := false
@@ -72,7 +72,8 @@ func (p *Pool) pickChosen(now time.Time, in *PickInput, rng scheduler.RNG, out *
 		}
 	}
 	out.prefillWeight = p.backlogWeight(now)
-	req := scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: true, PrefillWeight: out.prefillWeight}
+	req := scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), ChosenOnly: true, PrefillWeight: out.prefillWeight,
+		TTFTTargetMs: in.TTFTTargetMs}
 	if scheduler.DecideDeployment(pol, req, out.Snapshot.Deployments, out.sums, &excluded, rng, &out.Decision) != nil {
 		return false, nil // no draw made: Decide gives the error with its audit
 	}
@@ -95,7 +96,7 @@ func (p *Pool) summariseKept(now time.Time, pol *scheduler.Policy, excl bool, ou
 	if pol.DeploymentDeltaMs > 0 || !fast || !p.noneStale(nowRel, pol.StaleAfter) {
 		return false
 	}
-	counted := [...]scheduler.Reason{scheduler.ReasonDisconnected, scheduler.ReasonUnreachable, scheduler.ReasonDraining, scheduler.ReasonKVFull, scheduler.ReasonQueueFull}
+	counted := [...]scheduler.Reason{scheduler.ReasonPrefillRole, scheduler.ReasonDisconnected, scheduler.ReasonUnreachable, scheduler.ReasonDraining, scheduler.ReasonKVFull, scheduler.ReasonQueueFull}
 	for k := range out.sums {
 		c := p.dcount[k*standKinds : (k+1)*standKinds]
 		if c[standOdd] > 0 {
@@ -264,4 +265,22 @@ func (p *Pool) copyDeployment(now time.Time, k int, in *PickInput, out *Pick) {
 			insts[rec.ord-a].Excluded = true
 		}
 	}
+}
+
+// replayRNG returns first, then rest's values: a decision retried on the
+// whole pool after pickChosen drew its deployment (ErrSLODeploymentMiss)
+// draws exactly what a full decision from the start would have.
+type replayRNG struct {
+	first float64
+	used  bool
+	rest  scheduler.RNG
+}
+
+// Float64 implements scheduler.RNG.
+func (r *replayRNG) Float64() float64 {
+	if !r.used {
+		r.used = true
+		return r.first
+	}
+	return r.rest.Float64()
 }

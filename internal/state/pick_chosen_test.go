@@ -22,11 +22,19 @@ func randomChosenPool(t *testing.T, rng *rand.Rand, seed uint64) (*Pool, [][]uin
 	nd, n := 1+rng.IntN(6), 1+rng.IntN(80)
 	cfg := DefaultConfig()
 	cfg.Policy.Strategy = []scheduler.Strategy{scheduler.Softmax, scheduler.Threshold, scheduler.Argmin}[seed%3]
+	if seed%4 == 1 {
+		cfg.Policy.OnSLOMiss = scheduler.SLOShed
+	}
 	if seed%2 == 1 {
 		cfg.Policy.DeploymentDeltaMs = 5 + float64(seed%5)*30
 	}
 	if seed%4 == 0 {
 		cfg.Policy.MaxQueueMs = 200
+	}
+	roles := seed%5 >= 2 // prefill/decode roles (issue 30): prefill instances never the pick's, the prefill stage
+	if roles {
+		cfg.Policy.PDMinUncachedTokens = 64
+		cfg.Policy.PDTransferMsPerToken = 0.001
 	}
 	if seed%3 == 1 {
 		cfg.Weights = map[string]float64{}
@@ -59,6 +67,9 @@ func randomChosenPool(t *testing.T, rng *rand.Rand, seed uint64) (*Pool, [][]uin
 			PrefillTokensPerSecond: float64(rng.IntN(3)) * 8000, BlockSizeTokens: uint32(rng.IntN(2)) * 16}
 		if rep.ReportsCacheEvents {
 			rep.Stored = chains[rng.IntN(len(chains))][:rng.IntN(33)]
+		}
+		if roles {
+			rep.Role = []scheduler.Role{scheduler.RoleBoth, scheduler.RolePrefill, scheduler.RolePrefill, scheduler.RoleDecode}[rng.IntN(4)]
 		}
 		age := time.Duration(rng.IntN(3000)) * time.Millisecond // stale_after is 2 s
 		if quiet {
@@ -107,10 +118,12 @@ func TestPickChosenMatchesFull(t *testing.T) {
 			for range rng.IntN(3) {
 				in.Exclude = append(in.Exclude, fmt.Sprintf("i%03d", rng.IntN(90)))
 			}
+			// A TTFT target on some picks: 0 (none), 20, 40, 60 or 80 ms.
+			in.TTFTTargetMs = float64((seed*7+k*13)%5) * 20
 			name := fmt.Sprintf("seed %d pick %d", seed, k)
 			var ref, got Pick
 			p.snapshot(now, &in, &ref)
-			req := scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), PrefillWeight: ref.prefillWeight}
+			req := scheduler.Request{PromptTokens: in.PromptTokens, Blocks: len(in.Hashes), PrefillWeight: ref.prefillWeight, TTFTTargetMs: in.TTFTTargetMs}
 			errRef := scheduler.Decide(&ref.Config.Policy, req, &ref.Snapshot, rand.New(rand.NewPCG(seed, k)), &ref.Decision)
 			err := p.Pick(now, &in, rand.New(rand.NewPCG(seed, k)), &got)
 			if !errors.Is(err, errRef) && err != errRef {
@@ -125,6 +138,9 @@ func TestPickChosenMatchesFull(t *testing.T) {
 	if fast < 800 {
 		t.Fatalf("only %d of 2000 picks took the summary path; the test covers too little", fast)
 	}
+	if disaggregated < 100 {
+		t.Fatalf("only %d of 2000 picks were disaggregated; the test covers too little", disaggregated)
+	}
 }
 
 // compareChosenPick fails t when got (a ChosenOnly pick) disagrees with
@@ -138,6 +154,15 @@ func compareChosenPick(t *testing.T, name string, ref, got *Pick) bool {
 		t.Fatalf("%s: picked (%d, draws %v %v, saturated %v, drain %v), full (%d, draws %v %v, saturated %v, drain %v)", name,
 			g.Deployment, g.DeploymentDraw, g.InstanceDraw, g.Saturated, g.DrainMs,
 			f.Deployment, f.DeploymentDraw, f.InstanceDraw, f.Saturated, f.DrainMs)
+	}
+	fp, gp := f.PD, g.PD
+	fp.Prefill, gp.Prefill = 0, 0
+	if fp != gp || (f.PD.Prefill < 0) != (g.PD.Prefill < 0) ||
+		(f.PD.Prefill >= 0 && ref.Snapshot.Instances[f.PD.Prefill].ID != got.Snapshot.Instances[g.PD.Prefill].ID) {
+		t.Fatalf("%s: prefill stage %+v, full %+v", name, g.PD, f.PD)
+	}
+	if f.PD.Reason == scheduler.PDDisaggregated {
+		disaggregated++
 	}
 	for k := range f.Deployments {
 		if f.Deployments[k] != g.Deployments[k] {
@@ -170,7 +195,7 @@ func compareChosenPick(t *testing.T, name string, ref, got *Pick) bool {
 		if !compact && f.Instance >= 0 && ref.Snapshot.Instances[i].Deployment != f.Deployment && !f.Saturated {
 			// A full snapshot decided ChosenOnly: other deployments have
 			// no P(i|d) nor strategy reasons.
-			if fr.Reason == scheduler.ReasonThreshold || fr.Reason == scheduler.ReasonNotMinimum {
+			if fr.Reason == scheduler.ReasonThreshold || fr.Reason == scheduler.ReasonNotMinimum || fr.Reason == scheduler.ReasonSLOMiss {
 				fr.Reason = scheduler.ReasonNone
 			}
 			fr.Probability, fr.Joint = 0, 0
@@ -186,7 +211,7 @@ func compareChosenPick(t *testing.T, name string, ref, got *Pick) bool {
 	}
 	for r := range f.Excluded {
 		want := f.Excluded[r]
-		if reason := scheduler.Reason(r); f.Instance >= 0 && (reason == scheduler.ReasonThreshold || reason == scheduler.ReasonNotMinimum) {
+		if reason := scheduler.Reason(r); f.Instance >= 0 && (reason == scheduler.ReasonThreshold || reason == scheduler.ReasonNotMinimum || reason == scheduler.ReasonSLOMiss) {
 			want = strategy[r]
 		}
 		if g.Excluded[r] != want {
@@ -195,6 +220,9 @@ func compareChosenPick(t *testing.T, name string, ref, got *Pick) bool {
 	}
 	return compact
 }
+
+// disaggregated counts the disaggregated picks compareChosenPick saw.
+var disaggregated int
 
 // TestSummariseKept: with every connected instance fresh the kept counts
 // decide (no pass over the instances); once one is stale, a request's

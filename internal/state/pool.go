@@ -24,6 +24,9 @@ type Pool struct {
 	work   workMeter                   // prefill tokens picked, for backlogWeight
 	bsums  atomic.Pointer[backlogSums] // backlogWeight's reading of the instances, for backlogRefresh
 	cfg    atomic.Pointer[Config]
+	// calib holds the fitted prefill model of each deployment by name
+	// (SetCalibration), under mu; the deployments carry a copy.
+	calib map[string]scheduler.Calibration
 	// ensures counts the Ensure calls that returned the pool, for DropIdle.
 	ensures atomic.Uint64
 
@@ -138,6 +141,7 @@ func (p *Pool) syncReport(in *instance) {
 	si.AssignedTokens = in.assigned
 	si.KVUsage = l.KVCacheUsage
 	si.Draining = l.Draining
+	si.Role = l.Role
 	si.Unreachable = in.unreachable
 	p.tlast[in.ord] = noAge
 	if in.reported {
@@ -236,6 +240,7 @@ type deployment struct {
 	weight     float64
 	configured bool // named in the configured weights
 	instances  int
+	calib      scheduler.Calibration // fitted prefill model (SetCalibration)
 }
 
 func newPool(name string, limits Limits, migration readiness.Config, budget *pairBudget) *Pool {
@@ -286,7 +291,7 @@ func (p *Pool) rebuildDeployments() {
 	}
 	p.deps = p.deps[:0]
 	for name, n := range count {
-		d := deployment{name: name, weight: 1, instances: n}
+		d := deployment{name: name, weight: 1, instances: n, calib: p.calib[name]}
 		if cfg.Weights != nil {
 			d.weight, d.configured = cfg.Weights[name]
 		}

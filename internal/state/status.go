@@ -11,9 +11,12 @@ const (
 	StateStale
 	StateDraining
 	StateDisconnected
+	// StateUnreachable: connected, but out of picks after a gateway's
+	// failed connect (ApplyOutcomes, OutcomeConnectFailed).
+	StateUnreachable
 )
 
-// String returns ok, stale, draining or disconnected.
+// String returns ok, stale, draining, disconnected or unreachable.
 func (s InstanceState) String() string {
 	switch s {
 	case StateOK:
@@ -24,6 +27,8 @@ func (s InstanceState) String() string {
 		return "draining"
 	case StateDisconnected:
 		return "disconnected"
+	case StateUnreachable:
+		return "unreachable"
 	}
 	return "unknown"
 }
@@ -39,6 +44,10 @@ type InstanceStatus struct {
 	CachedBlocks int
 	// AssignedTokens is the prefill work picked onto it since its last report.
 	AssignedTokens uint64
+	// BackoffLeft, for a StateUnreachable instance, is how long until a
+	// load report may end the exclusion (UnreachableBackoff after the
+	// failed connect); 0 when its next report will.
+	BackoffLeft time.Duration
 }
 
 // Instances returns the pool's instances in snapshot order: by deployment,
@@ -52,18 +61,25 @@ func (p *Pool) Instances(now time.Time) []InstanceStatus {
 		st, age := in.state(now, stale)
 		out[i] = InstanceStatus{Identity: in.id, State: st, ReportAge: age, Last: in.last,
 			CachedBlocks: in.cache.Len(), AssignedTokens: in.assigned}
+		if st == StateUnreachable {
+			out[i].BackoffLeft = max(0, UnreachableBackoff-now.Sub(in.unreachableAt))
+		}
 	}
 	return out
 }
 
 // state is in's availability at now with the pool's stale_after, and the
-// age of its last report (a huge age before the first report: stale).
+// age of its last report (a huge age before the first report: stale). A
+// connected instance excluded as unreachable is StateUnreachable, whatever
+// its report says.
 // Called with the pool's lock held.
 func (in *instance) state(now time.Time, stale time.Duration) (InstanceState, time.Duration) {
 	age := max(0, now.Sub(in.lastReport))
 	switch {
 	case !in.connected:
 		return StateDisconnected, age
+	case in.unreachable:
+		return StateUnreachable, age
 	case age > stale:
 		return StateStale, age
 	case in.last.Draining:

@@ -61,7 +61,8 @@ func (r *Registry) ValidateReport(rep *Report) error {
 	badRate := !finite(rep.PrefillTokensPerSecond) || rep.PrefillTokensPerSecond < 0
 	badBlock := rep.BlockSizeTokens > maxBlockSizeTokens
 	badEvents := events > r.limits.MaxBlockEvents
-	if !badUsage && !badQueue && !badRate && !badBlock && !badEvents {
+	badRole := rep.Role > scheduler.RoleDecode
+	if !badUsage && !badQueue && !badRate && !badBlock && !badEvents && !badRole {
 		return nil
 	}
 	var why []string
@@ -80,9 +81,16 @@ func (r *Registry) ValidateReport(rep *Report) error {
 	if badEvents {
 		why = append(why, fmt.Sprintf("%d block events (stored + removed); the limit is %d per report", events, r.limits.MaxBlockEvents))
 	}
+	if badRole {
+		why = append(why, fmt.Sprintf("role is %d; want 0 or 1 (both), 2 (prefill) or 3 (decode)", protoRole(rep.Role)))
+	}
 	return fmt.Errorf("%w: %s", ErrInvalidReport, strings.Join(why, "; "))
 }
 
 // maxBlockSizeTokens bounds a report's block_size_tokens so token
 // arithmetic cannot overflow: the policy's own bound, one limit for both.
 const maxBlockSizeTokens = scheduler.MaxBlockSizeTokens
+
+// protoRole is the report message's number of an unknown role: protoconv
+// maps an out-of-range PdRole number n to scheduler.Role(n).
+func protoRole(r scheduler.Role) int { return int(r) }

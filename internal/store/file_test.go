@@ -144,8 +144,9 @@ func TestPolicyJSONDefaults(t *testing.T) {
 				BatchWaitMs: 1, BlockSizeTokens: 32, DefaultPrefillTokensPerSecond: 20000, MaxKVUsage: 0.9, MaxQueueMs: 100,
 				DeploymentDeltaMs: 50, StaleAfter: 3 * time.Second, ForgetAfter: time.Minute, DefaultKVCapacityBlocks: 1000,
 				OnSaturation:          scheduler.SaturationShed,
-				DoublingContextTokens: scheduler.DefaultDoublingContextTokens,                         // absent from that file: the default
-				QueueTTL:              30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000} // absent too
+				DoublingContextTokens: scheduler.DefaultDoublingContextTokens, // absent from that file: the default
+				PDMinUncachedTokens:   scheduler.DefaultPDMinUncachedTokens, PDTransferMsPerToken: scheduler.DefaultPDTransferMsPerToken,
+				QueueTTL: 30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000}
 		}},
 		{`{"doubling_context_tokens": 0}`, func(p *scheduler.Policy) { p.DoublingContextTokens = 0 }}, // off, not "absent"
 		{`{"doubling_context_tokens": 33000}`, func(p *scheduler.Policy) { p.DoublingContextTokens = 33000 }},
@@ -181,6 +182,12 @@ func TestPolicyJSONCoversEveryField(t *testing.T) {
 			f.Set(reflect.ValueOf(scheduler.Argmin))
 		case f.Type() == reflect.TypeFor[scheduler.Saturation]():
 			f.Set(reflect.ValueOf(scheduler.SaturationShed))
+		case f.Type() == reflect.TypeFor[scheduler.SLOMiss]():
+			f.Set(reflect.ValueOf(scheduler.SLOShed))
+		case f.Type() == reflect.TypeFor[scheduler.CalibrationMode]():
+			f.Set(reflect.ValueOf(scheduler.CalibrationObserve))
+		case f.Type() == reflect.TypeFor[scheduler.PDFallback]():
+			f.Set(reflect.ValueOf(scheduler.PDFallbackFail))
 		case f.Type() == reflect.TypeFor[time.Duration]():
 			f.SetInt(int64(time.Duration(i+1)*time.Second + 7*time.Millisecond))
 		case f.CanFloat() && f.Float() != 0:

@@ -93,6 +93,11 @@ type Request struct {
 	Load []*pb.InstanceLoad
 	// Audit overrides PickerOptions.Audit for this pick when set.
 	Audit pb.AuditLevel
+	// TTFTSLOMs is the request's time-to-first-token target in ms
+	// (PickRequest.ttft_slo_ms); 0 for none. A target the pool cannot meet
+	// under on_slo_miss shed is an error (RESOURCE_EXHAUSTED, reason
+	// SLO_UNATTAINABLE), never a fallback.
+	TTFTSLOMs float64
 }
 
 // Result is the instance chosen for a request.
@@ -205,7 +210,7 @@ func (p *Picker) Pick(ctx context.Context, req Request) (Result, error) {
 	}
 
 	in := &pb.PickRequest{Pool: p.opts.Pool, PrefixHashes: hashes, PromptTokens: p.promptTokens(&req),
-		RequestId: req.RequestID, ExcludeInstances: req.Exclude, Seed: req.Seed, Audit: p.opts.Audit}
+		RequestId: req.RequestID, ExcludeInstances: req.Exclude, Seed: req.Seed, Audit: p.opts.Audit, TtftSloMs: req.TTFTSLOMs}
 	if req.Audit != pb.AuditLevel_AUDIT_LEVEL_UNSPECIFIED {
 		in.Audit = req.Audit
 	}

@@ -34,6 +34,9 @@ type Load struct {
 	BlockSizeTokens        uint32
 	// Draining asks the sidecar to send no new requests.
 	Draining bool
+	// Role is the instance's prefill/decode role (PD_ROLE_UNSPECIFIED:
+	// both), sent in every report.
+	Role pb.PdRole
 }
 
 // Reporter defaults.

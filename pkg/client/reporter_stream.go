@@ -269,6 +269,7 @@ func (r *Reporter) send(st reportStream, first bool, b batch) error {
 			PrefillTokensPerSecond: l.PrefillTokensPerSecond,
 			BlockSizeTokens:        l.BlockSizeTokens,
 			Draining:               l.Draining,
+			Role:                   l.Role,
 			ReportsCacheEvents:     r.opts.CacheEvents,
 			CacheCleared:           part.cleared,
 			StoredBlockHashes:      part.stored,

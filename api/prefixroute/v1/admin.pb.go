@@ -36,6 +36,11 @@ const (
 	// INSTANCE_STATE_DISCONNECTED: the stream is closed; forgotten after
 	// forget_after.
 	InstanceState_INSTANCE_STATE_DISCONNECTED InstanceState = 4
+	// INSTANCE_STATE_UNREACHABLE: stream open, but a gateway reported a
+	// failed connect to it (ReportOutcome OUTCOME_STATUS_CONNECT_FAILED): out of picks
+	// until an OUTCOME_STATUS_SERVED outcome, or its first load report once
+	// unreachable_backoff_left_ms is 0.
+	InstanceState_INSTANCE_STATE_UNREACHABLE InstanceState = 5
 )
 
 // Enum value maps for InstanceState.
@@ -46,6 +51,7 @@ var (
 		2: "INSTANCE_STATE_STALE",
 		3: "INSTANCE_STATE_DRAINING",
 		4: "INSTANCE_STATE_DISCONNECTED",
+		5: "INSTANCE_STATE_UNREACHABLE",
 	}
 	InstanceState_value = map[string]int32{
 		"INSTANCE_STATE_UNSPECIFIED":  0,
@@ -53,6 +59,7 @@ var (
 		"INSTANCE_STATE_STALE":        2,
 		"INSTANCE_STATE_DRAINING":     3,
 		"INSTANCE_STATE_DISCONNECTED": 4,
+		"INSTANCE_STATE_UNREACHABLE":  5,
 	}
 )
 
@@ -83,6 +90,261 @@ func (InstanceState) EnumDescriptor() ([]byte, []int) {
 	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{0}
 }
 
+type GetSloCalibrationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pool          string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSloCalibrationRequest) Reset() {
+	*x = GetSloCalibrationRequest{}
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSloCalibrationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSloCalibrationRequest) ProtoMessage() {}
+
+func (x *GetSloCalibrationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSloCalibrationRequest.ProtoReflect.Descriptor instead.
+func (*GetSloCalibrationRequest) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetSloCalibrationRequest) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+type GetSloCalibrationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pool  string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	// calibration is the policy's: apply (picks use the fits) or observe.
+	Calibration SloCalibration `protobuf:"varint,2,opt,name=calibration,proto3,enum=prefixroute.v1.SloCalibration" json:"calibration,omitempty"`
+	// prior_doubling_context_tokens is the policy's doubling_context_tokens,
+	// the prior of every fit.
+	PriorDoublingContextTokens float64 `protobuf:"fixed64,3,opt,name=prior_doubling_context_tokens,json=priorDoublingContextTokens,proto3" json:"prior_doubling_context_tokens,omitempty"`
+	// min_samples is how many accepted samples a fit needs before picks use
+	// it (version > 0).
+	MinSamples uint32 `protobuf:"varint,4,opt,name=min_samples,json=minSamples,proto3" json:"min_samples,omitempty"`
+	// deployments are the fits, by deployment name; a deployment without a
+	// served outcome with ttft_ms has none.
+	Deployments   []*SloDeploymentCalibration `protobuf:"bytes,5,rep,name=deployments,proto3" json:"deployments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSloCalibrationResponse) Reset() {
+	*x = GetSloCalibrationResponse{}
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSloCalibrationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSloCalibrationResponse) ProtoMessage() {}
+
+func (x *GetSloCalibrationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSloCalibrationResponse.ProtoReflect.Descriptor instead.
+func (*GetSloCalibrationResponse) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GetSloCalibrationResponse) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *GetSloCalibrationResponse) GetCalibration() SloCalibration {
+	if x != nil {
+		return x.Calibration
+	}
+	return SloCalibration_SLO_CALIBRATION_UNSPECIFIED
+}
+
+func (x *GetSloCalibrationResponse) GetPriorDoublingContextTokens() float64 {
+	if x != nil {
+		return x.PriorDoublingContextTokens
+	}
+	return 0
+}
+
+func (x *GetSloCalibrationResponse) GetMinSamples() uint32 {
+	if x != nil {
+		return x.MinSamples
+	}
+	return 0
+}
+
+func (x *GetSloCalibrationResponse) GetDeployments() []*SloDeploymentCalibration {
+	if x != nil {
+		return x.Deployments
+	}
+	return nil
+}
+
+// SloDeploymentCalibration is one deployment's fit.
+type SloDeploymentCalibration struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Deployment string                 `protobuf:"bytes,1,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	// version counts the fit's publications; 0 = the prior prices it.
+	Version uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// accepted, ignored and clipped count outcomes: fitted, refused (queue not
+	// seen: a fallback instance, a stale report, a saturated pick), fitted
+	// with a clipped residual (outliers).
+	Accepted uint64 `protobuf:"varint,3,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Ignored  uint64 `protobuf:"varint,4,opt,name=ignored,proto3" json:"ignored,omitempty"`
+	Clipped  uint64 `protobuf:"varint,5,opt,name=clipped,proto3" json:"clipped,omitempty"`
+	// prefill_scale multiplies the prior's prefill time; doubling_context_tokens
+	// is the fitted C; queue_scale is the fitted correction of queue_ms
+	// (reported, not applied).
+	PrefillScale          float64 `protobuf:"fixed64,6,opt,name=prefill_scale,json=prefillScale,proto3" json:"prefill_scale,omitempty"`
+	DoublingContextTokens float64 `protobuf:"fixed64,7,opt,name=doubling_context_tokens,json=doublingContextTokens,proto3" json:"doubling_context_tokens,omitempty"`
+	QueueScale            float64 `protobuf:"fixed64,8,opt,name=queue_scale,json=queueScale,proto3" json:"queue_scale,omitempty"`
+	// mean_abs_rel_residual is the running mean |observed − fit| / predicted,
+	// a fraction.
+	MeanAbsRelResidual float64 `protobuf:"fixed64,9,opt,name=mean_abs_rel_residual,json=meanAbsRelResidual,proto3" json:"mean_abs_rel_residual,omitempty"`
+	// in_use is true when the pool's picks price with this fit (version > 0
+	// and calibration apply).
+	InUse         bool `protobuf:"varint,10,opt,name=in_use,json=inUse,proto3" json:"in_use,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SloDeploymentCalibration) Reset() {
+	*x = SloDeploymentCalibration{}
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SloDeploymentCalibration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SloDeploymentCalibration) ProtoMessage() {}
+
+func (x *SloDeploymentCalibration) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SloDeploymentCalibration.ProtoReflect.Descriptor instead.
+func (*SloDeploymentCalibration) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SloDeploymentCalibration) GetDeployment() string {
+	if x != nil {
+		return x.Deployment
+	}
+	return ""
+}
+
+func (x *SloDeploymentCalibration) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SloDeploymentCalibration) GetAccepted() uint64 {
+	if x != nil {
+		return x.Accepted
+	}
+	return 0
+}
+
+func (x *SloDeploymentCalibration) GetIgnored() uint64 {
+	if x != nil {
+		return x.Ignored
+	}
+	return 0
+}
+
+func (x *SloDeploymentCalibration) GetClipped() uint64 {
+	if x != nil {
+		return x.Clipped
+	}
+	return 0
+}
+
+func (x *SloDeploymentCalibration) GetPrefillScale() float64 {
+	if x != nil {
+		return x.PrefillScale
+	}
+	return 0
+}
+
+func (x *SloDeploymentCalibration) GetDoublingContextTokens() float64 {
+	if x != nil {
+		return x.DoublingContextTokens
+	}
+	return 0
+}
+
+func (x *SloDeploymentCalibration) GetQueueScale() float64 {
+	if x != nil {
+		return x.QueueScale
+	}
+	return 0
+}
+
+func (x *SloDeploymentCalibration) GetMeanAbsRelResidual() float64 {
+	if x != nil {
+		return x.MeanAbsRelResidual
+	}
+	return 0
+}
+
+func (x *SloDeploymentCalibration) GetInUse() bool {
+	if x != nil {
+		return x.InUse
+	}
+	return false
+}
+
 type SetWeightsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Pool  string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
@@ -110,7 +372,7 @@ type SetWeightsRequest struct {
 
 func (x *SetWeightsRequest) Reset() {
 	*x = SetWeightsRequest{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[0]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -122,7 +384,7 @@ func (x *SetWeightsRequest) String() string {
 func (*SetWeightsRequest) ProtoMessage() {}
 
 func (x *SetWeightsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[0]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -135,7 +397,7 @@ func (x *SetWeightsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWeightsRequest.ProtoReflect.Descriptor instead.
 func (*SetWeightsRequest) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SetWeightsRequest) GetPool() string {
@@ -183,7 +445,7 @@ type SetWeightsResponse struct {
 
 func (x *SetWeightsResponse) Reset() {
 	*x = SetWeightsResponse{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[1]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -195,7 +457,7 @@ func (x *SetWeightsResponse) String() string {
 func (*SetWeightsResponse) ProtoMessage() {}
 
 func (x *SetWeightsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[1]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -208,7 +470,7 @@ func (x *SetWeightsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWeightsResponse.ProtoReflect.Descriptor instead.
 func (*SetWeightsResponse) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SetWeightsResponse) GetVersion() uint64 {
@@ -234,7 +496,7 @@ type GetWeightsRequest struct {
 
 func (x *GetWeightsRequest) Reset() {
 	*x = GetWeightsRequest{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[2]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -246,7 +508,7 @@ func (x *GetWeightsRequest) String() string {
 func (*GetWeightsRequest) ProtoMessage() {}
 
 func (x *GetWeightsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[2]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -259,7 +521,7 @@ func (x *GetWeightsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWeightsRequest.ProtoReflect.Descriptor instead.
 func (*GetWeightsRequest) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetWeightsRequest) GetPool() string {
@@ -287,7 +549,7 @@ type GetWeightsResponse struct {
 
 func (x *GetWeightsResponse) Reset() {
 	*x = GetWeightsResponse{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[3]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +561,7 @@ func (x *GetWeightsResponse) String() string {
 func (*GetWeightsResponse) ProtoMessage() {}
 
 func (x *GetWeightsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[3]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +574,7 @@ func (x *GetWeightsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWeightsResponse.ProtoReflect.Descriptor instead.
 func (*GetWeightsResponse) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetWeightsResponse) GetVersion() uint64 {
@@ -368,7 +630,7 @@ type DeploymentWeight struct {
 
 func (x *DeploymentWeight) Reset() {
 	*x = DeploymentWeight{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[4]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +642,7 @@ func (x *DeploymentWeight) String() string {
 func (*DeploymentWeight) ProtoMessage() {}
 
 func (x *DeploymentWeight) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[4]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +655,7 @@ func (x *DeploymentWeight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentWeight.ProtoReflect.Descriptor instead.
 func (*DeploymentWeight) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeploymentWeight) GetDeployment() string {
@@ -443,7 +705,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[5]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +717,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[5]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +730,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SetPolicyRequest) GetPool() string {
@@ -502,7 +764,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[6]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +776,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[6]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +789,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *Policy {
@@ -553,7 +815,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[7]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +827,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[7]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +840,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetPolicyRequest) GetPool() string {
@@ -599,7 +861,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[8]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +873,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[8]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +886,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -650,7 +912,7 @@ type ListInstancesRequest struct {
 
 func (x *ListInstancesRequest) Reset() {
 	*x = ListInstancesRequest{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[9]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +924,7 @@ func (x *ListInstancesRequest) String() string {
 func (*ListInstancesRequest) ProtoMessage() {}
 
 func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[9]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +937,7 @@ func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesRequest.ProtoReflect.Descriptor instead.
 func (*ListInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListInstancesRequest) GetPool() string {
@@ -694,7 +956,7 @@ type ListInstancesResponse struct {
 
 func (x *ListInstancesResponse) Reset() {
 	*x = ListInstancesResponse{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[10]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +968,7 @@ func (x *ListInstancesResponse) String() string {
 func (*ListInstancesResponse) ProtoMessage() {}
 
 func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[10]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +981,7 @@ func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesResponse.ProtoReflect.Descriptor instead.
 func (*ListInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListInstancesResponse) GetInstances() []*InstanceStatus {
@@ -753,13 +1015,20 @@ type InstanceStatus struct {
 	CachedBlocks uint64 `protobuf:"varint,16,opt,name=cached_blocks,json=cachedBlocks,proto3" json:"cached_blocks,omitempty"`
 	// assigned_tokens is the prefill work picked onto it since its last report.
 	AssignedTokens uint64 `protobuf:"varint,17,opt,name=assigned_tokens,json=assignedTokens,proto3" json:"assigned_tokens,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// unreachable_backoff_left_ms, for an UNREACHABLE instance: how long
+	// until a load report may end the exclusion (the back-off after the
+	// failed connect, 5 s); 0 when its next report will.
+	UnreachableBackoffLeftMs float64 `protobuf:"fixed64,18,opt,name=unreachable_backoff_left_ms,json=unreachableBackoffLeftMs,proto3" json:"unreachable_backoff_left_ms,omitempty"`
+	// role is the prefill/decode role of its latest report
+	// (docs/disaggregation.md); unspecified means both.
+	Role          PdRole `protobuf:"varint,30,opt,name=role,proto3,enum=prefixroute.v1.PdRole" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InstanceStatus) Reset() {
 	*x = InstanceStatus{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[11]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +1040,7 @@ func (x *InstanceStatus) String() string {
 func (*InstanceStatus) ProtoMessage() {}
 
 func (x *InstanceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[11]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +1053,7 @@ func (x *InstanceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceStatus.ProtoReflect.Descriptor instead.
 func (*InstanceStatus) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InstanceStatus) GetInstanceId() string {
@@ -906,6 +1175,20 @@ func (x *InstanceStatus) GetAssignedTokens() uint64 {
 	return 0
 }
 
+func (x *InstanceStatus) GetUnreachableBackoffLeftMs() float64 {
+	if x != nil {
+		return x.UnreachableBackoffLeftMs
+	}
+	return 0
+}
+
+func (x *InstanceStatus) GetRole() PdRole {
+	if x != nil {
+		return x.Role
+	}
+	return PdRole_PD_ROLE_UNSPECIFIED
+}
+
 type ListPoolsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -914,7 +1197,7 @@ type ListPoolsRequest struct {
 
 func (x *ListPoolsRequest) Reset() {
 	*x = ListPoolsRequest{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[12]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1209,7 @@ func (x *ListPoolsRequest) String() string {
 func (*ListPoolsRequest) ProtoMessage() {}
 
 func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[12]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1222,7 @@ func (x *ListPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 type ListPoolsResponse struct {
@@ -951,7 +1234,7 @@ type ListPoolsResponse struct {
 
 func (x *ListPoolsResponse) Reset() {
 	*x = ListPoolsResponse{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[13]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1246,7 @@ func (x *ListPoolsResponse) String() string {
 func (*ListPoolsResponse) ProtoMessage() {}
 
 func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[13]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1259,7 @@ func (x *ListPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListPoolsResponse) GetPools() []*PoolSummary {
@@ -999,7 +1282,7 @@ type PoolSummary struct {
 
 func (x *PoolSummary) Reset() {
 	*x = PoolSummary{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[14]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1294,7 @@ func (x *PoolSummary) String() string {
 func (*PoolSummary) ProtoMessage() {}
 
 func (x *PoolSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[14]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1307,7 @@ func (x *PoolSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolSummary.ProtoReflect.Descriptor instead.
 func (*PoolSummary) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PoolSummary) GetPool() string {
@@ -1063,7 +1346,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[15]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1358,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[15]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1371,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 type GetServerInfoResponse struct {
@@ -1110,7 +1393,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[16]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1405,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_admin_proto_msgTypes[16]
+	mi := &file_prefixroute_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1418,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_prefixroute_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -1177,7 +1460,31 @@ var File_prefixroute_v1_admin_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1aprefixroute/v1/admin.proto\x12\x0eprefixroute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eprefixroute/v1/migration.proto\x1a\x1bprefixroute/v1/policy.proto\x1a\x1cprefixroute/v1/rollout.proto\"\x9f\x02\n" +
+	"\x1aprefixroute/v1/admin.proto\x12\x0eprefixroute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19prefixroute/v1/load.proto\x1a\x1eprefixroute/v1/migration.proto\x1a\x1bprefixroute/v1/policy.proto\x1a\x1cprefixroute/v1/rollout.proto\".\n" +
+	"\x18GetSloCalibrationRequest\x12\x12\n" +
+	"\x04pool\x18\x01 \x01(\tR\x04pool\"\xa1\x02\n" +
+	"\x19GetSloCalibrationResponse\x12\x12\n" +
+	"\x04pool\x18\x01 \x01(\tR\x04pool\x12@\n" +
+	"\vcalibration\x18\x02 \x01(\x0e2\x1e.prefixroute.v1.SloCalibrationR\vcalibration\x12A\n" +
+	"\x1dprior_doubling_context_tokens\x18\x03 \x01(\x01R\x1apriorDoublingContextTokens\x12\x1f\n" +
+	"\vmin_samples\x18\x04 \x01(\rR\n" +
+	"minSamples\x12J\n" +
+	"\vdeployments\x18\x05 \x03(\v2(.prefixroute.v1.SloDeploymentCalibrationR\vdeployments\"\xec\x02\n" +
+	"\x18SloDeploymentCalibration\x12\x1e\n" +
+	"\n" +
+	"deployment\x18\x01 \x01(\tR\n" +
+	"deployment\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x1a\n" +
+	"\baccepted\x18\x03 \x01(\x04R\baccepted\x12\x18\n" +
+	"\aignored\x18\x04 \x01(\x04R\aignored\x12\x18\n" +
+	"\aclipped\x18\x05 \x01(\x04R\aclipped\x12#\n" +
+	"\rprefill_scale\x18\x06 \x01(\x01R\fprefillScale\x126\n" +
+	"\x17doubling_context_tokens\x18\a \x01(\x01R\x15doublingContextTokens\x12\x1f\n" +
+	"\vqueue_scale\x18\b \x01(\x01R\n" +
+	"queueScale\x121\n" +
+	"\x15mean_abs_rel_residual\x18\t \x01(\x01R\x12meanAbsRelResidual\x12\x15\n" +
+	"\x06in_use\x18\n" +
+	" \x01(\bR\x05inUse\"\x9f\x02\n" +
 	"\x11SetWeightsRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12H\n" +
 	"\aweights\x18\x02 \x03(\v2..prefixroute.v1.SetWeightsRequest.WeightsEntryR\aweights\x12)\n" +
@@ -1231,7 +1538,7 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\x14ListInstancesRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\"U\n" +
 	"\x15ListInstancesResponse\x12<\n" +
-	"\tinstances\x18\x01 \x03(\v2\x1e.prefixroute.v1.InstanceStatusR\tinstances\"\xd1\x05\n" +
+	"\tinstances\x18\x01 \x03(\v2\x1e.prefixroute.v1.InstanceStatusR\tinstances\"\xbc\x06\n" +
 	"\x0eInstanceStatus\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1e\n" +
@@ -1253,7 +1560,9 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\x11block_size_tokens\x18\x0e \x01(\rR\x0fblockSizeTokens\x120\n" +
 	"\x14reports_cache_events\x18\x0f \x01(\bR\x12reportsCacheEvents\x12#\n" +
 	"\rcached_blocks\x18\x10 \x01(\x04R\fcachedBlocks\x12'\n" +
-	"\x0fassigned_tokens\x18\x11 \x01(\x04R\x0eassignedTokensB\v\n" +
+	"\x0fassigned_tokens\x18\x11 \x01(\x04R\x0eassignedTokens\x12=\n" +
+	"\x1bunreachable_backoff_left_ms\x18\x12 \x01(\x01R\x18unreachableBackoffLeftMs\x12*\n" +
+	"\x04role\x18\x1e \x01(\x0e2\x16.prefixroute.v1.PdRoleR\x04roleB\v\n" +
 	"\t_queue_ms\"\x12\n" +
 	"\x10ListPoolsRequest\"F\n" +
 	"\x11ListPoolsResponse\x121\n" +
@@ -1271,13 +1580,14 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"go_version\x18\x04 \x01(\tR\tgoVersion\x129\n" +
 	"\n" +
-	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime*\x9e\x01\n" +
+	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime*\xbe\x01\n" +
 	"\rInstanceState\x12\x1e\n" +
 	"\x1aINSTANCE_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11INSTANCE_STATE_OK\x10\x01\x12\x18\n" +
 	"\x14INSTANCE_STATE_STALE\x10\x02\x12\x1b\n" +
 	"\x17INSTANCE_STATE_DRAINING\x10\x03\x12\x1f\n" +
-	"\x1bINSTANCE_STATE_DISCONNECTED\x10\x042\xee\b\n" +
+	"\x1bINSTANCE_STATE_DISCONNECTED\x10\x04\x12\x1e\n" +
+	"\x1aINSTANCE_STATE_UNREACHABLE\x10\x052\xd8\t\n" +
 	"\fAdminService\x12S\n" +
 	"\n" +
 	"SetWeights\x12!.prefixroute.v1.SetWeightsRequest\x1a\".prefixroute.v1.SetWeightsResponse\x12S\n" +
@@ -1294,7 +1604,8 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"ResumeRamp\x12!.prefixroute.v1.ResumeRampRequest\x1a\".prefixroute.v1.ResumeRampResponse\x12P\n" +
 	"\tAbortRamp\x12 .prefixroute.v1.AbortRampRequest\x1a!.prefixroute.v1.AbortRampResponse\x12k\n" +
 	"\x12GetMigrationStatus\x12).prefixroute.v1.GetMigrationStatusRequest\x1a*.prefixroute.v1.GetMigrationStatusResponse\x12\\\n" +
-	"\rGetServerInfo\x12$.prefixroute.v1.GetServerInfoRequest\x1a%.prefixroute.v1.GetServerInfoResponseB\xbe\x01\n" +
+	"\rGetServerInfo\x12$.prefixroute.v1.GetServerInfoRequest\x1a%.prefixroute.v1.GetServerInfoResponse\x12h\n" +
+	"\x11GetSloCalibration\x12(.prefixroute.v1.GetSloCalibrationRequest\x1a).prefixroute.v1.GetSloCalibrationResponseB\xbe\x01\n" +
 	"\x12com.prefixroute.v1B\n" +
 	"AdminProtoP\x01ZCgithub.com/prefixroute/prefixroute/api/prefixroute/v1;prefixroutev1\xa2\x02\x03PXX\xaa\x02\x0ePrefixroute.V1\xca\x02\x0ePrefixroute\\V1\xe2\x02\x1aPrefixroute\\V1\\GPBMetadata\xea\x02\x0fPrefixroute::V1b\x06proto3"
 
@@ -1311,89 +1622,99 @@ func file_prefixroute_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_prefixroute_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_prefixroute_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_prefixroute_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_prefixroute_v1_admin_proto_goTypes = []any{
 	(InstanceState)(0),                 // 0: prefixroute.v1.InstanceState
-	(*SetWeightsRequest)(nil),          // 1: prefixroute.v1.SetWeightsRequest
-	(*SetWeightsResponse)(nil),         // 2: prefixroute.v1.SetWeightsResponse
-	(*GetWeightsRequest)(nil),          // 3: prefixroute.v1.GetWeightsRequest
-	(*GetWeightsResponse)(nil),         // 4: prefixroute.v1.GetWeightsResponse
-	(*DeploymentWeight)(nil),           // 5: prefixroute.v1.DeploymentWeight
-	(*SetPolicyRequest)(nil),           // 6: prefixroute.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),          // 7: prefixroute.v1.SetPolicyResponse
-	(*GetPolicyRequest)(nil),           // 8: prefixroute.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),          // 9: prefixroute.v1.GetPolicyResponse
-	(*ListInstancesRequest)(nil),       // 10: prefixroute.v1.ListInstancesRequest
-	(*ListInstancesResponse)(nil),      // 11: prefixroute.v1.ListInstancesResponse
-	(*InstanceStatus)(nil),             // 12: prefixroute.v1.InstanceStatus
-	(*ListPoolsRequest)(nil),           // 13: prefixroute.v1.ListPoolsRequest
-	(*ListPoolsResponse)(nil),          // 14: prefixroute.v1.ListPoolsResponse
-	(*PoolSummary)(nil),                // 15: prefixroute.v1.PoolSummary
-	(*GetServerInfoRequest)(nil),       // 16: prefixroute.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),      // 17: prefixroute.v1.GetServerInfoResponse
-	nil,                                // 18: prefixroute.v1.SetWeightsRequest.WeightsEntry
-	nil,                                // 19: prefixroute.v1.SetWeightsResponse.WeightsEntry
-	nil,                                // 20: prefixroute.v1.GetWeightsResponse.WeightsEntry
-	(*Ramp)(nil),                       // 21: prefixroute.v1.Ramp
-	(*Policy)(nil),                     // 22: prefixroute.v1.Policy
-	(*timestamppb.Timestamp)(nil),      // 23: google.protobuf.Timestamp
-	(*StartRampRequest)(nil),           // 24: prefixroute.v1.StartRampRequest
-	(*GetRampRequest)(nil),             // 25: prefixroute.v1.GetRampRequest
-	(*PauseRampRequest)(nil),           // 26: prefixroute.v1.PauseRampRequest
-	(*ResumeRampRequest)(nil),          // 27: prefixroute.v1.ResumeRampRequest
-	(*AbortRampRequest)(nil),           // 28: prefixroute.v1.AbortRampRequest
-	(*GetMigrationStatusRequest)(nil),  // 29: prefixroute.v1.GetMigrationStatusRequest
-	(*StartRampResponse)(nil),          // 30: prefixroute.v1.StartRampResponse
-	(*GetRampResponse)(nil),            // 31: prefixroute.v1.GetRampResponse
-	(*PauseRampResponse)(nil),          // 32: prefixroute.v1.PauseRampResponse
-	(*ResumeRampResponse)(nil),         // 33: prefixroute.v1.ResumeRampResponse
-	(*AbortRampResponse)(nil),          // 34: prefixroute.v1.AbortRampResponse
-	(*GetMigrationStatusResponse)(nil), // 35: prefixroute.v1.GetMigrationStatusResponse
+	(*GetSloCalibrationRequest)(nil),   // 1: prefixroute.v1.GetSloCalibrationRequest
+	(*GetSloCalibrationResponse)(nil),  // 2: prefixroute.v1.GetSloCalibrationResponse
+	(*SloDeploymentCalibration)(nil),   // 3: prefixroute.v1.SloDeploymentCalibration
+	(*SetWeightsRequest)(nil),          // 4: prefixroute.v1.SetWeightsRequest
+	(*SetWeightsResponse)(nil),         // 5: prefixroute.v1.SetWeightsResponse
+	(*GetWeightsRequest)(nil),          // 6: prefixroute.v1.GetWeightsRequest
+	(*GetWeightsResponse)(nil),         // 7: prefixroute.v1.GetWeightsResponse
+	(*DeploymentWeight)(nil),           // 8: prefixroute.v1.DeploymentWeight
+	(*SetPolicyRequest)(nil),           // 9: prefixroute.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),          // 10: prefixroute.v1.SetPolicyResponse
+	(*GetPolicyRequest)(nil),           // 11: prefixroute.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),          // 12: prefixroute.v1.GetPolicyResponse
+	(*ListInstancesRequest)(nil),       // 13: prefixroute.v1.ListInstancesRequest
+	(*ListInstancesResponse)(nil),      // 14: prefixroute.v1.ListInstancesResponse
+	(*InstanceStatus)(nil),             // 15: prefixroute.v1.InstanceStatus
+	(*ListPoolsRequest)(nil),           // 16: prefixroute.v1.ListPoolsRequest
+	(*ListPoolsResponse)(nil),          // 17: prefixroute.v1.ListPoolsResponse
+	(*PoolSummary)(nil),                // 18: prefixroute.v1.PoolSummary
+	(*GetServerInfoRequest)(nil),       // 19: prefixroute.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),      // 20: prefixroute.v1.GetServerInfoResponse
+	nil,                                // 21: prefixroute.v1.SetWeightsRequest.WeightsEntry
+	nil,                                // 22: prefixroute.v1.SetWeightsResponse.WeightsEntry
+	nil,                                // 23: prefixroute.v1.GetWeightsResponse.WeightsEntry
+	(SloCalibration)(0),                // 24: prefixroute.v1.SloCalibration
+	(*Ramp)(nil),                       // 25: prefixroute.v1.Ramp
+	(*Policy)(nil),                     // 26: prefixroute.v1.Policy
+	(PdRole)(0),                        // 27: prefixroute.v1.PdRole
+	(*timestamppb.Timestamp)(nil),      // 28: google.protobuf.Timestamp
+	(*StartRampRequest)(nil),           // 29: prefixroute.v1.StartRampRequest
+	(*GetRampRequest)(nil),             // 30: prefixroute.v1.GetRampRequest
+	(*PauseRampRequest)(nil),           // 31: prefixroute.v1.PauseRampRequest
+	(*ResumeRampRequest)(nil),          // 32: prefixroute.v1.ResumeRampRequest
+	(*AbortRampRequest)(nil),           // 33: prefixroute.v1.AbortRampRequest
+	(*GetMigrationStatusRequest)(nil),  // 34: prefixroute.v1.GetMigrationStatusRequest
+	(*StartRampResponse)(nil),          // 35: prefixroute.v1.StartRampResponse
+	(*GetRampResponse)(nil),            // 36: prefixroute.v1.GetRampResponse
+	(*PauseRampResponse)(nil),          // 37: prefixroute.v1.PauseRampResponse
+	(*ResumeRampResponse)(nil),         // 38: prefixroute.v1.ResumeRampResponse
+	(*AbortRampResponse)(nil),          // 39: prefixroute.v1.AbortRampResponse
+	(*GetMigrationStatusResponse)(nil), // 40: prefixroute.v1.GetMigrationStatusResponse
 }
 var file_prefixroute_v1_admin_proto_depIdxs = []int32{
-	18, // 0: prefixroute.v1.SetWeightsRequest.weights:type_name -> prefixroute.v1.SetWeightsRequest.WeightsEntry
-	19, // 1: prefixroute.v1.SetWeightsResponse.weights:type_name -> prefixroute.v1.SetWeightsResponse.WeightsEntry
-	20, // 2: prefixroute.v1.GetWeightsResponse.weights:type_name -> prefixroute.v1.GetWeightsResponse.WeightsEntry
-	5,  // 3: prefixroute.v1.GetWeightsResponse.deployments:type_name -> prefixroute.v1.DeploymentWeight
-	21, // 4: prefixroute.v1.GetWeightsResponse.ramp:type_name -> prefixroute.v1.Ramp
-	22, // 5: prefixroute.v1.SetPolicyRequest.policy:type_name -> prefixroute.v1.Policy
-	22, // 6: prefixroute.v1.SetPolicyResponse.policy:type_name -> prefixroute.v1.Policy
-	22, // 7: prefixroute.v1.GetPolicyResponse.policy:type_name -> prefixroute.v1.Policy
-	12, // 8: prefixroute.v1.ListInstancesResponse.instances:type_name -> prefixroute.v1.InstanceStatus
-	0,  // 9: prefixroute.v1.InstanceStatus.state:type_name -> prefixroute.v1.InstanceState
-	15, // 10: prefixroute.v1.ListPoolsResponse.pools:type_name -> prefixroute.v1.PoolSummary
-	23, // 11: prefixroute.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
-	1,  // 12: prefixroute.v1.AdminService.SetWeights:input_type -> prefixroute.v1.SetWeightsRequest
-	3,  // 13: prefixroute.v1.AdminService.GetWeights:input_type -> prefixroute.v1.GetWeightsRequest
-	6,  // 14: prefixroute.v1.AdminService.SetPolicy:input_type -> prefixroute.v1.SetPolicyRequest
-	8,  // 15: prefixroute.v1.AdminService.GetPolicy:input_type -> prefixroute.v1.GetPolicyRequest
-	10, // 16: prefixroute.v1.AdminService.ListInstances:input_type -> prefixroute.v1.ListInstancesRequest
-	13, // 17: prefixroute.v1.AdminService.ListPools:input_type -> prefixroute.v1.ListPoolsRequest
-	24, // 18: prefixroute.v1.AdminService.StartRamp:input_type -> prefixroute.v1.StartRampRequest
-	25, // 19: prefixroute.v1.AdminService.GetRamp:input_type -> prefixroute.v1.GetRampRequest
-	26, // 20: prefixroute.v1.AdminService.PauseRamp:input_type -> prefixroute.v1.PauseRampRequest
-	27, // 21: prefixroute.v1.AdminService.ResumeRamp:input_type -> prefixroute.v1.ResumeRampRequest
-	28, // 22: prefixroute.v1.AdminService.AbortRamp:input_type -> prefixroute.v1.AbortRampRequest
-	29, // 23: prefixroute.v1.AdminService.GetMigrationStatus:input_type -> prefixroute.v1.GetMigrationStatusRequest
-	16, // 24: prefixroute.v1.AdminService.GetServerInfo:input_type -> prefixroute.v1.GetServerInfoRequest
-	2,  // 25: prefixroute.v1.AdminService.SetWeights:output_type -> prefixroute.v1.SetWeightsResponse
-	4,  // 26: prefixroute.v1.AdminService.GetWeights:output_type -> prefixroute.v1.GetWeightsResponse
-	7,  // 27: prefixroute.v1.AdminService.SetPolicy:output_type -> prefixroute.v1.SetPolicyResponse
-	9,  // 28: prefixroute.v1.AdminService.GetPolicy:output_type -> prefixroute.v1.GetPolicyResponse
-	11, // 29: prefixroute.v1.AdminService.ListInstances:output_type -> prefixroute.v1.ListInstancesResponse
-	14, // 30: prefixroute.v1.AdminService.ListPools:output_type -> prefixroute.v1.ListPoolsResponse
-	30, // 31: prefixroute.v1.AdminService.StartRamp:output_type -> prefixroute.v1.StartRampResponse
-	31, // 32: prefixroute.v1.AdminService.GetRamp:output_type -> prefixroute.v1.GetRampResponse
-	32, // 33: prefixroute.v1.AdminService.PauseRamp:output_type -> prefixroute.v1.PauseRampResponse
-	33, // 34: prefixroute.v1.AdminService.ResumeRamp:output_type -> prefixroute.v1.ResumeRampResponse
-	34, // 35: prefixroute.v1.AdminService.AbortRamp:output_type -> prefixroute.v1.AbortRampResponse
-	35, // 36: prefixroute.v1.AdminService.GetMigrationStatus:output_type -> prefixroute.v1.GetMigrationStatusResponse
-	17, // 37: prefixroute.v1.AdminService.GetServerInfo:output_type -> prefixroute.v1.GetServerInfoResponse
-	25, // [25:38] is the sub-list for method output_type
-	12, // [12:25] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	24, // 0: prefixroute.v1.GetSloCalibrationResponse.calibration:type_name -> prefixroute.v1.SloCalibration
+	3,  // 1: prefixroute.v1.GetSloCalibrationResponse.deployments:type_name -> prefixroute.v1.SloDeploymentCalibration
+	21, // 2: prefixroute.v1.SetWeightsRequest.weights:type_name -> prefixroute.v1.SetWeightsRequest.WeightsEntry
+	22, // 3: prefixroute.v1.SetWeightsResponse.weights:type_name -> prefixroute.v1.SetWeightsResponse.WeightsEntry
+	23, // 4: prefixroute.v1.GetWeightsResponse.weights:type_name -> prefixroute.v1.GetWeightsResponse.WeightsEntry
+	8,  // 5: prefixroute.v1.GetWeightsResponse.deployments:type_name -> prefixroute.v1.DeploymentWeight
+	25, // 6: prefixroute.v1.GetWeightsResponse.ramp:type_name -> prefixroute.v1.Ramp
+	26, // 7: prefixroute.v1.SetPolicyRequest.policy:type_name -> prefixroute.v1.Policy
+	26, // 8: prefixroute.v1.SetPolicyResponse.policy:type_name -> prefixroute.v1.Policy
+	26, // 9: prefixroute.v1.GetPolicyResponse.policy:type_name -> prefixroute.v1.Policy
+	15, // 10: prefixroute.v1.ListInstancesResponse.instances:type_name -> prefixroute.v1.InstanceStatus
+	0,  // 11: prefixroute.v1.InstanceStatus.state:type_name -> prefixroute.v1.InstanceState
+	27, // 12: prefixroute.v1.InstanceStatus.role:type_name -> prefixroute.v1.PdRole
+	18, // 13: prefixroute.v1.ListPoolsResponse.pools:type_name -> prefixroute.v1.PoolSummary
+	28, // 14: prefixroute.v1.GetServerInfoResponse.start_time:type_name -> google.protobuf.Timestamp
+	4,  // 15: prefixroute.v1.AdminService.SetWeights:input_type -> prefixroute.v1.SetWeightsRequest
+	6,  // 16: prefixroute.v1.AdminService.GetWeights:input_type -> prefixroute.v1.GetWeightsRequest
+	9,  // 17: prefixroute.v1.AdminService.SetPolicy:input_type -> prefixroute.v1.SetPolicyRequest
+	11, // 18: prefixroute.v1.AdminService.GetPolicy:input_type -> prefixroute.v1.GetPolicyRequest
+	13, // 19: prefixroute.v1.AdminService.ListInstances:input_type -> prefixroute.v1.ListInstancesRequest
+	16, // 20: prefixroute.v1.AdminService.ListPools:input_type -> prefixroute.v1.ListPoolsRequest
+	29, // 21: prefixroute.v1.AdminService.StartRamp:input_type -> prefixroute.v1.StartRampRequest
+	30, // 22: prefixroute.v1.AdminService.GetRamp:input_type -> prefixroute.v1.GetRampRequest
+	31, // 23: prefixroute.v1.AdminService.PauseRamp:input_type -> prefixroute.v1.PauseRampRequest
+	32, // 24: prefixroute.v1.AdminService.ResumeRamp:input_type -> prefixroute.v1.ResumeRampRequest
+	33, // 25: prefixroute.v1.AdminService.AbortRamp:input_type -> prefixroute.v1.AbortRampRequest
+	34, // 26: prefixroute.v1.AdminService.GetMigrationStatus:input_type -> prefixroute.v1.GetMigrationStatusRequest
+	19, // 27: prefixroute.v1.AdminService.GetServerInfo:input_type -> prefixroute.v1.GetServerInfoRequest
+	1,  // 28: prefixroute.v1.AdminService.GetSloCalibration:input_type -> prefixroute.v1.GetSloCalibrationRequest
+	5,  // 29: prefixroute.v1.AdminService.SetWeights:output_type -> prefixroute.v1.SetWeightsResponse
+	7,  // 30: prefixroute.v1.AdminService.GetWeights:output_type -> prefixroute.v1.GetWeightsResponse
+	10, // 31: prefixroute.v1.AdminService.SetPolicy:output_type -> prefixroute.v1.SetPolicyResponse
+	12, // 32: prefixroute.v1.AdminService.GetPolicy:output_type -> prefixroute.v1.GetPolicyResponse
+	14, // 33: prefixroute.v1.AdminService.ListInstances:output_type -> prefixroute.v1.ListInstancesResponse
+	17, // 34: prefixroute.v1.AdminService.ListPools:output_type -> prefixroute.v1.ListPoolsResponse
+	35, // 35: prefixroute.v1.AdminService.StartRamp:output_type -> prefixroute.v1.StartRampResponse
+	36, // 36: prefixroute.v1.AdminService.GetRamp:output_type -> prefixroute.v1.GetRampResponse
+	37, // 37: prefixroute.v1.AdminService.PauseRamp:output_type -> prefixroute.v1.PauseRampResponse
+	38, // 38: prefixroute.v1.AdminService.ResumeRamp:output_type -> prefixroute.v1.ResumeRampResponse
+	39, // 39: prefixroute.v1.AdminService.AbortRamp:output_type -> prefixroute.v1.AbortRampResponse
+	40, // 40: prefixroute.v1.AdminService.GetMigrationStatus:output_type -> prefixroute.v1.GetMigrationStatusResponse
+	20, // 41: prefixroute.v1.AdminService.GetServerInfo:output_type -> prefixroute.v1.GetServerInfoResponse
+	2,  // 42: prefixroute.v1.AdminService.GetSloCalibration:output_type -> prefixroute.v1.GetSloCalibrationResponse
+	29, // [29:43] is the sub-list for method output_type
+	15, // [15:29] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_admin_proto_init() }
@@ -1401,17 +1722,18 @@ func file_prefixroute_v1_admin_proto_init() {
 	if File_prefixroute_v1_admin_proto != nil {
 		return
 	}
+	file_prefixroute_v1_load_proto_init()
 	file_prefixroute_v1_migration_proto_init()
 	file_prefixroute_v1_policy_proto_init()
 	file_prefixroute_v1_rollout_proto_init()
-	file_prefixroute_v1_admin_proto_msgTypes[11].OneofWrappers = []any{}
+	file_prefixroute_v1_admin_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_admin_proto_rawDesc), len(file_prefixroute_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	AdminService_AbortRamp_FullMethodName          = "/prefixroute.v1.AdminService/AbortRamp"
 	AdminService_GetMigrationStatus_FullMethodName = "/prefixroute.v1.AdminService/GetMigrationStatus"
 	AdminService_GetServerInfo_FullMethodName      = "/prefixroute.v1.AdminService/GetServerInfo"
+	AdminService_GetSloCalibration_FullMethodName  = "/prefixroute.v1.AdminService/GetSloCalibration"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -77,6 +78,10 @@ type AdminServiceClient interface {
 	// GetServerInfo returns the router's build (version, VCS revision, dirty
 	// flag, Go version) and when its process started ('prefixctl version').
 	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
+	// GetSloCalibration returns the prefill model each deployment of the pool
+	// learned from outcomes ('prefixctl calibration POOL'): the fitted
+	// figures, the samples, and the version picks use.
+	GetSloCalibration(ctx context.Context, in *GetSloCalibrationRequest, opts ...grpc.CallOption) (*GetSloCalibrationResponse, error)
 }
 
 type adminServiceClient struct {
@@ -217,6 +222,16 @@ func (c *adminServiceClient) GetServerInfo(ctx context.Context, in *GetServerInf
 	return out, nil
 }
 
+func (c *adminServiceClient) GetSloCalibration(ctx context.Context, in *GetSloCalibrationRequest, opts ...grpc.CallOption) (*GetSloCalibrationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSloCalibrationResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetSloCalibration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -260,6 +275,10 @@ type AdminServiceServer interface {
 	// GetServerInfo returns the router's build (version, VCS revision, dirty
 	// flag, Go version) and when its process started ('prefixctl version').
 	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)
+	// GetSloCalibration returns the prefill model each deployment of the pool
+	// learned from outcomes ('prefixctl calibration POOL'): the fitted
+	// figures, the samples, and the version picks use.
+	GetSloCalibration(context.Context, *GetSloCalibrationRequest) (*GetSloCalibrationResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -308,6 +327,9 @@ func (UnimplementedAdminServiceServer) GetMigrationStatus(context.Context, *GetM
 }
 func (UnimplementedAdminServiceServer) GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetServerInfo not implemented")
+}
+func (UnimplementedAdminServiceServer) GetSloCalibration(context.Context, *GetSloCalibrationRequest) (*GetSloCalibrationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSloCalibration not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -564,6 +586,24 @@ func _AdminService_GetServerInfo_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetSloCalibration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSloCalibrationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetSloCalibration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetSloCalibration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetSloCalibration(ctx, req.(*GetSloCalibrationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -622,6 +662,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetServerInfo",
 			Handler:    _AdminService_GetServerInfo_Handler,
+		},
+		{
+			MethodName: "GetSloCalibration",
+			Handler:    _AdminService_GetSloCalibration_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -30,6 +30,7 @@ type ClusterEvent struct {
 	//	*ClusterEvent_Closed
 	//	*ClusterEvent_Assigned
 	//	*ClusterEvent_Resend
+	//	*ClusterEvent_Outcomes
 	Event         isClusterEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -109,6 +110,15 @@ func (x *ClusterEvent) GetResend() *ResendRequest {
 	return nil
 }
 
+func (x *ClusterEvent) GetOutcomes() *InstanceOutcomes {
+	if x != nil {
+		if x, ok := x.Event.(*ClusterEvent_Outcomes); ok {
+			return x.Outcomes
+		}
+	}
+	return nil
+}
+
 type isClusterEvent_Event interface {
 	isClusterEvent_Event()
 }
@@ -140,6 +150,14 @@ type ClusterEvent_Resend struct {
 	Resend *ResendRequest `protobuf:"bytes,4,opt,name=resend,proto3,oneof"`
 }
 
+type ClusterEvent_Outcomes struct {
+	// outcomes: gateways' outcomes on the replica that change which
+	// instances are excluded as unreachable (PickService.ReportOutcome),
+	// so that every replica stops picking a dead instance after one
+	// failed connect anywhere.
+	Outcomes *InstanceOutcomes `protobuf:"bytes,50,opt,name=outcomes,proto3,oneof"`
+}
+
 func (*ClusterEvent_Report) isClusterEvent_Event() {}
 
 func (*ClusterEvent_Closed) isClusterEvent_Event() {}
@@ -147,6 +165,63 @@ func (*ClusterEvent_Closed) isClusterEvent_Event() {}
 func (*ClusterEvent_Assigned) isClusterEvent_Event() {}
 
 func (*ClusterEvent_Resend) isClusterEvent_Event() {}
+
+func (*ClusterEvent_Outcomes) isClusterEvent_Event() {}
+
+// InstanceOutcomes are the outcomes of one ReportOutcome call that bear on
+// reachability: the instances a gateway failed to connect to, and the
+// instances that served again after being excluded.
+type InstanceOutcomes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ConnectFailed []string               `protobuf:"bytes,1,rep,name=connect_failed,json=connectFailed,proto3" json:"connect_failed,omitempty"`
+	Served        []string               `protobuf:"bytes,2,rep,name=served,proto3" json:"served,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceOutcomes) Reset() {
+	*x = InstanceOutcomes{}
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceOutcomes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceOutcomes) ProtoMessage() {}
+
+func (x *InstanceOutcomes) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceOutcomes.ProtoReflect.Descriptor instead.
+func (*InstanceOutcomes) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *InstanceOutcomes) GetConnectFailed() []string {
+	if x != nil {
+		return x.ConnectFailed
+	}
+	return nil
+}
+
+func (x *InstanceOutcomes) GetServed() []string {
+	if x != nil {
+		return x.Served
+	}
+	return nil
+}
 
 // ResendRequest asks for every instance's whole cache again.
 // Deprecated: see ClusterEvent.resend.
@@ -160,7 +235,7 @@ type ResendRequest struct {
 
 func (x *ResendRequest) Reset() {
 	*x = ResendRequest{}
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[1]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -172,7 +247,7 @@ func (x *ResendRequest) String() string {
 func (*ResendRequest) ProtoMessage() {}
 
 func (x *ResendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[1]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -185,7 +260,7 @@ func (x *ResendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResendRequest.ProtoReflect.Descriptor instead.
 func (*ResendRequest) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{2}
 }
 
 // InstanceClosed says an instance's ReportLoad stream ended.
@@ -198,7 +273,7 @@ type InstanceClosed struct {
 
 func (x *InstanceClosed) Reset() {
 	*x = InstanceClosed{}
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[2]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +285,7 @@ func (x *InstanceClosed) String() string {
 func (*InstanceClosed) ProtoMessage() {}
 
 func (x *InstanceClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[2]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +298,7 @@ func (x *InstanceClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceClosed.ProtoReflect.Descriptor instead.
 func (*InstanceClosed) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *InstanceClosed) GetInstanceId() string {
@@ -250,7 +325,7 @@ type PickAssigned struct {
 
 func (x *PickAssigned) Reset() {
 	*x = PickAssigned{}
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[3]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -262,7 +337,7 @@ func (x *PickAssigned) String() string {
 func (*PickAssigned) ProtoMessage() {}
 
 func (x *PickAssigned) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[3]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -275,7 +350,7 @@ func (x *PickAssigned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PickAssigned.ProtoReflect.Descriptor instead.
 func (*PickAssigned) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PickAssigned) GetInstanceId() string {
@@ -310,7 +385,7 @@ type PoolSnapshots struct {
 
 func (x *PoolSnapshots) Reset() {
 	*x = PoolSnapshots{}
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[4]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +397,7 @@ func (x *PoolSnapshots) String() string {
 func (*PoolSnapshots) ProtoMessage() {}
 
 func (x *PoolSnapshots) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[4]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +410,7 @@ func (x *PoolSnapshots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolSnapshots.ProtoReflect.Descriptor instead.
 func (*PoolSnapshots) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PoolSnapshots) GetPools() []*PoolSnapshot {
@@ -356,7 +431,7 @@ type PoolSnapshot struct {
 
 func (x *PoolSnapshot) Reset() {
 	*x = PoolSnapshot{}
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[5]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +443,7 @@ func (x *PoolSnapshot) String() string {
 func (*PoolSnapshot) ProtoMessage() {}
 
 func (x *PoolSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[5]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +456,7 @@ func (x *PoolSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolSnapshot.ProtoReflect.Descriptor instead.
 func (*PoolSnapshot) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PoolSnapshot) GetPool() string {
@@ -412,7 +487,7 @@ type InstanceSnapshot struct {
 
 func (x *InstanceSnapshot) Reset() {
 	*x = InstanceSnapshot{}
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[6]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +499,7 @@ func (x *InstanceSnapshot) String() string {
 func (*InstanceSnapshot) ProtoMessage() {}
 
 func (x *InstanceSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_cluster_proto_msgTypes[6]
+	mi := &file_prefixroute_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +512,7 @@ func (x *InstanceSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceSnapshot.ProtoReflect.Descriptor instead.
 func (*InstanceSnapshot) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_prefixroute_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InstanceSnapshot) GetLast() *ReportLoadRequest {
@@ -465,13 +540,17 @@ var File_prefixroute_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1cprefixroute/v1/cluster.proto\x12\x0eprefixroute.v1\x1a\x19prefixroute/v1/load.proto\"\x87\x02\n" +
+	"\x1cprefixroute/v1/cluster.proto\x12\x0eprefixroute.v1\x1a\x19prefixroute/v1/load.proto\"\xc7\x02\n" +
 	"\fClusterEvent\x12;\n" +
 	"\x06report\x18\x01 \x01(\v2!.prefixroute.v1.ReportLoadRequestH\x00R\x06report\x128\n" +
 	"\x06closed\x18\x02 \x01(\v2\x1e.prefixroute.v1.InstanceClosedH\x00R\x06closed\x12:\n" +
 	"\bassigned\x18\x03 \x01(\v2\x1c.prefixroute.v1.PickAssignedH\x00R\bassigned\x12;\n" +
-	"\x06resend\x18\x04 \x01(\v2\x1d.prefixroute.v1.ResendRequestB\x02\x18\x01H\x00R\x06resendB\a\n" +
-	"\x05event\"\x13\n" +
+	"\x06resend\x18\x04 \x01(\v2\x1d.prefixroute.v1.ResendRequestB\x02\x18\x01H\x00R\x06resend\x12>\n" +
+	"\boutcomes\x182 \x01(\v2 .prefixroute.v1.InstanceOutcomesH\x00R\boutcomesB\a\n" +
+	"\x05event\"Q\n" +
+	"\x10InstanceOutcomes\x12%\n" +
+	"\x0econnect_failed\x18\x01 \x03(\tR\rconnectFailed\x12\x16\n" +
+	"\x06served\x18\x02 \x03(\tR\x06served\"\x13\n" +
 	"\rResendRequest:\x02\x18\x01\"1\n" +
 	"\x0eInstanceClosed\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
@@ -504,30 +583,32 @@ func file_prefixroute_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_prefixroute_v1_cluster_proto_rawDescData
 }
 
-var file_prefixroute_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_prefixroute_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_prefixroute_v1_cluster_proto_goTypes = []any{
 	(*ClusterEvent)(nil),      // 0: prefixroute.v1.ClusterEvent
-	(*ResendRequest)(nil),     // 1: prefixroute.v1.ResendRequest
-	(*InstanceClosed)(nil),    // 2: prefixroute.v1.InstanceClosed
-	(*PickAssigned)(nil),      // 3: prefixroute.v1.PickAssigned
-	(*PoolSnapshots)(nil),     // 4: prefixroute.v1.PoolSnapshots
-	(*PoolSnapshot)(nil),      // 5: prefixroute.v1.PoolSnapshot
-	(*InstanceSnapshot)(nil),  // 6: prefixroute.v1.InstanceSnapshot
-	(*ReportLoadRequest)(nil), // 7: prefixroute.v1.ReportLoadRequest
+	(*InstanceOutcomes)(nil),  // 1: prefixroute.v1.InstanceOutcomes
+	(*ResendRequest)(nil),     // 2: prefixroute.v1.ResendRequest
+	(*InstanceClosed)(nil),    // 3: prefixroute.v1.InstanceClosed
+	(*PickAssigned)(nil),      // 4: prefixroute.v1.PickAssigned
+	(*PoolSnapshots)(nil),     // 5: prefixroute.v1.PoolSnapshots
+	(*PoolSnapshot)(nil),      // 6: prefixroute.v1.PoolSnapshot
+	(*InstanceSnapshot)(nil),  // 7: prefixroute.v1.InstanceSnapshot
+	(*ReportLoadRequest)(nil), // 8: prefixroute.v1.ReportLoadRequest
 }
 var file_prefixroute_v1_cluster_proto_depIdxs = []int32{
-	7, // 0: prefixroute.v1.ClusterEvent.report:type_name -> prefixroute.v1.ReportLoadRequest
-	2, // 1: prefixroute.v1.ClusterEvent.closed:type_name -> prefixroute.v1.InstanceClosed
-	3, // 2: prefixroute.v1.ClusterEvent.assigned:type_name -> prefixroute.v1.PickAssigned
-	1, // 3: prefixroute.v1.ClusterEvent.resend:type_name -> prefixroute.v1.ResendRequest
-	5, // 4: prefixroute.v1.PoolSnapshots.pools:type_name -> prefixroute.v1.PoolSnapshot
-	6, // 5: prefixroute.v1.PoolSnapshot.instances:type_name -> prefixroute.v1.InstanceSnapshot
-	7, // 6: prefixroute.v1.InstanceSnapshot.last:type_name -> prefixroute.v1.ReportLoadRequest
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	8, // 0: prefixroute.v1.ClusterEvent.report:type_name -> prefixroute.v1.ReportLoadRequest
+	3, // 1: prefixroute.v1.ClusterEvent.closed:type_name -> prefixroute.v1.InstanceClosed
+	4, // 2: prefixroute.v1.ClusterEvent.assigned:type_name -> prefixroute.v1.PickAssigned
+	2, // 3: prefixroute.v1.ClusterEvent.resend:type_name -> prefixroute.v1.ResendRequest
+	1, // 4: prefixroute.v1.ClusterEvent.outcomes:type_name -> prefixroute.v1.InstanceOutcomes
+	6, // 5: prefixroute.v1.PoolSnapshots.pools:type_name -> prefixroute.v1.PoolSnapshot
+	7, // 6: prefixroute.v1.PoolSnapshot.instances:type_name -> prefixroute.v1.InstanceSnapshot
+	8, // 7: prefixroute.v1.InstanceSnapshot.last:type_name -> prefixroute.v1.ReportLoadRequest
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_cluster_proto_init() }
@@ -541,6 +622,7 @@ func file_prefixroute_v1_cluster_proto_init() {
 		(*ClusterEvent_Closed)(nil),
 		(*ClusterEvent_Assigned)(nil),
 		(*ClusterEvent_Resend)(nil),
+		(*ClusterEvent_Outcomes)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -548,7 +630,7 @@ func file_prefixroute_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_cluster_proto_rawDesc), len(file_prefixroute_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -21,6 +21,67 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// PdRole is an instance's role under prefill/decode disaggregation.
+type PdRole int32
+
+const (
+	// PD_ROLE_UNSPECIFIED is PD_ROLE_BOTH.
+	PdRole_PD_ROLE_UNSPECIFIED PdRole = 0
+	// PD_ROLE_BOTH: prefills and decodes (an aggregated instance; vLLM
+	// kv_role kv_both).
+	PdRole_PD_ROLE_BOTH PdRole = 1
+	// PD_ROLE_PREFILL: prefills for decode instances of its deployment and
+	// never decodes (vLLM kv_role kv_producer, SGLang
+	// --disaggregation-mode prefill).
+	PdRole_PD_ROLE_PREFILL PdRole = 2
+	// PD_ROLE_DECODE: decodes, and prefills locally when no prefill instance
+	// pays (vLLM kv_role kv_consumer, SGLang --disaggregation-mode decode).
+	PdRole_PD_ROLE_DECODE PdRole = 3
+)
+
+// Enum value maps for PdRole.
+var (
+	PdRole_name = map[int32]string{
+		0: "PD_ROLE_UNSPECIFIED",
+		1: "PD_ROLE_BOTH",
+		2: "PD_ROLE_PREFILL",
+		3: "PD_ROLE_DECODE",
+	}
+	PdRole_value = map[string]int32{
+		"PD_ROLE_UNSPECIFIED": 0,
+		"PD_ROLE_BOTH":        1,
+		"PD_ROLE_PREFILL":     2,
+		"PD_ROLE_DECODE":      3,
+	}
+)
+
+func (x PdRole) Enum() *PdRole {
+	p := new(PdRole)
+	*p = x
+	return p
+}
+
+func (x PdRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PdRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_prefixroute_v1_load_proto_enumTypes[0].Descriptor()
+}
+
+func (PdRole) Type() protoreflect.EnumType {
+	return &file_prefixroute_v1_load_proto_enumTypes[0]
+}
+
+func (x PdRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PdRole.Descriptor instead.
+func (PdRole) EnumDescriptor() ([]byte, []int) {
+	return file_prefixroute_v1_load_proto_rawDescGZIP(), []int{0}
+}
+
 // ReportLoadRequest is one load report (a "LoadReport").
 type ReportLoadRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -62,6 +123,9 @@ type ReportLoadRequest struct {
 	// are acked at once; any report not yet acked is acked within N ms. For reports every 100 ms, 1000 sends a tenth
 	// of the acks and saves the router (and the instance) their cost.
 	AckIntervalMs uint32 `protobuf:"varint,19,opt,name=ack_interval_ms,json=ackIntervalMs,proto3" json:"ack_interval_ms,omitempty"`
+	// role is what the instance serves in a disaggregated deployment: both
+	// (the default), prefill only, or decode only. See PdRole.
+	Role          PdRole `protobuf:"varint,30,opt,name=role,proto3,enum=prefixroute.v1.PdRole" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -227,6 +291,13 @@ func (x *ReportLoadRequest) GetAckIntervalMs() uint32 {
 		return x.AckIntervalMs
 	}
 	return 0
+}
+
+func (x *ReportLoadRequest) GetRole() PdRole {
+	if x != nil {
+		return x.Role
+	}
+	return PdRole_PD_ROLE_UNSPECIFIED
 }
 
 // ReportLoadResponse acknowledges one report (a "LoadAck").
@@ -606,7 +677,7 @@ var File_prefixroute_v1_load_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_load_proto_rawDesc = "" +
 	"\n" +
-	"\x19prefixroute/v1/load.proto\x12\x0eprefixroute.v1\"\x83\x06\n" +
+	"\x19prefixroute/v1/load.proto\x12\x0eprefixroute.v1\"\xaf\x06\n" +
 	"\x11ReportLoadRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1e\n" +
 	"\n" +
@@ -630,7 +701,8 @@ const file_prefixroute_v1_load_proto_rawDesc = "" +
 	"\x13stored_block_hashes\x18\x10 \x03(\x04R\x11storedBlockHashes\x120\n" +
 	"\x14removed_block_hashes\x18\x11 \x03(\x04R\x12removedBlockHashes\x12#\n" +
 	"\rcache_cleared\x18\x12 \x01(\bR\fcacheCleared\x12&\n" +
-	"\x0fack_interval_ms\x18\x13 \x01(\rR\rackIntervalMsB\v\n" +
+	"\x0fack_interval_ms\x18\x13 \x01(\rR\rackIntervalMs\x12*\n" +
+	"\x04role\x18\x1e \x01(\x0e2\x16.prefixroute.v1.PdRoleR\x04roleB\v\n" +
 	"\t_queue_ms\"{\n" +
 	"\x12ReportLoadResponse\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12,\n" +
@@ -653,7 +725,12 @@ const file_prefixroute_v1_load_proto_rawDesc = "" +
 	"\rInstanceEnded\x127\n" +
 	"\binstance\x18\x01 \x01(\v2\x1b.prefixroute.v1.InstanceRefR\binstance\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage2\xce\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage*\\\n" +
+	"\x06PdRole\x12\x17\n" +
+	"\x13PD_ROLE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fPD_ROLE_BOTH\x10\x01\x12\x13\n" +
+	"\x0fPD_ROLE_PREFILL\x10\x02\x12\x12\n" +
+	"\x0ePD_ROLE_DECODE\x10\x032\xce\x01\n" +
 	"\vLoadService\x12W\n" +
 	"\n" +
 	"ReportLoad\x12!.prefixroute.v1.ReportLoadRequest\x1a\".prefixroute.v1.ReportLoadResponse(\x010\x01\x12f\n" +
@@ -672,33 +749,36 @@ func file_prefixroute_v1_load_proto_rawDescGZIP() []byte {
 	return file_prefixroute_v1_load_proto_rawDescData
 }
 
+var file_prefixroute_v1_load_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_prefixroute_v1_load_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_prefixroute_v1_load_proto_goTypes = []any{
-	(*ReportLoadRequest)(nil),       // 0: prefixroute.v1.ReportLoadRequest
-	(*ReportLoadResponse)(nil),      // 1: prefixroute.v1.ReportLoadResponse
-	(*ReportLoadBatchRequest)(nil),  // 2: prefixroute.v1.ReportLoadBatchRequest
-	(*InstanceRef)(nil),             // 3: prefixroute.v1.InstanceRef
-	(*ReportLoadBatchResponse)(nil), // 4: prefixroute.v1.ReportLoadBatchResponse
-	(*InstanceAck)(nil),             // 5: prefixroute.v1.InstanceAck
-	(*InstanceEnded)(nil),           // 6: prefixroute.v1.InstanceEnded
+	(PdRole)(0),                     // 0: prefixroute.v1.PdRole
+	(*ReportLoadRequest)(nil),       // 1: prefixroute.v1.ReportLoadRequest
+	(*ReportLoadResponse)(nil),      // 2: prefixroute.v1.ReportLoadResponse
+	(*ReportLoadBatchRequest)(nil),  // 3: prefixroute.v1.ReportLoadBatchRequest
+	(*InstanceRef)(nil),             // 4: prefixroute.v1.InstanceRef
+	(*ReportLoadBatchResponse)(nil), // 5: prefixroute.v1.ReportLoadBatchResponse
+	(*InstanceAck)(nil),             // 6: prefixroute.v1.InstanceAck
+	(*InstanceEnded)(nil),           // 7: prefixroute.v1.InstanceEnded
 }
 var file_prefixroute_v1_load_proto_depIdxs = []int32{
-	0, // 0: prefixroute.v1.ReportLoadBatchRequest.reports:type_name -> prefixroute.v1.ReportLoadRequest
-	3, // 1: prefixroute.v1.ReportLoadBatchRequest.closed:type_name -> prefixroute.v1.InstanceRef
-	5, // 2: prefixroute.v1.ReportLoadBatchResponse.acks:type_name -> prefixroute.v1.InstanceAck
-	6, // 3: prefixroute.v1.ReportLoadBatchResponse.ended:type_name -> prefixroute.v1.InstanceEnded
-	3, // 4: prefixroute.v1.InstanceAck.instance:type_name -> prefixroute.v1.InstanceRef
-	1, // 5: prefixroute.v1.InstanceAck.ack:type_name -> prefixroute.v1.ReportLoadResponse
-	3, // 6: prefixroute.v1.InstanceEnded.instance:type_name -> prefixroute.v1.InstanceRef
-	0, // 7: prefixroute.v1.LoadService.ReportLoad:input_type -> prefixroute.v1.ReportLoadRequest
-	2, // 8: prefixroute.v1.LoadService.ReportLoadBatch:input_type -> prefixroute.v1.ReportLoadBatchRequest
-	1, // 9: prefixroute.v1.LoadService.ReportLoad:output_type -> prefixroute.v1.ReportLoadResponse
-	4, // 10: prefixroute.v1.LoadService.ReportLoadBatch:output_type -> prefixroute.v1.ReportLoadBatchResponse
-	9, // [9:11] is the sub-list for method output_type
-	7, // [7:9] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	0,  // 0: prefixroute.v1.ReportLoadRequest.role:type_name -> prefixroute.v1.PdRole
+	1,  // 1: prefixroute.v1.ReportLoadBatchRequest.reports:type_name -> prefixroute.v1.ReportLoadRequest
+	4,  // 2: prefixroute.v1.ReportLoadBatchRequest.closed:type_name -> prefixroute.v1.InstanceRef
+	6,  // 3: prefixroute.v1.ReportLoadBatchResponse.acks:type_name -> prefixroute.v1.InstanceAck
+	7,  // 4: prefixroute.v1.ReportLoadBatchResponse.ended:type_name -> prefixroute.v1.InstanceEnded
+	4,  // 5: prefixroute.v1.InstanceAck.instance:type_name -> prefixroute.v1.InstanceRef
+	2,  // 6: prefixroute.v1.InstanceAck.ack:type_name -> prefixroute.v1.ReportLoadResponse
+	4,  // 7: prefixroute.v1.InstanceEnded.instance:type_name -> prefixroute.v1.InstanceRef
+	1,  // 8: prefixroute.v1.LoadService.ReportLoad:input_type -> prefixroute.v1.ReportLoadRequest
+	3,  // 9: prefixroute.v1.LoadService.ReportLoadBatch:input_type -> prefixroute.v1.ReportLoadBatchRequest
+	2,  // 10: prefixroute.v1.LoadService.ReportLoad:output_type -> prefixroute.v1.ReportLoadResponse
+	5,  // 11: prefixroute.v1.LoadService.ReportLoadBatch:output_type -> prefixroute.v1.ReportLoadBatchResponse
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_load_proto_init() }
@@ -712,13 +792,14 @@ func file_prefixroute_v1_load_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_load_proto_rawDesc), len(file_prefixroute_v1_load_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_prefixroute_v1_load_proto_goTypes,
 		DependencyIndexes: file_prefixroute_v1_load_proto_depIdxs,
+		EnumInfos:         file_prefixroute_v1_load_proto_enumTypes,
 		MessageInfos:      file_prefixroute_v1_load_proto_msgTypes,
 	}.Build()
 	File_prefixroute_v1_load_proto = out.File

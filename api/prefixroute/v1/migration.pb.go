@@ -270,8 +270,13 @@ type DeploymentTraffic struct {
 	// instances report, summed.
 	ThroughputTokensPerSecond float64 `protobuf:"fixed64,9,opt,name=throughput_tokens_per_second,json=throughputTokensPerSecond,proto3" json:"throughput_tokens_per_second,omitempty"`
 	Instances                 uint32  `protobuf:"varint,10,opt,name=instances,proto3" json:"instances,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// missing says which side a disaggregated deployment (one with prefill
+	// instances) lacks to take traffic, e.g. "no eligible prefill instance
+	// (of 2)" or "no eligible decode instance"; empty when ready. A ramp
+	// toward a deployment with a missing side auto-holds.
+	Missing       string `protobuf:"bytes,30,opt,name=missing,proto3" json:"missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeploymentTraffic) Reset() {
@@ -372,6 +377,13 @@ func (x *DeploymentTraffic) GetInstances() uint32 {
 		return x.Instances
 	}
 	return 0
+}
+
+func (x *DeploymentTraffic) GetMissing() string {
+	if x != nil {
+		return x.Missing
+	}
+	return ""
 }
 
 // Absorption estimates what `to` takes on if `from`'s weight went to 0 now.
@@ -632,7 +644,7 @@ const file_prefixroute_v1_migration_proto_rawDesc = "" +
 	"absorption\x12<\n" +
 	"\fhot_prefixes\x18\v \x03(\v2\x19.prefixroute.v1.HotPrefixR\vhotPrefixes\x12'\n" +
 	"\x0funtracked_picks\x18\f \x01(\x04R\x0euntrackedPicks\x12%\n" +
-	"\x0esample_missing\x18\r \x01(\tR\rsampleMissing\"\x93\x03\n" +
+	"\x0esample_missing\x18\r \x01(\tR\rsampleMissing\"\xad\x03\n" +
 	"\x11DeploymentTraffic\x12\x1e\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\tR\n" +
@@ -646,7 +658,8 @@ const file_prefixroute_v1_migration_proto_rawDesc = "" +
 	"\x15prefill_ms_per_second\x18\b \x01(\x01R\x12prefillMsPerSecond\x12?\n" +
 	"\x1cthroughput_tokens_per_second\x18\t \x01(\x01R\x19throughputTokensPerSecond\x12\x1c\n" +
 	"\tinstances\x18\n" +
-	" \x01(\rR\tinstances\"\xb1\x04\n" +
+	" \x01(\rR\tinstances\x12\x18\n" +
+	"\amissing\x18\x1e \x01(\tR\amissing\"\xb1\x04\n" +
 	"\n" +
 	"Absorption\x12\x1f\n" +
 	"\vto_fraction\x18\x01 \x01(\x01R\n" +

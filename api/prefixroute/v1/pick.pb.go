@@ -376,6 +376,14 @@ type PickRequest struct {
 	Seed *uint64 `protobuf:"varint,7,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
 	// audit says how much of the decision the response carries. Default full.
 	Audit AuditLevel `protobuf:"varint,8,opt,name=audit,proto3,enum=prefixroute.v1.AuditLevel" json:"audit,omitempty"`
+	// ttft_slo_ms is the request's time-to-first-token target in ms; 0 means
+	// none, else (0, 3600000]. Inside the drawn deployment, instances whose
+	// predicted_ttft_ms is over it lose to those at or under it
+	// (excluded_reason slo_miss); when no eligible instance of a deployment
+	// with P(d) > 0 meets it, policy.on_slo_miss decides: best_effort picks as
+	// without a target, shed answers RESOURCE_EXHAUSTED with ErrorInfo reason
+	// SLO_UNATTAINABLE and metadata best_predicted_ttft_ms.
+	TtftSloMs float64 `protobuf:"fixed64,20,opt,name=ttft_slo_ms,json=ttftSloMs,proto3" json:"ttft_slo_ms,omitempty"`
 	// priority of the request under on_saturation: queue (flow control):
 	// higher is served first; negative is sheddable (refused at once while
 	// the pool is saturated). Default 0. With a tokens file, a gateway
@@ -476,6 +484,13 @@ func (x *PickRequest) GetAudit() AuditLevel {
 		return x.Audit
 	}
 	return AuditLevel_AUDIT_LEVEL_UNSPECIFIED
+}
+
+func (x *PickRequest) GetTtftSloMs() float64 {
+	if x != nil {
+		return x.TtftSloMs
+	}
+	return 0
 }
 
 func (x *PickRequest) GetPriority() int32 {
@@ -648,10 +663,14 @@ func (x *InstanceLoad) GetDraining() bool {
 type PickResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// address is the chosen instance's address, as it reported it.
-	Address       string    `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
-	InstanceId    string    `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	Deployment    string    `protobuf:"bytes,3,opt,name=deployment,proto3" json:"deployment,omitempty"`
-	Decision      *Decision `protobuf:"bytes,4,opt,name=decision,proto3" json:"decision,omitempty"`
+	Address    string    `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	InstanceId string    `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Deployment string    `protobuf:"bytes,3,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	Decision   *Decision `protobuf:"bytes,4,opt,name=decision,proto3" json:"decision,omitempty"`
+	// prefill is the prefill instance chosen for a disaggregated pick (the
+	// decode instance is address/instance_id); unset when the request
+	// prefills on the decode instance. Set at every audit level.
+	Prefill       *PdPrefill `protobuf:"bytes,30,opt,name=prefill,proto3" json:"prefill,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -714,6 +733,78 @@ func (x *PickResponse) GetDecision() *Decision {
 	return nil
 }
 
+func (x *PickResponse) GetPrefill() *PdPrefill {
+	if x != nil {
+		return x.Prefill
+	}
+	return nil
+}
+
+// PdPrefill is the prefill instance of a disaggregated pick.
+type PdPrefill struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// address is the prefill instance's address, as it reported it: what a
+	// decode-side sidecar reads from x-prefiller-host-port.
+	Address    string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	InstanceId string `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// probability is P(p|d): the prefill instance's probability among the
+	// deployment's eligible prefill instances.
+	Probability   float64 `protobuf:"fixed64,3,opt,name=probability,proto3" json:"probability,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PdPrefill) Reset() {
+	*x = PdPrefill{}
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PdPrefill) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PdPrefill) ProtoMessage() {}
+
+func (x *PdPrefill) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PdPrefill.ProtoReflect.Descriptor instead.
+func (*PdPrefill) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PdPrefill) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *PdPrefill) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *PdPrefill) GetProbability() float64 {
+	if x != nil {
+		return x.Probability
+	}
+	return 0
+}
+
 // Decision is the audit of one Pick.
 type Decision struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -741,6 +832,17 @@ type Decision struct {
 	// instances excluded for load, in ms: queue_ms - max_queue_ms for
 	// queue_full, queue_ms for kv_full.
 	DrainMs float64 `protobuf:"fixed64,12,opt,name=drain_ms,json=drainMs,proto3" json:"drain_ms,omitempty"`
+	// ttft_slo_ms is the request's TTFT target (0: none); slo_met is whether
+	// the chosen instance's predicted_ttft_ms is at or under it.
+	TtftSloMs float64 `protobuf:"fixed64,20,opt,name=ttft_slo_ms,json=ttftSloMs,proto3" json:"ttft_slo_ms,omitempty"`
+	SloMet    bool    `protobuf:"varint,21,opt,name=slo_met,json=sloMet,proto3" json:"slo_met,omitempty"`
+	// calibration_version is the version of the chosen deployment's fitted
+	// prefill model the costs used (its deployment's calibration_version);
+	// 0 = the policy's prior.
+	CalibrationVersion uint64 `protobuf:"varint,22,opt,name=calibration_version,json=calibrationVersion,proto3" json:"calibration_version,omitempty"`
+	// pd is the prefill/decode stage, when the drawn deployment has
+	// prefill instances.
+	Pd *PdDecision `protobuf:"bytes,30,opt,name=pd,proto3" json:"pd,omitempty"`
 	// queue_wait_ms is how long the pick waited in the router's queue for
 	// capacity (on_saturation: queue), 0 when it did not wait.
 	QueueWaitMs float64 `protobuf:"fixed64,40,opt,name=queue_wait_ms,json=queueWaitMs,proto3" json:"queue_wait_ms,omitempty"`
@@ -760,7 +862,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[7]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +874,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[7]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +887,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{7}
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Decision) GetStrategy() Strategy {
@@ -872,6 +974,34 @@ func (x *Decision) GetDrainMs() float64 {
 	return 0
 }
 
+func (x *Decision) GetTtftSloMs() float64 {
+	if x != nil {
+		return x.TtftSloMs
+	}
+	return 0
+}
+
+func (x *Decision) GetSloMet() bool {
+	if x != nil {
+		return x.SloMet
+	}
+	return false
+}
+
+func (x *Decision) GetCalibrationVersion() uint64 {
+	if x != nil {
+		return x.CalibrationVersion
+	}
+	return 0
+}
+
+func (x *Decision) GetPd() *PdDecision {
+	if x != nil {
+		return x.Pd
+	}
+	return nil
+}
+
 func (x *Decision) GetQueueWaitMs() float64 {
 	if x != nil {
 		return x.QueueWaitMs
@@ -900,6 +1030,137 @@ func (x *Decision) GetUnknownInstances() uint32 {
 	return 0
 }
 
+// PdDecision is the prefill/decode stage of a decision: after the decode
+// instance (the pick's instance) was drawn, whether a prefill instance of
+// the same deployment pays, and which.
+type PdDecision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reason is disaggregated, or why not: below_threshold, local_cheaper,
+	// no_prefill_instance, prefill_saturated.
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// prefill_instance_id is the chosen prefill instance ("" when none);
+	// prefill_probability its P(p|d).
+	PrefillInstanceId  string  `protobuf:"bytes,2,opt,name=prefill_instance_id,json=prefillInstanceId,proto3" json:"prefill_instance_id,omitempty"`
+	PrefillProbability float64 `protobuf:"fixed64,3,opt,name=prefill_probability,json=prefillProbability,proto3" json:"prefill_probability,omitempty"`
+	// prefill_draw is the third random draw, made only when disaggregated.
+	PrefillDraw float64 `protobuf:"fixed64,4,opt,name=prefill_draw,json=prefillDraw,proto3" json:"prefill_draw,omitempty"`
+	// prefill_instances counts the deployment's prefill instances,
+	// prefill_eligible those that passed the eligibility checks.
+	PrefillInstances uint32 `protobuf:"varint,5,opt,name=prefill_instances,json=prefillInstances,proto3" json:"prefill_instances,omitempty"`
+	PrefillEligible  uint32 `protobuf:"varint,6,opt,name=prefill_eligible,json=prefillEligible,proto3" json:"prefill_eligible,omitempty"`
+	// uncached_tokens are the prompt tokens uncached on the decode instance.
+	UncachedTokens uint32 `protobuf:"varint,7,opt,name=uncached_tokens,json=uncachedTokens,proto3" json:"uncached_tokens,omitempty"`
+	// local_ms is the predicted TTFT prefilling on the decode instance (its
+	// queue_ms + prefill_ms + batch_wait_ms), in ms; remote_ms that on the
+	// best eligible prefill instance plus transfer_ms, in ms (0 when none is
+	// eligible); transfer_ms = pd_transfer_ms_per_token × uncached_tokens.
+	LocalMs       float64 `protobuf:"fixed64,8,opt,name=local_ms,json=localMs,proto3" json:"local_ms,omitempty"`
+	RemoteMs      float64 `protobuf:"fixed64,9,opt,name=remote_ms,json=remoteMs,proto3" json:"remote_ms,omitempty"`
+	TransferMs    float64 `protobuf:"fixed64,10,opt,name=transfer_ms,json=transferMs,proto3" json:"transfer_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PdDecision) Reset() {
+	*x = PdDecision{}
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PdDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PdDecision) ProtoMessage() {}
+
+func (x *PdDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PdDecision.ProtoReflect.Descriptor instead.
+func (*PdDecision) Descriptor() ([]byte, []int) {
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PdDecision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PdDecision) GetPrefillInstanceId() string {
+	if x != nil {
+		return x.PrefillInstanceId
+	}
+	return ""
+}
+
+func (x *PdDecision) GetPrefillProbability() float64 {
+	if x != nil {
+		return x.PrefillProbability
+	}
+	return 0
+}
+
+func (x *PdDecision) GetPrefillDraw() float64 {
+	if x != nil {
+		return x.PrefillDraw
+	}
+	return 0
+}
+
+func (x *PdDecision) GetPrefillInstances() uint32 {
+	if x != nil {
+		return x.PrefillInstances
+	}
+	return 0
+}
+
+func (x *PdDecision) GetPrefillEligible() uint32 {
+	if x != nil {
+		return x.PrefillEligible
+	}
+	return 0
+}
+
+func (x *PdDecision) GetUncachedTokens() uint32 {
+	if x != nil {
+		return x.UncachedTokens
+	}
+	return 0
+}
+
+func (x *PdDecision) GetLocalMs() float64 {
+	if x != nil {
+		return x.LocalMs
+	}
+	return 0
+}
+
+func (x *PdDecision) GetRemoteMs() float64 {
+	if x != nil {
+		return x.RemoteMs
+	}
+	return 0
+}
+
+func (x *PdDecision) GetTransferMs() float64 {
+	if x != nil {
+		return x.TransferMs
+	}
+	return 0
+}
+
 // DeploymentDecision is the deployment level of a decision.
 type DeploymentDecision struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -917,14 +1178,23 @@ type DeploymentDecision struct {
 	EligibleInstances uint32 `protobuf:"varint,7,opt,name=eligible_instances,json=eligibleInstances,proto3" json:"eligible_instances,omitempty"`
 	// load_ms is L_d, the deployment's queueing cost in ms, when the load term
 	// (deployment_delta_ms) is on; 0 otherwise.
-	LoadMs        float64 `protobuf:"fixed64,8,opt,name=load_ms,json=loadMs,proto3" json:"load_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LoadMs float64 `protobuf:"fixed64,8,opt,name=load_ms,json=loadMs,proto3" json:"load_ms,omitempty"`
+	// prefill_scale and doubling_context_tokens are the deployment's prefill
+	// model when calibration_version > 0 (fitted from outcomes, policy
+	// calibration apply): its instances' prefill_ms is prefill_scale ×
+	// u·(1 + (c + u/2)/doubling_context_tokens) × 1000 /
+	// prefill_tokens_per_second. With calibration_version 0 they are 1 and
+	// policy.doubling_context_tokens.
+	PrefillScale          float64 `protobuf:"fixed64,20,opt,name=prefill_scale,json=prefillScale,proto3" json:"prefill_scale,omitempty"`
+	DoublingContextTokens float64 `protobuf:"fixed64,21,opt,name=doubling_context_tokens,json=doublingContextTokens,proto3" json:"doubling_context_tokens,omitempty"`
+	CalibrationVersion    uint64  `protobuf:"varint,22,opt,name=calibration_version,json=calibrationVersion,proto3" json:"calibration_version,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *DeploymentDecision) Reset() {
 	*x = DeploymentDecision{}
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[8]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1206,7 @@ func (x *DeploymentDecision) String() string {
 func (*DeploymentDecision) ProtoMessage() {}
 
 func (x *DeploymentDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[8]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1219,7 @@ func (x *DeploymentDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentDecision.ProtoReflect.Descriptor instead.
 func (*DeploymentDecision) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{8}
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeploymentDecision) GetDeployment() string {
@@ -1008,6 +1278,27 @@ func (x *DeploymentDecision) GetLoadMs() float64 {
 	return 0
 }
 
+func (x *DeploymentDecision) GetPrefillScale() float64 {
+	if x != nil {
+		return x.PrefillScale
+	}
+	return 0
+}
+
+func (x *DeploymentDecision) GetDoublingContextTokens() float64 {
+	if x != nil {
+		return x.DoublingContextTokens
+	}
+	return 0
+}
+
+func (x *DeploymentDecision) GetCalibrationVersion() uint64 {
+	if x != nil {
+		return x.CalibrationVersion
+	}
+	return 0
+}
+
 // InstanceDecision is the instance level of a decision.
 type InstanceDecision struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -1022,7 +1313,9 @@ type InstanceDecision struct {
 	// prefill_ms is the request's own prefill on this instance, in ms:
 	// u·(1 + (c + u/2)/C) × 1000 / prefill_tokens_per_second, with u =
 	// uncached_tokens, c = prompt_tokens − uncached_tokens and C =
-	// policy.doubling_context_tokens (no attention term when C is 0).
+	// policy.doubling_context_tokens (no attention term when C is 0); times
+	// the deployment's prefill_scale and with its doubling_context_tokens
+	// when its calibration_version > 0.
 	PrefillMs float64 `protobuf:"fixed64,5,opt,name=prefill_ms,json=prefillMs,proto3" json:"prefill_ms,omitempty"`
 	// queue_ms is the prefill work ahead of the request, in ms: the
 	// instance's reported queue plus the work the router picked onto it
@@ -1036,7 +1329,8 @@ type InstanceDecision struct {
 	// excluded_reason is empty when the instance took part, else one of
 	// disconnected, stale, unreachable (a gateway reported a failed connect,
 	// PickService.ReportOutcome), draining, excluded_by_request, kv_full, queue_full,
-	// outside_threshold, not_minimum.
+	// outside_threshold, not_minimum, slo_miss (predicted to miss the
+	// request's ttft_slo_ms while another instance of its deployment meets it).
 	ExcludedReason string `protobuf:"bytes,11,opt,name=excluded_reason,json=excludedReason,proto3" json:"excluded_reason,omitempty"`
 	UncachedTokens uint32 `protobuf:"varint,12,opt,name=uncached_tokens,json=uncachedTokens,proto3" json:"uncached_tokens,omitempty"`
 	// predicted_ttft_ms is the request's predicted time to first token on
@@ -1056,7 +1350,7 @@ type InstanceDecision struct {
 
 func (x *InstanceDecision) Reset() {
 	*x = InstanceDecision{}
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[9]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1362,7 @@ func (x *InstanceDecision) String() string {
 func (*InstanceDecision) ProtoMessage() {}
 
 func (x *InstanceDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_prefixroute_v1_pick_proto_msgTypes[9]
+	mi := &file_prefixroute_v1_pick_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1375,7 @@ func (x *InstanceDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceDecision.ProtoReflect.Descriptor instead.
 func (*InstanceDecision) Descriptor() ([]byte, []int) {
-	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{9}
+	return file_prefixroute_v1_pick_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InstanceDecision) GetInstanceId() string {
@@ -1209,7 +1503,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\x15ReportOutcomeResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\rR\baccepted\x12\x18\n" +
 	"\amatched\x18\x02 \x01(\rR\amatched\x12+\n" +
-	"\x11unknown_instances\x18\x03 \x01(\rR\x10unknownInstances\"\x83\x03\n" +
+	"\x11unknown_instances\x18\x03 \x01(\rR\x10unknownInstances\"\xa3\x03\n" +
 	"\vPickRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12#\n" +
 	"\rprefix_hashes\x18\x02 \x03(\x04R\fprefixHashes\x12#\n" +
@@ -1219,7 +1513,8 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x12+\n" +
 	"\x11exclude_instances\x18\x06 \x03(\tR\x10excludeInstances\x12\x17\n" +
 	"\x04seed\x18\a \x01(\x04H\x00R\x04seed\x88\x01\x01\x120\n" +
-	"\x05audit\x18\b \x01(\x0e2\x1a.prefixroute.v1.AuditLevelR\x05audit\x12\x1a\n" +
+	"\x05audit\x18\b \x01(\x0e2\x1a.prefixroute.v1.AuditLevelR\x05audit\x12\x1e\n" +
+	"\vttft_slo_ms\x18\x14 \x01(\x01R\tttftSloMs\x12\x1a\n" +
 	"\bpriority\x18( \x01(\x05R\bpriority\x12\x17\n" +
 	"\aflow_id\x18) \x01(\tR\x06flowIdB\a\n" +
 	"\x05_seed\"J\n" +
@@ -1241,7 +1536,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\t_queue_msB\x11\n" +
 	"\x0f_kv_cache_usageB\x1c\n" +
 	"\x1a_prefill_tokens_per_secondB\v\n" +
-	"\t_draining\"\x9f\x01\n" +
+	"\t_draining\"\xd4\x01\n" +
 	"\fPickResponse\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -1249,7 +1544,13 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\n" +
 	"deployment\x18\x03 \x01(\tR\n" +
 	"deployment\x124\n" +
-	"\bdecision\x18\x04 \x01(\v2\x18.prefixroute.v1.DecisionR\bdecision\"\x80\x05\n" +
+	"\bdecision\x18\x04 \x01(\v2\x18.prefixroute.v1.DecisionR\bdecision\x123\n" +
+	"\aprefill\x18\x1e \x01(\v2\x19.prefixroute.v1.PdPrefillR\aprefill\"h\n" +
+	"\tPdPrefill\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1f\n" +
+	"\vinstance_id\x18\x02 \x01(\tR\n" +
+	"instanceId\x12 \n" +
+	"\vprobability\x18\x03 \x01(\x01R\vprobability\"\x96\x06\n" +
 	"\bDecision\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12.\n" +
 	"\x06policy\x18\x02 \x01(\v2\x16.prefixroute.v1.PolicyR\x06policy\x12'\n" +
@@ -1263,12 +1564,30 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\rprompt_tokens\x18\n" +
 	" \x01(\rR\fpromptTokens\x12\x1c\n" +
 	"\tsaturated\x18\v \x01(\bR\tsaturated\x12\x19\n" +
-	"\bdrain_ms\x18\f \x01(\x01R\adrainMs\x12\"\n" +
+	"\bdrain_ms\x18\f \x01(\x01R\adrainMs\x12\x1e\n" +
+	"\vttft_slo_ms\x18\x14 \x01(\x01R\tttftSloMs\x12\x17\n" +
+	"\aslo_met\x18\x15 \x01(\bR\x06sloMet\x12/\n" +
+	"\x13calibration_version\x18\x16 \x01(\x04R\x12calibrationVersion\x12*\n" +
+	"\x02pd\x18\x1e \x01(\v2\x1a.prefixroute.v1.PdDecisionR\x02pd\x12\"\n" +
 	"\rqueue_wait_ms\x18( \x01(\x01R\vqueueWaitMs\x12\x1d\n" +
 	"\n" +
 	"queue_band\x18) \x01(\x05R\tqueueBand\x12\x17\n" +
 	"\aflow_id\x18* \x01(\tR\x06flowId\x12+\n" +
-	"\x11unknown_instances\x18+ \x01(\rR\x10unknownInstances\"\xa3\x02\n" +
+	"\x11unknown_instances\x18+ \x01(\rR\x10unknownInstances\"\x82\x03\n" +
+	"\n" +
+	"PdDecision\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12.\n" +
+	"\x13prefill_instance_id\x18\x02 \x01(\tR\x11prefillInstanceId\x12/\n" +
+	"\x13prefill_probability\x18\x03 \x01(\x01R\x12prefillProbability\x12!\n" +
+	"\fprefill_draw\x18\x04 \x01(\x01R\vprefillDraw\x12+\n" +
+	"\x11prefill_instances\x18\x05 \x01(\rR\x10prefillInstances\x12)\n" +
+	"\x10prefill_eligible\x18\x06 \x01(\rR\x0fprefillEligible\x12'\n" +
+	"\x0funcached_tokens\x18\a \x01(\rR\x0euncachedTokens\x12\x19\n" +
+	"\blocal_ms\x18\b \x01(\x01R\alocalMs\x12\x1b\n" +
+	"\tremote_ms\x18\t \x01(\x01R\bremoteMs\x12\x1f\n" +
+	"\vtransfer_ms\x18\n" +
+	" \x01(\x01R\n" +
+	"transferMs\"\xb1\x03\n" +
 	"\x12DeploymentDecision\x12\x1e\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\tR\n" +
@@ -1279,7 +1598,10 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\x0fexcluded_reason\x18\x05 \x01(\tR\x0eexcludedReason\x12%\n" +
 	"\x0ematched_blocks\x18\x06 \x01(\rR\rmatchedBlocks\x12-\n" +
 	"\x12eligible_instances\x18\a \x01(\rR\x11eligibleInstances\x12\x17\n" +
-	"\aload_ms\x18\b \x01(\x01R\x06loadMs\"\xba\x04\n" +
+	"\aload_ms\x18\b \x01(\x01R\x06loadMs\x12#\n" +
+	"\rprefill_scale\x18\x14 \x01(\x01R\fprefillScale\x126\n" +
+	"\x17doubling_context_tokens\x18\x15 \x01(\x01R\x15doublingContextTokens\x12/\n" +
+	"\x13calibration_version\x18\x16 \x01(\x04R\x12calibrationVersion\"\xba\x04\n" +
 	"\x10InstanceDecision\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1e\n" +
@@ -1332,7 +1654,7 @@ func file_prefixroute_v1_pick_proto_rawDescGZIP() []byte {
 }
 
 var file_prefixroute_v1_pick_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_prefixroute_v1_pick_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_prefixroute_v1_pick_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_prefixroute_v1_pick_proto_goTypes = []any{
 	(OutcomeStatus)(0),            // 0: prefixroute.v1.OutcomeStatus
 	(AuditLevel)(0),               // 1: prefixroute.v1.AuditLevel
@@ -1343,11 +1665,13 @@ var file_prefixroute_v1_pick_proto_goTypes = []any{
 	(*LoadSnapshot)(nil),          // 6: prefixroute.v1.LoadSnapshot
 	(*InstanceLoad)(nil),          // 7: prefixroute.v1.InstanceLoad
 	(*PickResponse)(nil),          // 8: prefixroute.v1.PickResponse
-	(*Decision)(nil),              // 9: prefixroute.v1.Decision
-	(*DeploymentDecision)(nil),    // 10: prefixroute.v1.DeploymentDecision
-	(*InstanceDecision)(nil),      // 11: prefixroute.v1.InstanceDecision
-	(Strategy)(0),                 // 12: prefixroute.v1.Strategy
-	(*Policy)(nil),                // 13: prefixroute.v1.Policy
+	(*PdPrefill)(nil),             // 9: prefixroute.v1.PdPrefill
+	(*Decision)(nil),              // 10: prefixroute.v1.Decision
+	(*PdDecision)(nil),            // 11: prefixroute.v1.PdDecision
+	(*DeploymentDecision)(nil),    // 12: prefixroute.v1.DeploymentDecision
+	(*InstanceDecision)(nil),      // 13: prefixroute.v1.InstanceDecision
+	(Strategy)(0),                 // 14: prefixroute.v1.Strategy
+	(*Policy)(nil),                // 15: prefixroute.v1.Policy
 }
 var file_prefixroute_v1_pick_proto_depIdxs = []int32{
 	3,  // 0: prefixroute.v1.ReportOutcomeRequest.outcomes:type_name -> prefixroute.v1.Outcome
@@ -1355,20 +1679,22 @@ var file_prefixroute_v1_pick_proto_depIdxs = []int32{
 	6,  // 2: prefixroute.v1.PickRequest.load_snapshot:type_name -> prefixroute.v1.LoadSnapshot
 	1,  // 3: prefixroute.v1.PickRequest.audit:type_name -> prefixroute.v1.AuditLevel
 	7,  // 4: prefixroute.v1.LoadSnapshot.instances:type_name -> prefixroute.v1.InstanceLoad
-	9,  // 5: prefixroute.v1.PickResponse.decision:type_name -> prefixroute.v1.Decision
-	12, // 6: prefixroute.v1.Decision.strategy:type_name -> prefixroute.v1.Strategy
-	13, // 7: prefixroute.v1.Decision.policy:type_name -> prefixroute.v1.Policy
-	10, // 8: prefixroute.v1.Decision.deployments:type_name -> prefixroute.v1.DeploymentDecision
-	11, // 9: prefixroute.v1.Decision.instances:type_name -> prefixroute.v1.InstanceDecision
-	5,  // 10: prefixroute.v1.PickService.Pick:input_type -> prefixroute.v1.PickRequest
-	2,  // 11: prefixroute.v1.PickService.ReportOutcome:input_type -> prefixroute.v1.ReportOutcomeRequest
-	8,  // 12: prefixroute.v1.PickService.Pick:output_type -> prefixroute.v1.PickResponse
-	4,  // 13: prefixroute.v1.PickService.ReportOutcome:output_type -> prefixroute.v1.ReportOutcomeResponse
-	12, // [12:14] is the sub-list for method output_type
-	10, // [10:12] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	10, // 5: prefixroute.v1.PickResponse.decision:type_name -> prefixroute.v1.Decision
+	9,  // 6: prefixroute.v1.PickResponse.prefill:type_name -> prefixroute.v1.PdPrefill
+	14, // 7: prefixroute.v1.Decision.strategy:type_name -> prefixroute.v1.Strategy
+	15, // 8: prefixroute.v1.Decision.policy:type_name -> prefixroute.v1.Policy
+	12, // 9: prefixroute.v1.Decision.deployments:type_name -> prefixroute.v1.DeploymentDecision
+	13, // 10: prefixroute.v1.Decision.instances:type_name -> prefixroute.v1.InstanceDecision
+	11, // 11: prefixroute.v1.Decision.pd:type_name -> prefixroute.v1.PdDecision
+	5,  // 12: prefixroute.v1.PickService.Pick:input_type -> prefixroute.v1.PickRequest
+	2,  // 13: prefixroute.v1.PickService.ReportOutcome:input_type -> prefixroute.v1.ReportOutcomeRequest
+	8,  // 14: prefixroute.v1.PickService.Pick:output_type -> prefixroute.v1.PickResponse
+	4,  // 15: prefixroute.v1.PickService.ReportOutcome:output_type -> prefixroute.v1.ReportOutcomeResponse
+	14, // [14:16] is the sub-list for method output_type
+	12, // [12:14] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_pick_proto_init() }
@@ -1386,7 +1712,7 @@ func file_prefixroute_v1_pick_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_pick_proto_rawDesc), len(file_prefixroute_v1_pick_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -145,6 +145,176 @@ func (OnSaturation) EnumDescriptor() ([]byte, []int) {
 	return file_prefixroute_v1_policy_proto_rawDescGZIP(), []int{1}
 }
 
+// SloOnMiss is what Pick does when a request's ttft_slo_ms is met by no
+// eligible instance of a deployment with P(d) > 0.
+type SloOnMiss int32
+
+const (
+	// SLO_ON_MISS_UNSPECIFIED keeps the current value in SetPolicy.
+	SloOnMiss_SLO_ON_MISS_UNSPECIFIED SloOnMiss = 0
+	// SLO_ON_MISS_BEST_EFFORT picks as without a target; the decision says
+	// slo_met false. Default.
+	SloOnMiss_SLO_ON_MISS_BEST_EFFORT SloOnMiss = 1
+	// SLO_ON_MISS_SHED answers RESOURCE_EXHAUSTED, reason SLO_UNATTAINABLE,
+	// with the best predicted TTFT.
+	SloOnMiss_SLO_ON_MISS_SHED SloOnMiss = 2
+)
+
+// Enum value maps for SloOnMiss.
+var (
+	SloOnMiss_name = map[int32]string{
+		0: "SLO_ON_MISS_UNSPECIFIED",
+		1: "SLO_ON_MISS_BEST_EFFORT",
+		2: "SLO_ON_MISS_SHED",
+	}
+	SloOnMiss_value = map[string]int32{
+		"SLO_ON_MISS_UNSPECIFIED": 0,
+		"SLO_ON_MISS_BEST_EFFORT": 1,
+		"SLO_ON_MISS_SHED":        2,
+	}
+)
+
+func (x SloOnMiss) Enum() *SloOnMiss {
+	p := new(SloOnMiss)
+	*p = x
+	return p
+}
+
+func (x SloOnMiss) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SloOnMiss) Descriptor() protoreflect.EnumDescriptor {
+	return file_prefixroute_v1_policy_proto_enumTypes[2].Descriptor()
+}
+
+func (SloOnMiss) Type() protoreflect.EnumType {
+	return &file_prefixroute_v1_policy_proto_enumTypes[2]
+}
+
+func (x SloOnMiss) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SloOnMiss.Descriptor instead.
+func (SloOnMiss) EnumDescriptor() ([]byte, []int) {
+	return file_prefixroute_v1_policy_proto_rawDescGZIP(), []int{2}
+}
+
+// SloCalibration says whether picks use the prefill model fitted from
+// outcomes (prefixctl calibration POOL).
+type SloCalibration int32
+
+const (
+	// SLO_CALIBRATION_UNSPECIFIED keeps the current value in SetPolicy.
+	SloCalibration_SLO_CALIBRATION_UNSPECIFIED SloCalibration = 0
+	// SLO_CALIBRATION_APPLY prices prefill with each deployment's fitted
+	// prefill_scale and doubling_context_tokens once it has enough samples.
+	// Default.
+	SloCalibration_SLO_CALIBRATION_APPLY SloCalibration = 1
+	// SLO_CALIBRATION_OBSERVE fits and reports, but prices with the policy's
+	// prior.
+	SloCalibration_SLO_CALIBRATION_OBSERVE SloCalibration = 2
+)
+
+// Enum value maps for SloCalibration.
+var (
+	SloCalibration_name = map[int32]string{
+		0: "SLO_CALIBRATION_UNSPECIFIED",
+		1: "SLO_CALIBRATION_APPLY",
+		2: "SLO_CALIBRATION_OBSERVE",
+	}
+	SloCalibration_value = map[string]int32{
+		"SLO_CALIBRATION_UNSPECIFIED": 0,
+		"SLO_CALIBRATION_APPLY":       1,
+		"SLO_CALIBRATION_OBSERVE":     2,
+	}
+)
+
+func (x SloCalibration) Enum() *SloCalibration {
+	p := new(SloCalibration)
+	*p = x
+	return p
+}
+
+func (x SloCalibration) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SloCalibration) Descriptor() protoreflect.EnumDescriptor {
+	return file_prefixroute_v1_policy_proto_enumTypes[3].Descriptor()
+}
+
+func (SloCalibration) Type() protoreflect.EnumType {
+	return &file_prefixroute_v1_policy_proto_enumTypes[3]
+}
+
+func (x SloCalibration) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SloCalibration.Descriptor instead.
+func (SloCalibration) EnumDescriptor() ([]byte, []int) {
+	return file_prefixroute_v1_policy_proto_rawDescGZIP(), []int{3}
+}
+
+// PdFallback is what a pick does when it would use a prefill instance but
+// the drawn deployment has none eligible (reason no_prefill_instance or
+// prefill_saturated).
+type PdFallback int32
+
+const (
+	// PD_FALLBACK_UNSPECIFIED keeps the current value (default local).
+	PdFallback_PD_FALLBACK_UNSPECIFIED PdFallback = 0
+	// PD_FALLBACK_LOCAL prefills on the decode instance; the audit and the
+	// metric say why.
+	PdFallback_PD_FALLBACK_LOCAL PdFallback = 1
+	// PD_FALLBACK_FAIL fails the pick: UNAVAILABLE (no_prefill_instance) or
+	// RESOURCE_EXHAUSTED (prefill_saturated).
+	PdFallback_PD_FALLBACK_FAIL PdFallback = 2
+)
+
+// Enum value maps for PdFallback.
+var (
+	PdFallback_name = map[int32]string{
+		0: "PD_FALLBACK_UNSPECIFIED",
+		1: "PD_FALLBACK_LOCAL",
+		2: "PD_FALLBACK_FAIL",
+	}
+	PdFallback_value = map[string]int32{
+		"PD_FALLBACK_UNSPECIFIED": 0,
+		"PD_FALLBACK_LOCAL":       1,
+		"PD_FALLBACK_FAIL":        2,
+	}
+)
+
+func (x PdFallback) Enum() *PdFallback {
+	p := new(PdFallback)
+	*p = x
+	return p
+}
+
+func (x PdFallback) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PdFallback) Descriptor() protoreflect.EnumDescriptor {
+	return file_prefixroute_v1_policy_proto_enumTypes[4].Descriptor()
+}
+
+func (PdFallback) Type() protoreflect.EnumType {
+	return &file_prefixroute_v1_policy_proto_enumTypes[4]
+}
+
+func (x PdFallback) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PdFallback.Descriptor instead.
+func (PdFallback) EnumDescriptor() ([]byte, []int) {
+	return file_prefixroute_v1_policy_proto_rawDescGZIP(), []int{4}
+}
+
 // Policy holds a pool's scheduling parameters. In SetPolicy, unset fields
 // keep their current value; in responses every field is set.
 type Policy struct {
@@ -199,6 +369,22 @@ type Policy struct {
 	// 17000 (an 8B model on an H200), 0 = off (cached tokens free), else
 	// [256, 100000000] tokens.
 	DoublingContextTokens *float64 `protobuf:"fixed64,16,opt,name=doubling_context_tokens,json=doublingContextTokens,proto3,oneof" json:"doubling_context_tokens,omitempty"`
+	// on_slo_miss: see SloOnMiss. Default best_effort.
+	OnSloMiss SloOnMiss `protobuf:"varint,20,opt,name=on_slo_miss,json=onSloMiss,proto3,enum=prefixroute.v1.SloOnMiss" json:"on_slo_miss,omitempty"`
+	// calibration: see SloCalibration. Default apply.
+	Calibration SloCalibration `protobuf:"varint,21,opt,name=calibration,proto3,enum=prefixroute.v1.SloCalibration" json:"calibration,omitempty"`
+	// pd_min_uncached_tokens: a request is considered for a prefill instance
+	// (disaggregated prefill) only when at least this many of its prompt
+	// tokens are uncached on the chosen decode instance (and at least 1).
+	// Default 512, range [0, 10000000] tokens. Only deployments with
+	// prefill instances read it.
+	PdMinUncachedTokens *uint32 `protobuf:"varint,30,opt,name=pd_min_uncached_tokens,json=pdMinUncachedTokens,proto3,oneof" json:"pd_min_uncached_tokens,omitempty"`
+	// pd_transfer_ms_per_token is the KV transfer time from a prefill
+	// instance to the decode instance, per uncached token, in ms. Default
+	// 0.005 (128 KiB of KV a token over 25 GB/s), range [0, 1000] ms.
+	PdTransferMsPerToken *float64 `protobuf:"fixed64,31,opt,name=pd_transfer_ms_per_token,json=pdTransferMsPerToken,proto3,oneof" json:"pd_transfer_ms_per_token,omitempty"`
+	// pd_fallback: see PdFallback. Default local.
+	PdFallback PdFallback `protobuf:"varint,32,opt,name=pd_fallback,json=pdFallback,proto3,enum=prefixroute.v1.PdFallback" json:"pd_fallback,omitempty"`
 	// queue_ttl is the longest a pick waits under on_saturation: queue (the
 	// call's own deadline, when earlier, wins). Default 30s, range
 	// [10ms, 10m].
@@ -357,6 +543,41 @@ func (x *Policy) GetDoublingContextTokens() float64 {
 	return 0
 }
 
+func (x *Policy) GetOnSloMiss() SloOnMiss {
+	if x != nil {
+		return x.OnSloMiss
+	}
+	return SloOnMiss_SLO_ON_MISS_UNSPECIFIED
+}
+
+func (x *Policy) GetCalibration() SloCalibration {
+	if x != nil {
+		return x.Calibration
+	}
+	return SloCalibration_SLO_CALIBRATION_UNSPECIFIED
+}
+
+func (x *Policy) GetPdMinUncachedTokens() uint32 {
+	if x != nil && x.PdMinUncachedTokens != nil {
+		return *x.PdMinUncachedTokens
+	}
+	return 0
+}
+
+func (x *Policy) GetPdTransferMsPerToken() float64 {
+	if x != nil && x.PdTransferMsPerToken != nil {
+		return *x.PdTransferMsPerToken
+	}
+	return 0
+}
+
+func (x *Policy) GetPdFallback() PdFallback {
+	if x != nil {
+		return x.PdFallback
+	}
+	return PdFallback_PD_FALLBACK_UNSPECIFIED
+}
+
 func (x *Policy) GetQueueTtl() *durationpb.Duration {
 	if x != nil {
 		return x.QueueTtl
@@ -382,8 +603,7 @@ var File_prefixroute_v1_policy_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\x91\n" +
-	"\n" +
+	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xfa\f\n" +
 	"\x06Policy\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12\x1e\n" +
 	"\blambda_h\x18\x02 \x01(\x01H\x00R\alambdaH\x88\x01\x01\x12\x1e\n" +
@@ -405,10 +625,16 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\x1adefault_kv_capacity_blocks\x18\x0e \x01(\x04H\n" +
 	"R\x17defaultKvCapacityBlocks\x88\x01\x01\x12A\n" +
 	"\ron_saturation\x18\x0f \x01(\x0e2\x1c.prefixroute.v1.OnSaturationR\fonSaturation\x12;\n" +
-	"\x17doubling_context_tokens\x18\x10 \x01(\x01H\vR\x15doublingContextTokens\x88\x01\x01\x126\n" +
+	"\x17doubling_context_tokens\x18\x10 \x01(\x01H\vR\x15doublingContextTokens\x88\x01\x01\x129\n" +
+	"\von_slo_miss\x18\x14 \x01(\x0e2\x19.prefixroute.v1.SloOnMissR\tonSloMiss\x12@\n" +
+	"\vcalibration\x18\x15 \x01(\x0e2\x1e.prefixroute.v1.SloCalibrationR\vcalibration\x128\n" +
+	"\x16pd_min_uncached_tokens\x18\x1e \x01(\rH\fR\x13pdMinUncachedTokens\x88\x01\x01\x12;\n" +
+	"\x18pd_transfer_ms_per_token\x18\x1f \x01(\x01H\rR\x14pdTransferMsPerToken\x88\x01\x01\x12;\n" +
+	"\vpd_fallback\x18  \x01(\x0e2\x1a.prefixroute.v1.PdFallbackR\n" +
+	"pdFallback\x126\n" +
 	"\tqueue_ttl\x18( \x01(\v2\x19.google.protobuf.DurationR\bqueueTtl\x12/\n" +
-	"\x11queue_max_waiting\x18) \x01(\rH\fR\x0fqueueMaxWaiting\x88\x01\x01\x120\n" +
-	"\x12queue_max_per_band\x18* \x01(\rH\rR\x0fqueueMaxPerBand\x88\x01\x01B\v\n" +
+	"\x11queue_max_waiting\x18) \x01(\rH\x0eR\x0fqueueMaxWaiting\x88\x01\x01\x120\n" +
+	"\x12queue_max_per_band\x18* \x01(\rH\x0fR\x0fqueueMaxPerBand\x88\x01\x01B\v\n" +
 	"\t_lambda_hB\v\n" +
 	"\t_delta_msB\x12\n" +
 	"\x10_threshold_ratioB\x13\n" +
@@ -420,7 +646,9 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\r_max_queue_msB\x16\n" +
 	"\x14_deployment_delta_msB\x1d\n" +
 	"\x1b_default_kv_capacity_blocksB\x1a\n" +
-	"\x18_doubling_context_tokensB\x14\n" +
+	"\x18_doubling_context_tokensB\x19\n" +
+	"\x17_pd_min_uncached_tokensB\x1b\n" +
+	"\x19_pd_transfer_ms_per_tokenB\x14\n" +
 	"\x12_queue_max_waitingB\x15\n" +
 	"\x13_queue_max_per_band*g\n" +
 	"\bStrategy\x12\x18\n" +
@@ -432,7 +660,20 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\x19ON_SATURATION_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aON_SATURATION_LEAST_LOADED\x10\x01\x12\x16\n" +
 	"\x12ON_SATURATION_SHED\x10\x02\x12\x17\n" +
-	"\x13ON_SATURATION_QUEUE\x10(B\xbf\x01\n" +
+	"\x13ON_SATURATION_QUEUE\x10(*[\n" +
+	"\tSloOnMiss\x12\x1b\n" +
+	"\x17SLO_ON_MISS_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17SLO_ON_MISS_BEST_EFFORT\x10\x01\x12\x14\n" +
+	"\x10SLO_ON_MISS_SHED\x10\x02*i\n" +
+	"\x0eSloCalibration\x12\x1f\n" +
+	"\x1bSLO_CALIBRATION_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15SLO_CALIBRATION_APPLY\x10\x01\x12\x1b\n" +
+	"\x17SLO_CALIBRATION_OBSERVE\x10\x02*V\n" +
+	"\n" +
+	"PdFallback\x12\x1b\n" +
+	"\x17PD_FALLBACK_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11PD_FALLBACK_LOCAL\x10\x01\x12\x14\n" +
+	"\x10PD_FALLBACK_FAIL\x10\x02B\xbf\x01\n" +
 	"\x12com.prefixroute.v1B\vPolicyProtoP\x01ZCgithub.com/prefixroute/prefixroute/api/prefixroute/v1;prefixroutev1\xa2\x02\x03PXX\xaa\x02\x0ePrefixroute.V1\xca\x02\x0ePrefixroute\\V1\xe2\x02\x1aPrefixroute\\V1\\GPBMetadata\xea\x02\x0fPrefixroute::V1b\x06proto3"
 
 var (
@@ -447,25 +688,31 @@ func file_prefixroute_v1_policy_proto_rawDescGZIP() []byte {
 	return file_prefixroute_v1_policy_proto_rawDescData
 }
 
-var file_prefixroute_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_prefixroute_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_prefixroute_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_prefixroute_v1_policy_proto_goTypes = []any{
 	(Strategy)(0),               // 0: prefixroute.v1.Strategy
 	(OnSaturation)(0),           // 1: prefixroute.v1.OnSaturation
-	(*Policy)(nil),              // 2: prefixroute.v1.Policy
-	(*durationpb.Duration)(nil), // 3: google.protobuf.Duration
+	(SloOnMiss)(0),              // 2: prefixroute.v1.SloOnMiss
+	(SloCalibration)(0),         // 3: prefixroute.v1.SloCalibration
+	(PdFallback)(0),             // 4: prefixroute.v1.PdFallback
+	(*Policy)(nil),              // 5: prefixroute.v1.Policy
+	(*durationpb.Duration)(nil), // 6: google.protobuf.Duration
 }
 var file_prefixroute_v1_policy_proto_depIdxs = []int32{
 	0, // 0: prefixroute.v1.Policy.strategy:type_name -> prefixroute.v1.Strategy
-	3, // 1: prefixroute.v1.Policy.stale_after:type_name -> google.protobuf.Duration
-	3, // 2: prefixroute.v1.Policy.forget_after:type_name -> google.protobuf.Duration
+	6, // 1: prefixroute.v1.Policy.stale_after:type_name -> google.protobuf.Duration
+	6, // 2: prefixroute.v1.Policy.forget_after:type_name -> google.protobuf.Duration
 	1, // 3: prefixroute.v1.Policy.on_saturation:type_name -> prefixroute.v1.OnSaturation
-	3, // 4: prefixroute.v1.Policy.queue_ttl:type_name -> google.protobuf.Duration
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	2, // 4: prefixroute.v1.Policy.on_slo_miss:type_name -> prefixroute.v1.SloOnMiss
+	3, // 5: prefixroute.v1.Policy.calibration:type_name -> prefixroute.v1.SloCalibration
+	4, // 6: prefixroute.v1.Policy.pd_fallback:type_name -> prefixroute.v1.PdFallback
+	6, // 7: prefixroute.v1.Policy.queue_ttl:type_name -> google.protobuf.Duration
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_policy_proto_init() }
@@ -479,7 +726,7 @@ func file_prefixroute_v1_policy_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_policy_proto_rawDesc), len(file_prefixroute_v1_policy_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      5,
 			NumMessages:   1,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -40,7 +40,7 @@ const pagePools = {
         el("th", { scope: "row" }, el("a", { href: "#/pool/" + encodeURIComponent(s.pool), text: s.pool })),
         el("td", { class: "deps" }, depsCell(s, w, deps, colors)),
         el("td", { class: "num" }, String(s.instances)),
-        el("td", {}, ["ok", "stale", "draining", "disconnected"].filter((k) => st[k]).map((k) =>
+        el("td", {}, ["ok", "stale", "draining", "unreachable", "disconnected"].filter((k) => st[k]).map((k) =>
           el("span", { class: "badge " + k, style: "margin-right:4px", text: st[k] + " " + k }))),
         el("td", { class: "num", text: s.weights_version }),
         el("td", { text: rampText }));
@@ -170,7 +170,7 @@ const pageInstances = {
     st.sort = "deployment"; st.dir = 1; st.filter = ""; st.state = "";
     const filter = el("input", { id: "filter", type: "search", placeholder: "instance, deployment or address", oninput: (e) => { st.filter = e.target.value; this.draw(view, st); } });
     const state = el("select", { id: "state-filter", onchange: (e) => { st.state = e.target.value; this.draw(view, st); } },
-      ["", "ok", "stale", "draining", "disconnected"].map((s) => el("option", { value: s, text: s || "any state" })));
+      ["", "ok", "stale", "draining", "unreachable", "disconnected"].map((s) => el("option", { value: s, text: s || "any state" })));
     view.append(el("h2", { text: "Instances of " + r.pool }),
       el("div", { class: "controls" }, el("div", {}, el("label", { for: "filter", text: "Filter" }), filter), el("div", {}, el("label", { for: "state-filter", text: "State" }), state)),
       el("div", { class: "scroll", id: "insts" }), el("p", { class: "muted", id: "inst-count" }));
@@ -210,6 +210,6 @@ const pageInstances = {
     });
     view.querySelector("#insts").replaceChildren(el("table", {}, el("thead", {}, head),
       el("tbody", {}, body.length ? body : el("tr", {}, el("td", { colspan: INST_COLS.length, class: "muted", text: "No instance matches." })))));
-    view.querySelector("#inst-count").textContent = `${rows.length} of ${all.length} instances. Stale and disconnected rows are shaded and marked ⚠.`;
+    view.querySelector("#inst-count").textContent = `${rows.length} of ${all.length} instances. Stale, unreachable and disconnected rows are shaded and marked ⚠.`;
   },
 };

@@ -1,4 +1,4 @@
-package server
+package report
 
 import (
 	"context"
@@ -55,10 +55,10 @@ func (f *flapLog) note(pool, instance string, now time.Time) (bool, int) {
 
 // tookOver counts and, once per FlapWindow, logs a new report stream that
 // replaced one still open for the same instance id.
-func (s *Server) tookOver(ctx context.Context, id state.Identity, prevAddress string) {
-	s.obs.identityFlap(id.Pool, id.Deployment)
-	if ok, n := s.flaps.note(id.Pool, id.Instance, s.opts.Now()); ok {
-		s.log.Warn("report stream took over an instance id whose stream was still open: a reconnect, or two instances sharing one id",
+func (s *Engine) tookOver(ctx context.Context, id state.Identity, prevAddress string) {
+	s.h.Metrics.IdentityFlap(id.Pool, id.Deployment)
+	if ok, n := s.flaps.note(id.Pool, id.Instance, s.now()); ok {
+		s.h.Log.Warn("report stream took over an instance id whose stream was still open: a reconnect, or two instances sharing one id",
 			"pool", id.Pool, "deployment", id.Deployment, "instance", id.Instance, "address", id.Address,
 			"previous_address", prevAddress, "takeovers_since_last_line", n, "window", FlapWindow.String())
 	}

@@ -1,4 +1,4 @@
-package server
+package report
 
 import (
 	"errors"
@@ -9,19 +9,19 @@ import (
 	"github.com/prefixroute/prefixroute/internal/state"
 )
 
-// takeoverOutcome is an outcome of prefixroute_instance_takeovers.
-type takeoverOutcome uint8
+// TakeoverOutcome is an outcome of prefixroute_instance_takeovers.
+type TakeoverOutcome uint8
 
-// The outcomes, in the order of takeoverNames.
+// The outcomes, in the order of TakeoverNames.
 const (
-	takeoverReplaced    takeoverOutcome = iota // a session still open, same deployment
-	takeoverMoved                              // the instance came back in another deployment
-	takeoverRefused                            // the binding does not cover where it lives
-	numTakeoverOutcomes = iota
+	TakeoverReplaced    TakeoverOutcome = iota // a session still open, same deployment
+	TakeoverMoved                              // the instance came back in another deployment
+	TakeoverRefused                            // the binding does not cover where it lives
+	NumTakeoverOutcomes = iota
 )
 
-// takeoverNames are the outcome label values.
-var takeoverNames = [numTakeoverOutcomes]string{"replaced", "moved", "refused"}
+// TakeoverNames are the outcome label values.
+var TakeoverNames = [NumTakeoverOutcomes]string{"replaced", "moved", "refused"}
 
 // covers is the check a stream's Connect makes before taking over an
 // instance: its principal's binding must cover the instance where it lives
@@ -40,13 +40,13 @@ func (e *reportEngine) covers() state.Covers {
 func (e *reportEngine) refused(id state.Identity, err error) error {
 	var te *state.TakeoverError
 	if !errors.As(err, &te) {
-		return statusOf(err)
+		return e.s.h.Status(err)
 	}
 	s := e.s
 	s.guard.hit(e.ctx, "binding")
-	s.obs.takeover(id.Pool, takeoverRefused)
-	if ok, n := s.takeovers.note(id.Pool, id.Instance, s.opts.Now()); ok {
-		s.log.Warn("report stream refused: its identity's binding does not cover the instance where it lives",
+	s.h.Metrics.Takeover(id.Pool, TakeoverRefused)
+	if ok, n := s.takeovers.note(id.Pool, id.Instance, s.now()); ok {
+		s.h.Log.Warn("report stream refused: its identity's binding does not cover the instance where it lives",
 			"identity", e.bound.Name, "binding", e.bound.Bind.String(), "pool", id.Pool, "instance", id.Instance,
 			"from_deployment", te.From, "to_deployment", te.To, "address", id.Address,
 			"takeovers_since_last_line", n, "window", FlapWindow.String())
@@ -59,7 +59,7 @@ func (e *reportEngine) refused(id state.Identity, err error) error {
 
 // tookOver counts, and logs at WARN, what the new session sess of id took
 // over, if anything: a move from another deployment (once per instance per
-// FlapWindow, as flaps are), or an open session's replacement (load_flaps.go).
+// FlapWindow, as flaps are), or an open session's replacement (flaps.go).
 func (e *reportEngine) tookOver(id state.Identity, sess *state.Session) {
 	t, ok := sess.Takeover()
 	if !ok {
@@ -67,13 +67,13 @@ func (e *reportEngine) tookOver(id state.Identity, sess *state.Session) {
 	}
 	s := e.s
 	if t.MovedFrom == "" {
-		s.obs.takeover(id.Pool, takeoverReplaced)
+		s.h.Metrics.Takeover(id.Pool, TakeoverReplaced)
 		s.tookOver(e.ctx, id, t.PrevAddress)
 		return
 	}
-	s.obs.takeover(id.Pool, takeoverMoved)
-	if ok, n := s.takeovers.note(id.Pool, id.Instance, s.opts.Now()); ok {
-		s.log.Warn("report stream moved an instance id to another deployment: a redeploy, or a misconfigured id",
+	s.h.Metrics.Takeover(id.Pool, TakeoverMoved)
+	if ok, n := s.takeovers.note(id.Pool, id.Instance, s.now()); ok {
+		s.h.Log.Warn("report stream moved an instance id to another deployment: a redeploy, or a misconfigured id",
 			"identity", e.who, "pool", id.Pool, "instance", id.Instance,
 			"from_deployment", t.MovedFrom, "to_deployment", id.Deployment, "address", id.Address,
 			"previous_address", t.PrevAddress, "stream_was_open", t.Live,

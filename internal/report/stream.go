@@ -1,8 +1,9 @@
-package server
+package report
 
 import (
 	"context"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
@@ -21,7 +22,7 @@ type reportMsg struct {
 }
 
 // reportWire is what one RPC adds to the report engine: how its messages
-// read and how its acks are sent (load.go has the two).
+// read and how its acks are sent (engine.go has the two).
 type reportWire interface {
 	recv() (reportMsg, error)
 	// send sends the acks of the members of due with a report pending,
@@ -39,7 +40,7 @@ type member struct {
 	id      state.Identity
 	sess    *state.Session
 	rep     state.Report
-	counts  *depObs
+	counts  Counter
 	lim     *rate.Limiter // nil: no rate limit
 	lastSeq uint64        // of the latest report checked
 	ackSeq  uint64        // of the latest report applied
@@ -55,7 +56,7 @@ type member struct {
 // stop ends both. Every report goes through report: binding, rate, seq,
 // identity, conversion, then the pool (flush), per member.
 type reportEngine struct {
-	s       *Server
+	s       *Engine
 	wire    reportWire
 	ctx     context.Context
 	single  bool            // ReportLoad: one member, whose error ends the stream
@@ -71,6 +72,9 @@ type reportEngine struct {
 	run     batchRun            // reports to apply together
 	ackNow  bool                // the message's acks go out at once: a first report, or an end
 	fail    error               // single: what ends the stream
+	// emptySince is when the stream last had no member: its opening, or
+	// the end of its last member (reap, idle.go).
+	emptySince time.Time
 }
 
 // apply applies one message: each report to its member (opening it on its
@@ -174,7 +178,7 @@ func (e *reportEngine) open(k memberKey, r *pb.ReportLoadRequest) (*member, erro
 	}
 	id := state.Identity{Pool: k.pool, Deployment: r.GetDeployment(), Instance: k.instance, Address: r.GetAddress()}
 	if err := s.reg.ValidateIdentity(id); err != nil {
-		return nil, status.Error(codeOf(err), what+err.Error())
+		return nil, status.Error(s.h.Code(err), what+err.Error())
 	}
 	mb := &member{key: k, id: id, lastSeq: r.GetSeq(), fresh: true, lim: g.limiter()}
 	if err := s.convert(r, &mb.rep); err != nil {
@@ -192,14 +196,14 @@ func (e *reportEngine) open(k memberKey, r *pb.ReportLoadRequest) (*member, erro
 	pool, err := s.reg.Ensure(id.Pool)
 	if err != nil {
 		e.giveSlot()
-		return nil, statusOf(err)
+		return nil, s.h.Status(err)
 	}
-	mb.counts = s.obs.reporting(id.Pool, id.Deployment) // once the pool exists: metrics label known pools only
+	mb.counts = s.h.Metrics.Reporting(id.Pool, id.Deployment) // once the pool exists: metrics label known pools only
 	// Before Connect: from here on, other replicas' events for this
 	// instance no longer drive it, so none can replace the new session.
-	s.repl.StreamOpened(id.Pool, id.Instance)
-	if mb.sess, err = pool.ConnectIf(s.opts.Now(), id, e.covers()); err != nil {
-		s.repl.StreamEnded(id.Pool, id.Instance, false)
+	s.h.Replicas.StreamOpened(id.Pool, id.Instance)
+	if mb.sess, err = pool.ConnectIf(s.now(), id, e.covers()); err != nil {
+		s.h.Replicas.StreamEnded(id.Pool, id.Instance, false)
 		e.giveSlot()
 		return nil, e.refused(id, err)
 	}
@@ -208,10 +212,10 @@ func (e *reportEngine) open(k memberKey, r *pb.ReportLoadRequest) (*member, erro
 	if e.single {
 		e.only = mb
 	}
-	s.log.Debug("report stream opened", "pool", id.Pool, "deployment", id.Deployment, "instance", id.Instance,
+	s.h.Log.Debug("report stream opened", "pool", id.Pool, "deployment", id.Deployment, "instance", id.Instance,
 		"address", id.Address, "batched", !e.single)
-	if err := mb.sess.Report(s.opts.Now(), &mb.rep); err != nil {
-		return mb, replacedError(mb.id)
+	if err := mb.sess.Report(s.now(), &mb.rep); err != nil {
+		return mb, e.s.replacedError(mb.id)
 	}
 	return mb, nil
 }
@@ -229,11 +233,11 @@ func (e *reportEngine) flush() {
 	if len(rn.mbs) == 0 {
 		return
 	}
-	rn.pool.ReportAll(e.s.opts.Now(), rn.sess, rn.reps, rn.errs)
+	rn.pool.ReportAll(e.s.now(), rn.sess, rn.reps, rn.errs)
 	for i, mb := range rn.mbs {
 		mb.inRun = false
 		if rn.errs[i] != nil {
-			e.end(mb.key, mb, replacedError(mb.id))
+			e.end(mb.key, mb, e.s.replacedError(mb.id))
 			continue
 		}
 		e.applied(mb, rn.msgs[i])
@@ -244,9 +248,8 @@ func (e *reportEngine) flush() {
 // applied passes mb's applied report r on (metrics, replicas) and queues
 // its ack.
 func (e *reportEngine) applied(mb *member, r *pb.ReportLoadRequest) {
-	mb.counts.reported()
-	e.s.repl.Reported(mb.id, r)
-	e.s.flow.Kick(mb.id.Pool) // capacity may have freed: the next waiting pick retries
+	mb.counts.Reported()
+	e.s.h.Replicas.Reported(mb.id, r)
 	if !mb.queued {
 		mb.queued = true
 		e.due = append(e.due, mb)
@@ -279,8 +282,11 @@ func (e *reportEngine) end(k memberKey, mb *member, err error) {
 func (e *reportEngine) release(mb *member) {
 	s := e.s
 	delete(e.members, mb.key)
-	s.repl.StreamEnded(mb.id.Pool, mb.id.Instance, true)
-	mb.sess.Close(s.opts.Now())
+	if len(e.members) == 0 {
+		e.emptySince = time.Now()
+	}
+	s.h.Replicas.StreamEnded(mb.id.Pool, mb.id.Instance, true)
+	mb.sess.Close(s.now())
 	e.giveSlot()
 }
 

@@ -1,4 +1,4 @@
-package server
+package report
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// ReportLimits bounds the report streams of a Server. A zero field turns
+// Limits bounds the report streams of an Engine. A zero field turns
 // its limit off; the daemon fills every field from its TransportLimits
 // (defaults applied).
-type ReportLimits struct {
+type Limits struct {
 	// MaxStreams bounds the open report streams plus the instances open on
 	// ReportLoadBatch streams (--max-report-streams).
 	MaxStreams int
@@ -25,17 +25,18 @@ type ReportLimits struct {
 	PerSecond float64
 	Burst     int
 	// FirstReportTimeout is how long a new stream may wait before its
-	// first message (--first-report-timeout).
+	// first message, and a ReportLoadBatch stream may carry no open
+	// instance (--first-report-timeout; idle.go).
 	FirstReportTimeout time.Duration
 }
 
-// LimitReports puts l in force on the Server's report streams (both RPCs)
+// Limit puts l in force on the engine's report streams (both RPCs)
 // and counts their refusals on meter as prefixroute.limit.hits by limit
 // (nil: not counted); the instance bindings of the tokens file are checked
-// whatever l says. Call it before the Server serves; without it no limit
+// whatever l says. Call it before the first stream; without it no limit
 // applies.
-func (s *Server) LimitReports(l ReportLimits, meter metric.Meter) error {
-	g := &reportGuard{l: l}
+func (s *Engine) Limit(l Limits, meter metric.Meter) error {
+	g := &streamGuard{l: l}
 	if meter != nil {
 		var err error
 		g.hits, err = meter.Int64Counter("prefixroute.limit.hits",
@@ -48,17 +49,17 @@ func (s *Server) LimitReports(l ReportLimits, meter metric.Meter) error {
 	return nil
 }
 
-// reportGuard enforces ReportLimits; the report engine (load_engine.go)
-// calls it per stream and per instance. A nil *reportGuard limits nothing.
+// streamGuard enforces Limits; the report engine (stream.go)
+// calls it per stream and per instance. A nil *streamGuard limits nothing.
 // Safe for concurrent use.
-type reportGuard struct {
-	l    ReportLimits
+type streamGuard struct {
+	l    Limits
 	open atomic.Int64        // report streams and batched instances open
 	hits metric.Int64Counter // nil counts nothing
 }
 
 // hit counts a refusal by limit.
-func (g *reportGuard) hit(ctx context.Context, limit string) {
+func (g *streamGuard) hit(ctx context.Context, limit string) {
 	if g != nil && g.hits != nil {
 		g.hits.Add(ctx, 1, metric.WithAttributes(attribute.String("limit", limit)))
 	}
@@ -66,7 +67,7 @@ func (g *reportGuard) hit(ctx context.Context, limit string) {
 
 // take holds one of MaxStreams for a report stream, or for an instance of
 // a ReportLoadBatch stream (what names it in the error); give releases it.
-func (g *reportGuard) take(ctx context.Context, what string) error {
+func (g *streamGuard) take(ctx context.Context, what string) error {
 	if g == nil {
 		return nil
 	}
@@ -80,7 +81,7 @@ func (g *reportGuard) take(ctx context.Context, what string) error {
 	return nil
 }
 
-func (g *reportGuard) give() {
+func (g *streamGuard) give() {
 	if g != nil {
 		g.open.Add(-1)
 	}
@@ -88,7 +89,7 @@ func (g *reportGuard) give() {
 
 // limiter returns a new token bucket of one instance, or nil when no rate
 // is enforced.
-func (g *reportGuard) limiter() *rate.Limiter {
+func (g *streamGuard) limiter() *rate.Limiter {
 	if g == nil || g.l.PerSecond <= 0 {
 		return nil
 	}
@@ -97,7 +98,7 @@ func (g *reportGuard) limiter() *rate.Limiter {
 
 // allow takes a report from lim (nil: always), or returns the error that
 // ends the instance over its rate.
-func (g *reportGuard) allow(ctx context.Context, lim *rate.Limiter) error {
+func (g *streamGuard) allow(ctx context.Context, lim *rate.Limiter) error {
 	if lim == nil || lim.Allow() {
 		return nil
 	}
@@ -110,7 +111,7 @@ func (g *reportGuard) allow(ctx context.Context, lim *rate.Limiter) error {
 // recvFirst receives a stream's first message, within FirstReportTimeout
 // when one is set. On timeout the receiving goroutine is left to end with
 // the stream.
-func (g *reportGuard) recvFirst(ctx context.Context, w reportWire) (reportMsg, error) {
+func (g *streamGuard) recvFirst(ctx context.Context, w reportWire) (reportMsg, error) {
 	if g == nil || g.l.FirstReportTimeout <= 0 {
 		return w.recv()
 	}
@@ -136,10 +137,10 @@ func (g *reportGuard) recvFirst(ctx context.Context, w reportWire) (reportMsg, e
 	}
 }
 
-// OpenReportStreams is how many --max-report-streams slots are held now:
+// OpenStreams is how many --max-report-streams slots are held now:
 // open report streams plus instances open on ReportLoadBatch streams; 0
-// before LimitReports. Safe for concurrent use.
-func (s *Server) OpenReportStreams() int64 {
+// before Limit. Safe for concurrent use.
+func (s *Engine) OpenStreams() int64 {
 	if s.guard == nil {
 		return 0
 	}

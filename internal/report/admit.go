@@ -1,4 +1,4 @@
-package server
+package report
 
 import (
 	"context"
@@ -57,7 +57,7 @@ func (w *waiting) leave(name string) {
 // stream opens, as it always was; an authenticated caller's stream waits
 // on its identity's MaxFirstReportWaits instead, and takes the slot once
 // its first message is in and inside the caller's binding (firstCovered).
-func (s *Server) admit(ctx context.Context, w reportWire, single bool) (reportMsg, func(), error) {
+func (s *Engine) admit(ctx context.Context, w reportWire, single bool) (reportMsg, func(), error) {
 	g := s.guard
 	c := auth.CallerFrom(ctx)
 	if c == nil || g == nil {

@@ -1,4 +1,4 @@
-package server
+package report
 
 import (
 	"time"
@@ -26,7 +26,7 @@ func checkAckInterval(ms uint32, what string) error {
 // acker paces a report stream's acks: one per report, or, when the stream
 // asked for an ack interval, at most one per interval covering every report
 // applied before it. What an ack holds is the stream's: emit sends it (the
-// engine's emit, load_engine.go). Pacing is in real time (it is the transport's,
+// engine's emit, stream.go). Pacing is in real time (it is the transport's,
 // not the pool's clock). Not safe for concurrent use, except due: the
 // stream's loop calls the rest under its mutex, as it sends.
 type acker struct {
@@ -52,7 +52,7 @@ func newAcker(everyMs uint32, emit func() error) *acker {
 }
 
 // reportIntervalMs is the report_interval_ms of every ack.
-func (s *Server) reportIntervalMs() uint32 { return uint32(s.opts.ReportInterval.Milliseconds()) }
+func (s *Engine) reportIntervalMs() uint32 { return uint32(s.h.ReportInterval.Milliseconds()) }
 
 // applied notes a report applied and acks it now, or leaves it to a later
 // ack when the stream's interval allows. now asks for the ack at once (an

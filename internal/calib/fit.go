@@ -1,0 +1,193 @@
+// Package calib learns each deployment's prefill model from what requests
+// really took: every outcome with a time to first token, matched with the
+// pick that predicted it, is one sample of
+//
+//	actual − batch_wait ≈ θ1·D + θ2·A + θ3·Q
+//
+// where D = u·1000/tps is the request's dense prefill in ms at the
+// throughput the pick used, A = u·(c + u/2)/Cref·1000/tps its attention
+// term in ms at the reference doubling context Cref, and Q the queue ahead
+// that the router saw, in ms. The prior (the policy's model) is θ = (1,
+// Cref/C, 1). A Fitter solves it by recursive least squares with
+// forgetting, on rows divided by the prior's prediction (so that every
+// request weighs by its relative error, as the aims count it),
+// with residuals clipped at 3 times their running mean absolute value
+// (robust to outliers), the covariance bounded (no wind-up when a term is
+// not excited) and the estimates clamped to limits. It reads as a
+// scheduler.Calibration (prefill scale θ1 and doubling context
+// θ1·Cref/θ2) and a queue correction θ3.
+package calib
+
+import (
+	"math"
+
+	"github.com/prefixroute/prefixroute/scheduler"
+)
+
+// The fitter's constants (docs/model.md).
+const (
+	// MinSamples is how many accepted samples a deployment needs before
+	// its fit is used: until then, Calibration reports Version 0 (the
+	// policy's prior).
+	MinSamples = 64
+	// PublishEvery is how many accepted samples separate two versions of
+	// a fit once MinSamples is reached.
+	PublishEvery = 32
+	// Forgetting is the RLS forgetting factor: a sample's weight halves
+	// after about 350 newer ones (memory ~ 1/(1−λ) = 500 samples).
+	Forgetting = 0.998
+	// ClipScale is the residual clip, in running mean absolute residuals.
+	ClipScale = 3
+	// MaxQueueSeenAge: a pick whose chosen instance's report was older
+	// than this saw a stale queue; its outcome is not a sample.
+	MaxQueueSeenAgeMs = 1000
+	// Bounds of the queue correction θ3.
+	MinQueueScale, MaxQueueScale = 0.25, 4
+	// priorVar is the initial variance of each (relative) coefficient.
+	priorVar = 1.0
+	// maxVar bounds the covariance's diagonal.
+	maxVar = 4.0
+)
+
+// Sample is one outcome matched with its pick: what the router predicted
+// from (the features) and what happened. A plain value.
+type Sample struct {
+	// Uncached and Cached are the request's new and cached prompt tokens on
+	// the chosen instance.
+	Uncached, Cached uint32
+	// TPS is the prefill throughput the prediction used, tokens/s.
+	TPS float64
+	// QueueMs is the queue ahead the router saw; BatchWaitMs the policy's
+	// batch wait; ActualMs the observed time to first token, all in ms.
+	QueueMs, BatchWaitMs, ActualMs float64
+	// QueueSeen is false when the router could not see the queue the
+	// request met (a stale report, a saturated pick, a fallback to another
+	// instance): such a sample is ignored.
+	QueueSeen bool
+}
+
+// Fitter is one deployment's online fit. Its zero value is not ready: use
+// NewFitter. Not safe for concurrent use (Book serialises it).
+type Fitter struct {
+	cref     float64 // reference doubling context (tokens)
+	prior    [3]float64
+	theta    [3]float64
+	p        [3][3]float64
+	absRes   float64 // running mean |relative residual|
+	accepted uint64
+	ignored  uint64
+	clipped  uint64
+	version  uint64
+}
+
+// NewFitter returns a fitter whose prior is the policy's doubling context
+// (0: no attention term; the reference is then DefaultDoublingContextTokens
+// and the prior's θ2 is 0).
+func NewFitter(priorDoubling float64) *Fitter {
+	f := &Fitter{cref: priorDoubling}
+	f.prior = [3]float64{1, 1, 1}
+	if priorDoubling <= 0 {
+		f.cref = scheduler.DefaultDoublingContextTokens
+		f.prior[1] = 0
+	}
+	f.theta = f.prior
+	for i := range 3 {
+		f.p[i][i] = priorVar
+	}
+	f.absRes = 0.5
+	return f
+}
+
+// features returns the sample's row (D, A, Q) and its target y, in ms.
+func (f *Fitter) features(s *Sample) (x [3]float64, y float64) {
+	msPerTok := 1000 / s.TPS
+	u := float64(s.Uncached)
+	x[0] = u * msPerTok
+	x[1] = u * (float64(s.Cached) + u/2) / f.cref * msPerTok
+	x[2] = s.QueueMs
+	return x, s.ActualMs - s.BatchWaitMs
+}
+
+// Add feeds one sample and reports whether it was accepted (a sample whose
+// queue the router did not see, or with figures out of range, is not).
+// It does not allocate.
+func (f *Fitter) Add(s *Sample) bool {
+	if !s.QueueSeen || !(s.TPS > 0 && s.TPS <= math.MaxFloat64) || !(s.ActualMs >= 0 && s.ActualMs <= math.MaxFloat64) ||
+		!(s.QueueMs >= 0 && s.QueueMs <= math.MaxFloat64) || !(s.BatchWaitMs >= 0) {
+		f.ignored++
+		return false
+	}
+	x, y := f.features(s)
+	pred := f.prior[0]*x[0] + f.prior[1]*x[1] + f.prior[2]*x[2]
+	norm := 1 / max(pred, 1) // relative rows; at least 1 ms
+	for i := range x {
+		x[i] *= norm
+	}
+	y *= norm
+	e := y - (f.theta[0]*x[0] + f.theta[1]*x[1] + f.theta[2]*x[2])
+	f.absRes += (math.Abs(e) - f.absRes) / 32
+	if lim := ClipScale * max(f.absRes, 0.01); math.Abs(e) > lim {
+		e = math.Copysign(lim, e)
+		f.clipped++
+	}
+	// RLS: k = P x / (λ + xᵀ P x); θ += k e; P = (P − k xᵀ P) / λ.
+	var px [3]float64
+	for i := range 3 {
+		px[i] = f.p[i][0]*x[0] + f.p[i][1]*x[1] + f.p[i][2]*x[2]
+	}
+	den := Forgetting + x[0]*px[0] + x[1]*px[1] + x[2]*px[2]
+	for i := range 3 {
+		k := px[i] / den
+		f.theta[i] += k * e
+		for j := range 3 {
+			f.p[i][j] = (f.p[i][j] - k*px[j]) / Forgetting
+		}
+	}
+	f.boundCovariance()
+	f.clamp()
+	f.accepted++
+	if f.accepted >= MinSamples && (f.accepted-MinSamples)%PublishEvery == 0 {
+		f.version++
+	}
+	return true
+}
+
+// boundCovariance scales the rows and columns of P whose variance grew
+// over maxVar (a coefficient the samples do not excite), keeping P
+// symmetric positive semi-definite.
+func (f *Fitter) boundCovariance() {
+	for i := range 3 {
+		if v := f.p[i][i]; v > maxVar || !(v >= 0) {
+			s := 0.0
+			if v > 0 {
+				s = math.Sqrt(maxVar / v)
+			}
+			for j := range 3 {
+				f.p[i][j] *= s
+				f.p[j][i] *= s
+			}
+			if !(v > 0) {
+				f.p[i][i] = maxVar
+			}
+		}
+	}
+}
+
+// clamp keeps θ within the limits: θ1 in [MinPrefillScale,
+// MaxPrefillScale], θ2 such that the doubling context is in
+// [MinDoublingContextTokens, MaxDoublingContextTokens] (or 0 when the fit
+// says the attention term is nil), θ3 in [MinQueueScale, MaxQueueScale].
+func (f *Fitter) clamp() {
+	f.theta[0] = clampF(f.theta[0], scheduler.MinPrefillScale, scheduler.MaxPrefillScale)
+	lo := f.theta[0] * f.cref / scheduler.MaxDoublingContextTokens
+	hi := f.theta[0] * f.cref / scheduler.MinDoublingContextTokens
+	f.theta[1] = clampF(f.theta[1], lo, hi)
+	f.theta[2] = clampF(f.theta[2], MinQueueScale, MaxQueueScale)
+}
+
+func clampF(v, lo, hi float64) float64 {
+	if !(v >= lo) { // NaN too
+		return lo
+	}
+	return min(v, hi)
+}
