@@ -25,7 +25,10 @@
 // of picks onto the same instances between two reports.
 //
 // Limits (Limits): at most MaxWaiting tickets per Queue and MaxPerBand per
-// priority band; Enqueue refuses the next one with ErrQueueFull. Tickets
+// priority band; at a limit Enqueue displaces the newest ticket of a lower
+// band, or of a flow of its band with at least two more waiting than its
+// own (that ticket leaves with ErrQueueFull), else refuses the new one
+// with ErrQueueFull. Tickets
 // with a deadline leave at it (Expire, or their own Wait) with
 // ErrQueueTimeout. Negative priorities are sheddable: Enqueue refuses them
 // with ErrSheddable.
