@@ -80,6 +80,7 @@ func (s *Server) OutcomesFor(ctx context.Context, req *pb.ReportOutcomeRequest) 
 		s.repl.Outcomes(name, sc.outs, res)
 		resp.UnknownInstances += uint32(res.Unknown)
 		s.outcomes.count(ctx, name, run)
+		s.flow.Kick(name) // a finished request may have freed capacity
 	}
 	clear(sc.outs)
 	sc.outs = sc.outs[:0]

@@ -12,6 +12,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/cluster"
+	"github.com/prefixroute/prefixroute/internal/flowq"
 	"github.com/prefixroute/prefixroute/internal/readiness"
 	"github.com/prefixroute/prefixroute/internal/report"
 	"github.com/prefixroute/prefixroute/internal/state"
@@ -65,6 +66,7 @@ type Server struct {
 	reports  *report.Engine // the report streams (load.go)
 	book     *pickBook      // recent picks by request_id, for outcomes (outcome_book.go)
 	outcomes *outcomeObs    // the outcome metrics (outcome_metrics.go); nil records nothing
+	flow     *flowq.Rooms   // the waiting picks of on_saturation: queue (flow.go)
 }
 
 // New opens the data dir, restores every configured pool and returns a
@@ -98,6 +100,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, reg: state.NewRegistry(opts.Limits, state.WithMigration(opts.Migration)), store: st, stopping: make(chan struct{})}
 	s.picks.New = func() any { return newPickScratch() }
 	s.book = newPickBook()
+	s.flow = flowq.NewRooms(nil)
 	for name, pc := range st.Pools() {
 		p, err := s.reg.Ensure(name)
 		if err != nil {
@@ -142,6 +145,7 @@ func (s *Server) Sweep(ctx context.Context) {
 // --max-pools cap until a restart.
 func (s *Server) sweepOnce() {
 	now := s.opts.Now()
+	s.flow.KickAll() // capacity heard of without a local report (other replicas)
 	s.noteSeen()
 	if n := s.reg.Sweep(now); n > 0 {
 		s.log.Info("forgot instances disconnected past forget_after", "instances", n)
