@@ -81,9 +81,18 @@ type answer struct {
 // (accessLine).
 func (f *fleet) send(body string) answer {
 	f.t.Helper()
+	return f.sendWith(body, nil)
+}
+
+// sendWith is send with the client's own headers hs as well.
+func (f *fleet) sendWith(body string, hs map[string]string) answer {
+	f.t.Helper()
 	f.reqs++
 	req, _ := http.NewRequest(http.MethodPost, f.nginx.url("/v1/chat/completions"), strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hs {
+		req.Header.Set(k, v)
+	}
 	req.Header.Set("X-Request-Id", fmt.Sprintf("e2e-%d", f.reqs))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
