@@ -331,8 +331,10 @@ func (e *engine) batchDone(k int) {
 	in := e.insts[k]
 	for _, r := range in.finishBatch(e.now) {
 		e.m.served(r, in)
-		if sr, ok := e.routers[r.Router].(*stateRouter); ok && sr.learn != nil {
-			sr.learn.served(r)
+		if r.Router < len(e.routers) { // a live run has none here: its routers are real daemons
+			if sr, ok := e.routers[r.Router].(*stateRouter); ok && sr.learn != nil {
+				sr.learn.served(r)
+			}
 		}
 		if d := in.decodeTime(r); d > 0 {
 			e.q.push(event{at: e.now + d, kind: evDecodeDone, inst: int32(k), req: r})
