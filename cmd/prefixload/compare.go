@@ -41,7 +41,8 @@ func compareRuns(sc *sim.Scenario, live []*sim.Result, seed uint64) (string, err
 		hasPred := ls.Prediction.N > 0 || ls.Prediction.WithTarget > 0 || ls.Prediction.Shed > 0
 		if hasPred {
 			p := predictionRow(&ls.Prediction)
-			fmt.Fprintf(&pred, "| %s | live | %.1f %% | %.1f %% | %.2f | %.1f %% | %.0f |\n", l.Variant.Name, p[0], p[1], p[2], p[3], p[4])
+			fmt.Fprintf(&pred, "| %s | live | %.1f %% | %.1f %% | %.2f | %s | %.0f |\n", l.Variant.Name, p[0], p[1], p[2],
+				attainment(&ls.Prediction, p[3], 0), p[4])
 		}
 		fmt.Fprintf(&b, "| %s | live | %.1f | %.1f | %.3f | %.3f |\n", l.Variant.Name, ls.TTFTP50, ls.TTFTP99, ls.HitRatio, ls.MaxInstanceShare)
 		for _, run := range []struct {
@@ -54,7 +55,7 @@ func compareRuns(sc *sim.Scenario, live []*sim.Result, seed uint64) (string, err
 			if hasPred {
 				lp, sp := predictionRow(&ls.Prediction), predictionRow(&s.Prediction)
 				fmt.Fprintf(&pred, "| %s | %s | %s | %s | %s | %s | %s |\n", l.Variant.Name, run.name, versus(sp[0], lp[0], "%.1f %%"),
-					versus(sp[1], lp[1], "%.1f %%"), versus(sp[2], lp[2], "%.2f"), versus(sp[3], lp[3], "%.1f %%"), versus(sp[4], lp[4], "%.0f"))
+					versus(sp[1], lp[1], "%.1f %%"), versus(sp[2], lp[2], "%.2f"), attainment(&s.Prediction, sp[3], lp[3]), versus(sp[4], lp[4], "%.0f"))
 			}
 		}
 	}
@@ -70,6 +71,15 @@ func compareRuns(sc *sim.Scenario, live []*sim.Result, seed uint64) (string, err
 // slowest tenth's median predicted/actual, attainment (%) and shed.
 func predictionRow(p *simout.Prediction) [5]float64 {
 	return [5]float64{100 * p.MedianAbsRelErr, 100 * p.P90AbsRelErr, p.SlowestRatio, 100 * p.Attainment(), float64(p.Shed)}
+}
+
+// attainment is a run's attainment (%), against the live one unless live
+// is 0; "—" when the run served no request with a target.
+func attainment(p *simout.Prediction, pct, live float64) string {
+	if p.WithTarget == 0 {
+		return "—"
+	}
+	return versus(pct, live, "%.1f %%")
 }
 
 // routeDelays are a live run's arrival-to-queued times by request id.
