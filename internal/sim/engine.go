@@ -51,6 +51,8 @@ type engine struct {
 	nextR   int
 	live    bool             // live mode: no report events, arrivals go to route
 	route   func(r *Request) // live mode: hands an arrival to the gateway workers
+	// onServed, when set (live mode), is told of every first token.
+	onServed func(r *Request)
 	// onWeights, when set (live mode), publishes a weight step elsewhere.
 	onWeights func(w map[string]float64, version uint64) error
 	// pr is the readiness probe (nil: none, a baseline, or live mode).
@@ -331,10 +333,12 @@ func (e *engine) batchDone(k int) {
 	in := e.insts[k]
 	for _, r := range in.finishBatch(e.now) {
 		e.m.served(r, in)
-		if r.Router < len(e.routers) { // a live run has none here: its routers are real daemons
-			if sr, ok := e.routers[r.Router].(*stateRouter); ok && sr.learn != nil {
-				sr.learn.served(r)
+		if e.live {
+			if e.onServed != nil {
+				e.onServed(r)
 			}
+		} else if sr, ok := e.routers[r.Router].(*stateRouter); ok && sr.learn != nil {
+			sr.learn.served(r)
 		}
 		if d := in.decodeTime(r); d > 0 {
 			e.q.push(event{at: e.now + d, kind: evDecodeDone, inst: int32(k), req: r})
