@@ -34,6 +34,16 @@ type fleet struct {
 // log do not fail the test.
 func startFleet(t *testing.T, allowed func(line string) bool) *fleet {
 	t.Helper()
+	f := startSidecar(t)
+	f.nginx = startNginx(t, f.sidecar.HTTPAddr(), allowed)
+	return f
+}
+
+// startSidecar starts the sidecar and the stand-ins' connection to it, not
+// nginx (the caller starts it with its own configuration); it skips the
+// test loudly when nginx is missing, before anything starts.
+func startSidecar(t *testing.T) *fleet {
+	t.Helper()
 	nginxBinary(t)
 	f := &fleet{t: t, sidecar: servertest.Start(t, servertest.RealClock())}
 	var err error
@@ -41,7 +51,6 @@ func startFleet(t *testing.T, allowed func(line string) bool) *fleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.cc.Close() })
-	f.nginx = startNginx(t, f.sidecar.HTTPAddr(), allowed)
 	return f
 }
 

@@ -10,7 +10,6 @@ import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 	"github.com/prefixroute/prefixroute/internal/servertest"
-	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
 // Throughputs of the disaggregated pool's stand-ins, as internal/pdtest's:
@@ -34,13 +33,7 @@ var spoofed = map[string]string{
 // nginx's static list (fail-open on).
 func startPDFleet(t *testing.T, allowed func(string) bool) (*fleet, *standIn, map[string]*standIn) {
 	t.Helper()
-	nginxBinary(t)
-	f := &fleet{t: t, sidecar: servertest.Start(t, servertest.RealClock())}
-	var err error
-	if f.cc, err = client.Dial(f.sidecar.Addr()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.cc.Close() })
+	f := startSidecar(t)
 	pre := newRoleStandIn(t, f.cc, "pd", "d", "p-1", pb.PdRole_PD_ROLE_PREFILL, prefillTPS)
 	dec := map[string]*standIn{}
 	var list []string
