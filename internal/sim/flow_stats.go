@@ -18,6 +18,9 @@ type ClassStats struct {
 	// DispatchedTokens is the prompt tokens of the class's requests placed
 	// on an instance in the window (by the time they were placed).
 	DispatchedTokens uint64
+	// MaxAheadMs is the longest exact queue (Record.AheadMs) one of the
+	// class's requests placed in the window joined, ms.
+	MaxAheadMs float64
 }
 
 // ClassWindow returns each class's ClassStats over arrivals (and, for
@@ -33,6 +36,7 @@ func ClassWindow(res *Result, from, to time.Duration) []ClassStats {
 		r := &res.Records[i]
 		if placed := r.Arrival + r.Routed; placed >= from && placed < to {
 			out[r.Class].DispatchedTokens += uint64(r.Prompt)
+			out[r.Class].MaxAheadMs = max(out[r.Class].MaxAheadMs, float64(r.AheadMs))
 		}
 		if r.Arrival < from || r.Arrival >= to {
 			continue
@@ -56,4 +60,17 @@ func ClassWindow(res *Result, from, to time.Duration) []ClassStats {
 		}
 	}
 	return out
+}
+
+// ContendedShare is class c's share of Result.Contended, the prompt tokens
+// dispatched while every class had a pick waiting, and their total; 0, 0
+// when none were.
+func ContendedShare(res *Result, c int) (share float64, total uint64) {
+	for _, n := range res.Contended {
+		total += n
+	}
+	if total == 0 || c < 0 || c >= len(res.Contended) {
+		return 0, total
+	}
+	return float64(res.Contended[c]) / float64(total), total
 }

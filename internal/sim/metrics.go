@@ -36,6 +36,10 @@ type Record struct {
 	// run's Pick round trip and scheduling, a replayed RouteDelays entry,
 	// else 0.
 	Routed time.Duration
+	// AheadMs is the instance's exact queue when the request joined it
+	// (running batch and queued prefill work with their overheads), ms:
+	// the load a dispatch was admitted onto.
+	AheadMs float32
 }
 
 // WeightChange is one step of the weight schedule as it fired.
@@ -88,6 +92,11 @@ type Result struct {
 	// after the cutover; nil without a probe (or when the run ended
 	// before it).
 	Readiness *ReadinessResult
+	// Contended is, by class, the prompt tokens dispatched from a
+	// router's queue while every class had a pick waiting in that queue
+	// (on_saturation: queue; nil otherwise): the split of capacity
+	// between backlogged flows.
+	Contended []uint64
 }
 
 // collector gathers a run's metrics. Not safe for concurrent use.
@@ -126,6 +135,7 @@ func (c *collector) record(r *Request, in *Instance) Record {
 		rec.Hit, rec.Predicted, rec.Recomputed = r.HitTokens, r.PredictedHit, r.Recomputed
 		rec.OwnMs, rec.ChosenEstMs, rec.BestEstMs, rec.Best = r.ownMs, r.estChosen, r.estBest, r.best
 		rec.Routed = r.queued - r.Arrival
+		rec.AheadMs = r.aheadMs
 		rec.PredictedMs = float32(r.PredictedMs)
 	}
 	return rec
@@ -133,6 +143,14 @@ func (c *collector) record(r *Request, in *Instance) Record {
 
 func (c *collector) served(r *Request, in *Instance) {
 	c.res.Records = append(c.res.Records, c.record(r, in))
+}
+
+// contended counts r's prompt tokens in Result.Contended (n classes).
+func (c *collector) contended(n int, r *Request) {
+	if c.res.Contended == nil {
+		c.res.Contended = make([]uint64, n)
+	}
+	c.res.Contended[r.Class] += uint64(r.PromptTokens)
 }
 
 func (c *collector) reject(r *Request) { c.res.Rejected = append(c.res.Rejected, c.record(r, nil)) }
