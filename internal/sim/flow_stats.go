@@ -74,3 +74,31 @@ func ContendedShare(res *Result, c int) (share float64, total uint64) {
 	}
 	return float64(res.Contended[c]) / float64(total), total
 }
+
+// Admission is how far the load that placements in a window joined
+// (Record.AheadMs) went past a queue limit: issue 31's "dispatch never
+// exceeds the saturation limit by more than 5 % between reports". A plain
+// value.
+type Admission struct {
+	Placed int     // placements in the window
+	MaxMs  float64 // the longest exact queue one joined, ms
+	Over5  int     // placements that joined more than 1.05 x the limit
+}
+
+// AdmissionWindow returns the Admission of res's placements in [from, to)
+// against limitMs.
+func AdmissionWindow(res *Result, from, to time.Duration, limitMs float64) Admission {
+	var a Admission
+	for i := range res.Records {
+		r := &res.Records[i]
+		if placed := r.Arrival + r.Routed; placed < from || placed >= to {
+			continue
+		}
+		a.Placed++
+		a.MaxMs = max(a.MaxMs, float64(r.AheadMs))
+		if float64(r.AheadMs) > 1.05*limitMs {
+			a.Over5++
+		}
+	}
+	return a
+}
