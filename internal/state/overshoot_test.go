@@ -73,3 +73,75 @@ func TestDispatchBoundedBetweenReports(t *testing.T) {
 		t.Errorf("picks, max admitted ms, max after ms = %s; want %s (exact for this seed)", got, want)
 	}
 }
+
+// TestKVProjectedBetweenReports: the kv_full check adds the KV blocks of
+// the uncached tokens picked onto an instance since its report (over its
+// kv_capacity_blocks) to the reported usage. Two instances report 50 % of
+// 1000 blocks; cold 1600-token picks take 100 blocks (10 %) each, so each
+// instance takes exactly 5 (admitted at 50–90 %; at 100 % it is kv_full
+// under max_kv_usage 0.95) and the 11th pick finds the pool saturated. A
+// report resets the projection; an instance that reports no capacity is
+// not projected.
+func TestKVProjectedBetweenReports(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		capacity uint64
+		want     int // picks before ErrSaturated (-1: none in 30)
+	}{
+		{"capacity reported", 1000, 10},
+		{"no capacity reported", 0, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, p := newTestPool(t, Limits{})
+			cfg := DefaultConfig()
+			cfg.Policy.OnSaturation = scheduler.SaturationQueue
+			p.SetConfig(cfg)
+			rep := &Report{KVCacheUsage: 0.5, KVCapacityBlocks: tc.capacity, BlockSizeTokens: 16, ReportsCacheEvents: true}
+			sess := []*Session{connect(t, p, t0, "dep", "a", rep), connect(t, p, t0, "dep", "b", rep)}
+			rng := rand.New(rand.NewPCG(31, 6))
+			var pk Pick
+			hashes := make([]uint64, 100)
+			next := uint64(1)
+			picks := func(now time.Time) int {
+				for n := 0; n < 30; n++ {
+					for i := range hashes {
+						hashes[i], next = next, next+1
+					}
+					err := p.Pick(now, &PickInput{Hashes: hashes, PromptTokens: 1600}, rng, &pk)
+					if errors.Is(err, scheduler.ErrSaturated) {
+						if pk.Decision.Excluded[scheduler.ReasonKVFull] != 2 {
+							t.Fatalf("saturated with kv_full %d, want 2", pk.Decision.Excluded[scheduler.ReasonKVFull])
+						}
+						return n
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				return -1
+			}
+			if got := picks(t0); got != tc.want {
+				t.Fatalf("picks before saturation: %d, want %d", got, tc.want)
+			}
+			if tc.want < 0 {
+				return
+			}
+			for _, st := range p.Instances(t0) {
+				if st.AssignedKVBlocks != 500 {
+					t.Errorf("%s: AssignedKVBlocks %d, want 500", st.Instance, st.AssignedKVBlocks)
+				}
+			}
+			// A report of a (the engine has them now: 100 %) leaves it
+			// full; one of 50 % frees it for 5 more.
+			later := t0.Add(50 * time.Millisecond)
+			mustReport(t, sess[0], later, &Report{KVCacheUsage: 1, KVCapacityBlocks: tc.capacity, BlockSizeTokens: 16, ReportsCacheEvents: true})
+			if got := picks(later); got != 0 {
+				t.Errorf("after a's report of 100 %%: %d picks, want 0", got)
+			}
+			mustReport(t, sess[0], later, rep)
+			if got := picks(later); got != 5 {
+				t.Errorf("after a's report of 50 %%: %d picks, want 5", got)
+			}
+		})
+	}
+}
