@@ -56,7 +56,7 @@ func (r *Replica) onEvents(pool, origin string, sentAt time.Time, payloads [][]b
 				r.record(rec, instKey{pool, e.Closed.GetInstanceId()}, data)
 			}
 		case *pb.ClusterEvent_Assigned:
-			p.Assign(e.Assigned.GetInstanceId(), e.Assigned.GetPrefillTokens(), e.Assigned.GetBlockHashes())
+			p.Assign(e.Assigned.GetInstanceId(), e.Assigned.GetPrefillTokens(), e.Assigned.GetKvBlocks(), e.Assigned.GetBlockHashes())
 		case *pb.ClusterEvent_Outcomes:
 			p.ApplyOutcomes(now, outcomesOf(e.Outcomes))
 			freed = true

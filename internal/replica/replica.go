@@ -251,7 +251,7 @@ func (r *Replica) Reported(id state.Identity, m *pb.ReportLoadRequest) {
 func (r *Replica) Picked(pool string, out *state.Pick, hashes []uint64) {
 	d := &out.Decision
 	tokens, ptokens := out.Work()
-	ev := &pb.PickAssigned{InstanceId: out.Snapshot.Instances[d.Instance].ID, PrefillTokens: tokens}
+	ev := &pb.PickAssigned{InstanceId: out.Snapshot.Instances[d.Instance].ID, PrefillTokens: tokens, KvBlocks: out.KVBlocks()}
 	if out.Approximate {
 		ev.BlockHashes = hashes
 	}

@@ -143,7 +143,7 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 	tokens, ptokens := out.Work()
 	p.mu.Lock()
 	p.work.add(now, tokens+ptokens)
-	out.Approximate, out.nodes = p.assign(rec, tokens, out.kvBlocks(), in.Hashes, out.nodes)
+	out.Approximate, out.nodes = p.assign(rec, tokens, out.KVBlocks(), in.Hashes, out.nodes)
 	out.ApproximatePrefill = false
 	if pre := out.Decision.PD.Prefill; out.Decision.PD.Disaggregated() {
 		out.ApproximatePrefill, out.nodes = p.assign(out.recs[pre], ptokens, 0, in.Hashes, out.nodes)
@@ -178,18 +178,18 @@ func (p *Pool) assign(rec *instance, tokens, kvBlocks uint64, hashes []uint64, n
 	return true, nodes
 }
 
-// Assign applies a pick another replica made: tokens of prefill work on
-// instance (its id), and, when the instance reports no cache events, hashes
-// recorded as cached there. An unknown instance is ignored (not reported
+// Assign applies a pick another replica made: tokens of prefill work and
+// kvBlocks KV blocks on instance (its id), and, when the instance reports
+// no cache events, hashes recorded as cached there. An unknown instance is ignored (not reported
 // here yet, or forgotten). Safe for concurrent use.
-func (p *Pool) Assign(instance string, tokens uint64, hashes []uint64) {
+func (p *Pool) Assign(instance string, tokens, kvBlocks uint64, hashes []uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if rec := p.byID[instance]; rec != nil {
 		if !p.work.at.IsZero() {
 			p.work.add(p.work.at, tokens) // dated at this replica's latest pick
 		}
-		p.assign(rec, tokens, 0, hashes, nil)
+		p.assign(rec, tokens, kvBlocks, hashes, nil)
 	}
 }
 
@@ -334,12 +334,12 @@ func (pk *Pick) Work() (decode, prefill uint64) {
 	return uint64(d.Instances[d.Instance].WorkTokens), 0
 }
 
-// kvBlocks returns the KV blocks pk's decision adds to its (decode)
+// KVBlocks returns the KV blocks pk's decision adds to its (decode)
 // instance until the instance's next report: scheduler.KVBlocks of the
 // uncached tokens there, at its block size (the policy's when it reports
 // none). In a disaggregated pick they are the blocks the prefill instance
 // transfers.
-func (pk *Pick) kvBlocks() uint64 {
+func (pk *Pick) KVBlocks() uint64 {
 	i := pk.Decision.Instance
 	bs := pk.Snapshot.Instances[i].BlockSizeTokens
 	if bs == 0 {
