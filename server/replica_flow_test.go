@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -62,5 +63,13 @@ func TestReplicaReportWakesWaitingPicks(t *testing.T) {
 		}
 	case err := <-failed:
 		t.Fatalf("the waiting pick failed: %v", err)
+	}
+	// The pick's 100 uncached tokens are 7 blocks of 16 on both replicas
+	// (r1 from r2's pick event), in ListInstances.
+	for i, r := range []*servertest.Sidecar{r1, r2} {
+		testwait.Eventually(t, fmt.Sprintf("r%d lists the pick's 7 KV blocks", i+1), func() bool {
+			st := instances(r, "m")["a"]
+			return st != nil && st.GetAssignedKvBlocks() == 7
+		})
 	}
 }
