@@ -54,6 +54,10 @@ type InstanceStats struct {
 	Requests, Prefilled, Hit   uint64
 	Batches                    uint64
 	CacheBlocks, CacheCapacity int
+	// PeakKVUsage is the most KV blocks its running and decoding requests
+	// held at once, over its capacity (above 1: the simulated engine does
+	// not refuse work for KV).
+	PeakKVUsage float64
 }
 
 // Result is everything one run measured. It is a plain value once Run has
@@ -188,6 +192,7 @@ func (e *engine) result(wall time.Duration) *Result {
 		st := &res.Instances[i]
 		st.Requests, st.Prefilled, st.Hit, st.Batches = in.Requests, in.Prefilled, in.Hit, in.Batches
 		st.CacheBlocks, st.CacheCapacity = in.cache.Len(), in.cache.Capacity()
+		st.PeakKVUsage = float64(in.peakBlocks) / float64(in.cache.Capacity())
 	}
 	if e.pr != nil {
 		res.Readiness = e.pr.result(res)
