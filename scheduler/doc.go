@@ -36,7 +36,7 @@
 //
 // Instances first pass eligibility checks, in the order of the Reason
 // constants: connected, fresh (ReportAge <= StaleAfter), not draining, not
-// excluded by the request, KVUsage < MaxKVUsage, queue under MaxQueueMs
+// excluded by the request, KVUsage + AssignedKVUsage < MaxKVUsage, queue under MaxQueueMs
 // (when set). The cost of instance i, in ms, is the least-workload view
 //
 //	S_i = prefill_ms(uncached tokens) + queue_ms + batch_wait_ms

@@ -30,7 +30,7 @@ func serveEligibility(p *Policy, in *Instance, queueMs float64) Reason {
 		return ReasonDraining
 	case in.Excluded:
 		return ReasonExcluded
-	case in.KVUsage >= p.MaxKVUsage:
+	case kvFull(p, in):
 		return ReasonKVFull
 	case p.MaxQueueMs > 0 && queueMs > p.MaxQueueMs:
 		return ReasonQueueFull
@@ -86,6 +86,8 @@ func checkInstance(i int, in *Instance, nd int) error {
 		field, value = "QueueMs", in.QueueMs
 	case badFigure(in.KVUsage):
 		field, value = "KVUsage", in.KVUsage
+	case badFigure(in.AssignedKVUsage):
+		field, value = "AssignedKVUsage", in.AssignedKVUsage
 	case in.ReportAge < 0:
 		field, value = "ReportAge", in.ReportAge
 	default:
@@ -109,7 +111,8 @@ func validInstance(in *Instance, nd int) bool {
 	// (the sign bit makes negatives larger): one branch for three figures.
 	const inf = 0x7ff0000000000000
 	return uint(in.Deployment) < uint(nd) && in.MatchedBlocks >= 0 && in.ReportAge >= 0 &&
-		max(math.Float64bits(in.PrefillTokensPerSecond), math.Float64bits(in.QueueMs), math.Float64bits(in.KVUsage)) < inf
+		max(math.Float64bits(in.PrefillTokensPerSecond), math.Float64bits(in.QueueMs), math.Float64bits(in.KVUsage),
+			math.Float64bits(in.AssignedKVUsage)) < inf
 }
 
 // assess runs the first pass over the instances: it validates each, fills its

@@ -25,7 +25,7 @@ const (
 	ReasonUnreachable                      // instance: a gateway could not connect to it (PickService.ReportOutcome)
 	ReasonDraining                         // instance: reported draining
 	ReasonExcluded                         // instance: excluded by the request (retry)
-	ReasonKVFull                           // instance: KVUsage >= Policy.MaxKVUsage
+	ReasonKVFull                           // instance: KVUsage + AssignedKVUsage >= Policy.MaxKVUsage
 	ReasonQueueFull                        // instance: queue_ms > Policy.MaxQueueMs (when set)
 	ReasonThreshold                        // instance, threshold strategy: cost outside the band
 	ReasonNotMinimum                       // instance, argmin strategy: cost above the minimum

@@ -29,7 +29,7 @@ type Summary struct {
 // figures are not valid (see Decide) or its cost can overflow for some
 // request: such an instance needs Decide. p must be valid.
 func Standing(p *Policy, in *Instance) (reason Reason, loadMs float64, ok bool) {
-	if badFigure(in.PrefillTokensPerSecond) || badFigure(in.QueueMs) || badFigure(in.KVUsage) {
+	if badFigure(in.PrefillTokensPerSecond) || badFigure(in.QueueMs) || !validKV(in) {
 		return ReasonNone, 0, false
 	}
 	m := newCostModel(p, &Request{})
@@ -48,7 +48,7 @@ func Standing(p *Policy, in *Instance) (reason Reason, loadMs float64, ok bool) 
 		reason = ReasonUnreachable
 	case in.Draining:
 		reason = ReasonDraining
-	case in.KVUsage >= p.MaxKVUsage:
+	case kvFull(p, in):
 		reason = ReasonKVFull
 	case p.MaxQueueMs > 0 && queue > p.MaxQueueMs:
 		reason = ReasonQueueFull

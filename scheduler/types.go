@@ -69,9 +69,9 @@ type Deployment struct {
 }
 
 // Instance is one model-server instance as the caller sees it at decision
-// time. All load figures are the latest report's, except AssignedTokens. It
-// is a plain value. Every float must be finite and >= 0, every int >= 0,
-// ReportAge >= 0, or Decide returns ErrInvalidSnapshot.
+// time. All load figures are the latest report's, except AssignedTokens and
+// AssignedKVUsage. It is a plain value. Every float must be finite and >= 0,
+// every int >= 0, ReportAge >= 0, or Decide returns ErrInvalidSnapshot.
 type Instance struct {
 	// ID identifies the instance in the audit and in error messages.
 	ID string
@@ -89,9 +89,9 @@ type Instance struct {
 	// Policy.DefaultPrefillTokensPerSecond.
 	PrefillTokensPerSecond float64
 	// QueueMs is the instance's own estimate of its queued and running
-	// prefill work in ms; used only when HasQueueMs.
-	QueueMs    float64
-	HasQueueMs bool
+	// prefill work in ms; used only when HasQueueMs (declared with the
+	// flags below, where it packs with them).
+	QueueMs float64
 	// QueuedPrefillTokens is the prefill work queued or running on the
 	// instance, in tokens; used when HasQueueMs is false.
 	QueuedPrefillTokens uint64
@@ -103,8 +103,17 @@ type Instance struct {
 	// are accepted and count as full). It is not prefix-cache occupancy: a
 	// cache full of evictable blocks is not in use and must report low.
 	KVUsage float64
+	// AssignedKVUsage is the fraction of the instance's KV blocks that the
+	// picks the router assigned to it since its last report will take
+	// (AssignedKVUsage of the KVBlocks of their uncached tokens); the
+	// kv_full check reads KVUsage + AssignedKVUsage, so KV-bound pools do
+	// not overshoot between reports. 0 when not projected.
+	AssignedKVUsage float64
 	// ReportAge is the time since the instance's last report.
 	ReportAge time.Duration
+	// HasQueueMs is true when QueueMs is the instance's own estimate;
+	// otherwise QueuedPrefillTokens is used.
+	HasQueueMs bool
 	// Disconnected is true when the instance's report stream is closed.
 	Disconnected bool
 	// Draining is true when the instance said it is draining.

@@ -126,7 +126,7 @@ func (as *adminService) ListInstances(ctx context.Context, req *pb.ListInstances
 			QueuedPrefillTokens: in.Last.QueuedPrefillTokens, KvCacheUsage: in.Last.KVCacheUsage,
 			KvCapacityBlocks: in.Last.KVCapacityBlocks, PrefillTokensPerSecond: in.Last.PrefillTokensPerSecond,
 			BlockSizeTokens: in.Last.BlockSizeTokens, ReportsCacheEvents: in.Last.ReportsCacheEvents,
-			CachedBlocks: uint64(in.CachedBlocks), AssignedTokens: in.AssignedTokens,
+			CachedBlocks: uint64(in.CachedBlocks), AssignedTokens: in.AssignedTokens, AssignedKvBlocks: in.AssignedKVBlocks,
 			UnreachableBackoffLeftMs: float64(in.BackoffLeft.Microseconds()) / 1000, Role: protoconv.RoleProto(in.Last.Role),
 		}
 		if in.Last.HasQueueMs {

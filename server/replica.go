@@ -74,7 +74,8 @@ func newReplicator(s *Server, opts Options) (Replicator, error) {
 	if opts.Cluster == nil {
 		return standalone{store: s.store}, nil
 	}
-	r, err := replica.New(replicaHost{s}, replica.Options{Cluster: *opts.Cluster, Logger: opts.Logger, Now: opts.Now})
+	r, err := replica.New(replicaHost{s}, replica.Options{Cluster: *opts.Cluster, Logger: opts.Logger, Now: opts.Now,
+		Freed: s.flow.Kick}) // another replica's report or outcome may free capacity for picks waiting here
 	if err != nil {
 		return nil, err
 	}

@@ -42,9 +42,15 @@ func (q *Queue) Settle(t *Ticket, how Settlement) *Ticket {
 	switch how {
 	case Saturated:
 		b := q.band(t.item.Priority, true)
-		if f := b.flows[t.item.Flow]; f != nil {
-			f.served -= min(f.served, t.charged)
+		f := b.flows[t.item.Flow]
+		if f == nil {
+			// t was its flow's last ticket: the flow keeps its counter
+			// (a requeue is not a flow that starts waiting).
+			f = t.flow
+			f.band, f.head, f.tail, f.n = b, nil, nil, 0
+			b.flows[f.id] = f
 		}
+		f.served -= min(f.served, t.charged)
 		q.push(b, t, true)
 		q.requeueDeadline(t)
 		q.stats.Requeued++

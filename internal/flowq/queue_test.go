@@ -132,6 +132,40 @@ func TestLateFlowLifted(t *testing.T) {
 	}
 }
 
+// A granted pick that is its flow's only one and finds the pool still
+// saturated goes back with its tokens refunded, as a pick of a longer flow
+// does: its flow keeps its counter (it is not a flow that starts waiting,
+// and is not lifted), so it is still next.
+func TestRequeuedLastTicketRefunded(t *testing.T) {
+	c := testwait.NewClock()
+	q := New(big)
+	for i := 0; i < 10; i++ {
+		mustEnqueue(t, q, c.Now(), Item{Flow: "noisy", Tokens: 100})
+	}
+	drain(q, 3) // noisy has 300 tokens dispatched
+	quiet := mustEnqueue(t, q, c.Now(), Item{Flow: "quiet", Tokens: 100})
+	// quiet starts at noisy's 300; noisy goes first on the tie (older
+	// head), then quiet (300 < 400), whose grant finds the pool saturated.
+	g := q.Kick()
+	<-g.Ready()
+	if g.item.Flow != "noisy" {
+		t.Fatalf("first grant to %s, want noisy", g.item.Flow)
+	}
+	g = q.Settle(g, Dispatched)
+	<-g.Ready()
+	if g != quiet {
+		t.Fatalf("second grant to %s, want quiet", g.item.Flow)
+	}
+	q.Settle(g, Saturated)
+	if f := q.bands[0].flows["quiet"]; f == nil || f.served != 300 {
+		t.Fatalf("quiet's counter after the requeue: %+v, want 300", f)
+	}
+	got := drain(q, 1)
+	if len(got) != 1 || got[0] != quiet {
+		t.Errorf("after the requeue the next grant went to %v, want quiet (300 < noisy's 400)", got)
+	}
+}
+
 func TestTTLExpiry(t *testing.T) {
 	c := testwait.NewClock()
 	q := New(big)

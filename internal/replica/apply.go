@@ -25,6 +25,12 @@ func (r *Replica) onEvents(pool, origin string, sentAt time.Time, payloads [][]b
 	}
 	now := r.now()
 	var ev pb.ClusterEvent
+	freed := false
+	defer func() { // after the unlock below
+		if freed && r.freed != nil {
+			r.freed(pool)
+		}
+	}()
 	r.cu.applyMu.Lock()
 	defer r.cu.applyMu.Unlock()
 	rec := r.recorded()
@@ -37,6 +43,7 @@ func (r *Replica) onEvents(pool, origin string, sentAt time.Time, payloads [][]b
 		switch e := ev.Event.(type) {
 		case *pb.ClusterEvent_Report:
 			err = r.applyReport(p, now, e.Report)
+			freed = freed || err == nil
 			if len(r.cu.expect) > 0 {
 				r.checkGap(instKey{pool, e.Report.GetInstanceId()}, e.Report.GetSeq())
 			}
@@ -49,9 +56,10 @@ func (r *Replica) onEvents(pool, origin string, sentAt time.Time, payloads [][]b
 				r.record(rec, instKey{pool, e.Closed.GetInstanceId()}, data)
 			}
 		case *pb.ClusterEvent_Assigned:
-			p.Assign(e.Assigned.GetInstanceId(), e.Assigned.GetPrefillTokens(), e.Assigned.GetBlockHashes())
+			p.Assign(e.Assigned.GetInstanceId(), e.Assigned.GetPrefillTokens(), e.Assigned.GetKvBlocks(), e.Assigned.GetBlockHashes())
 		case *pb.ClusterEvent_Outcomes:
 			p.ApplyOutcomes(now, outcomesOf(e.Outcomes))
+			freed = true
 		}
 		if err != nil {
 			r.log.Warn("cluster event not applied", "pool", pool, "origin", origin, "error", err)

@@ -45,15 +45,21 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock of the live state. Default time.Now.
 	Now func() time.Time
+	// Freed, when set, is called with a pool's name after a batch of
+	// another replica's events for it that held a load report or outcomes
+	// is applied, outside the replica's locks: capacity may have freed
+	// (the host wakes the pool's waiting picks). It must not block.
+	Freed func(pool string)
 }
 
 // Replica joins a Host to the other replicas of the cluster through a
 // cluster.Link. Safe for concurrent use.
 type Replica struct {
-	h   Host
-	cfg cluster.Config
-	log *slog.Logger
-	now func() time.Time
+	h     Host
+	cfg   cluster.Config
+	log   *slog.Logger
+	now   func() time.Time
+	freed func(pool string) // Options.Freed, or nil
 
 	link atomic.Pointer[cluster.Link] // nil until the first Dial succeeds
 
@@ -91,7 +97,7 @@ func New(h Host, opts Options) (*Replica, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &Replica{h: h, cfg: opts.Cluster.WithDefaults(), log: opts.Logger, now: opts.Now,
+	r := &Replica{h: h, cfg: opts.Cluster.WithDefaults(), log: opts.Logger, now: opts.Now, freed: opts.Freed,
 		revs: make(map[string]uint64), remote: make(map[instKey]*state.Session), local: make(map[instKey]int),
 		closed: make(chan struct{}), resync: make(chan struct{}, 1)}
 	r.cu.expect = make(map[instKey]uint64)
@@ -245,7 +251,7 @@ func (r *Replica) Reported(id state.Identity, m *pb.ReportLoadRequest) {
 func (r *Replica) Picked(pool string, out *state.Pick, hashes []uint64) {
 	d := &out.Decision
 	tokens, ptokens := out.Work()
-	ev := &pb.PickAssigned{InstanceId: out.Snapshot.Instances[d.Instance].ID, PrefillTokens: tokens}
+	ev := &pb.PickAssigned{InstanceId: out.Snapshot.Instances[d.Instance].ID, PrefillTokens: tokens, KvBlocks: out.KVBlocks()}
 	if out.Approximate {
 		ev.BlockHashes = hashes
 	}

@@ -28,7 +28,7 @@ func (r *Replica) snapshot(pool string) ([]byte, error) {
 		ps := &pb.PoolSnapshot{Pool: p.Name()}
 		for _, e := range p.Export(now) {
 			ps.Instances = append(ps.Instances, &pb.InstanceSnapshot{Last: protoconv.ReportProto(e.Identity, &e.Last),
-				AssignedTokens: e.Assigned, ReportAgeMs: float64(e.ReportAge.Microseconds()) / 1000})
+				AssignedTokens: e.Assigned, AssignedKvBlocks: e.AssignedKV, ReportAgeMs: float64(e.ReportAge.Microseconds()) / 1000})
 		}
 		out.Pools = append(out.Pools, ps)
 	}
@@ -96,7 +96,7 @@ func (r *Replica) importInstance(p *state.Pool, now time.Time, is *pb.InstanceSn
 	if err := reg.ValidateIdentity(id); err != nil {
 		return err
 	}
-	e := state.InstanceExport{Identity: id, Assigned: is.GetAssignedTokens(),
+	e := state.InstanceExport{Identity: id, Assigned: is.GetAssignedTokens(), AssignedKV: is.GetAssignedKvBlocks(),
 		ReportAge: time.Duration(is.GetReportAgeMs() * float64(time.Millisecond))}
 	if err := protoconv.ReportOf(reg, m, &e.Last); err != nil {
 		return err

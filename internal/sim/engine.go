@@ -308,6 +308,7 @@ func (e *engine) hindsight(k int, r *Request) {
 		return in.queueMs(e.now) + float64(in.prefillTime(w))/1e6
 	}
 	chosen := est(e.insts[k])
+	r.aheadMs = float32(e.insts[k].queueMs(e.now))
 	best, bestMs := k, chosen
 	for j, in := range e.insts {
 		if j == k || in.Deployment != e.insts[k].Deployment {

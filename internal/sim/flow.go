@@ -20,6 +20,28 @@ type simQueue struct {
 	reqs map[*flowq.Ticket]*Request
 	ttl  time.Duration
 	gone []*flowq.Ticket // scratch of Expired
+	// waiting counts the waiting requests by class (Result.Contended).
+	waiting []int
+}
+
+// drop forgets t's request, which left the queue, and returns it.
+func (sq *simQueue) drop(t *flowq.Ticket) *Request {
+	r := sq.reqs[t]
+	delete(sq.reqs, t)
+	if r.Class >= 0 && r.Class < len(sq.waiting) {
+		sq.waiting[r.Class]--
+	}
+	return r
+}
+
+// contended reports whether every class has a request waiting.
+func (sq *simQueue) contended() bool {
+	for _, n := range sq.waiting {
+		if n == 0 {
+			return false
+		}
+	}
+	return len(sq.waiting) > 0
 }
 
 // newQueues returns one simQueue per router when rc's variant queues
@@ -31,7 +53,7 @@ func newQueues(rc *runConfig) []*simQueue {
 	qs := make([]*simQueue, rc.routers)
 	for i := range qs {
 		qs[i] = &simQueue{q: flowq.New(flowq.Limits{MaxWaiting: int(rc.policy.QueueMaxWaiting), MaxPerBand: int(rc.policy.QueueMaxPerBand)}),
-			reqs: make(map[*flowq.Ticket]*Request), ttl: rc.policy.QueueTTL}
+			reqs: make(map[*flowq.Ticket]*Request), ttl: rc.policy.QueueTTL, waiting: make([]int, len(rc.sc.Workload.Classes))}
 		qs[i].q.KeepDisplaced()
 	}
 	return qs
@@ -62,10 +84,12 @@ func (e *engine) hold(sq *simQueue, r *Request) {
 		return
 	}
 	sq.reqs[t] = r
+	if r.Class >= 0 && r.Class < len(sq.waiting) {
+		sq.waiting[r.Class]++
+	}
 	sq.gone = sq.q.Displaced(sq.gone[:0])
 	for _, d := range sq.gone {
-		e.m.reject(sq.reqs[d])
-		delete(sq.reqs, d)
+		e.m.reject(sq.drop(d))
 	}
 }
 
@@ -90,8 +114,7 @@ func (e *engine) release() error {
 	for k, sq := range e.queues {
 		sq.gone = sq.q.Expired(epoch.Add(e.now), sq.gone[:0])
 		for _, t := range sq.gone {
-			e.m.reject(sq.reqs[t])
-			delete(sq.reqs, t)
+			e.m.reject(sq.drop(t))
 		}
 		for t := sq.q.Kick(); t != nil; {
 			<-t.Ready()
@@ -107,13 +130,15 @@ func (e *engine) release() error {
 				t = nil
 			case err != nil && (errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrAllWeightsZero) ||
 				errors.Is(err, scheduler.ErrSLOUnattainable)):
-				delete(sq.reqs, t)
-				e.m.reject(r)
+				e.m.reject(sq.drop(t))
 				t = sq.q.Settle(t, flowq.Gone)
 			case err != nil:
 				return fmt.Errorf("pick of queued request %d at %v: %w", r.ID, e.now, err)
 			default:
-				delete(sq.reqs, t)
+				if sq.contended() && r.Class >= 0 && r.Class < len(sq.waiting) {
+					e.m.contended(len(sq.waiting), r)
+				}
+				sq.drop(t)
 				e.place(i, r)
 				t = sq.q.Settle(t, flowq.Dispatched)
 			}

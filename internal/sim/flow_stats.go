@@ -18,6 +18,9 @@ type ClassStats struct {
 	// DispatchedTokens is the prompt tokens of the class's requests placed
 	// on an instance in the window (by the time they were placed).
 	DispatchedTokens uint64
+	// MaxAheadMs is the longest exact queue (Record.AheadMs) one of the
+	// class's requests placed in the window joined, ms.
+	MaxAheadMs float64
 }
 
 // ClassWindow returns each class's ClassStats over arrivals (and, for
@@ -33,6 +36,7 @@ func ClassWindow(res *Result, from, to time.Duration) []ClassStats {
 		r := &res.Records[i]
 		if placed := r.Arrival + r.Routed; placed >= from && placed < to {
 			out[r.Class].DispatchedTokens += uint64(r.Prompt)
+			out[r.Class].MaxAheadMs = max(out[r.Class].MaxAheadMs, float64(r.AheadMs))
 		}
 		if r.Arrival < from || r.Arrival >= to {
 			continue
@@ -56,4 +60,45 @@ func ClassWindow(res *Result, from, to time.Duration) []ClassStats {
 		}
 	}
 	return out
+}
+
+// ContendedShare is class c's share of Result.Contended, the prompt tokens
+// dispatched while every class had a pick waiting, and their total; 0, 0
+// when none were.
+func ContendedShare(res *Result, c int) (share float64, total uint64) {
+	for _, n := range res.Contended {
+		total += n
+	}
+	if total == 0 || c < 0 || c >= len(res.Contended) {
+		return 0, total
+	}
+	return float64(res.Contended[c]) / float64(total), total
+}
+
+// Admission is how far the load that placements in a window joined
+// (Record.AheadMs) went past a queue limit: issue 31's "dispatch never
+// exceeds the saturation limit by more than 5 % between reports". A plain
+// value.
+type Admission struct {
+	Placed int     // placements in the window
+	MaxMs  float64 // the longest exact queue one joined, ms
+	Over5  int     // placements that joined more than 1.05 x the limit
+}
+
+// AdmissionWindow returns the Admission of res's placements in [from, to)
+// against limitMs.
+func AdmissionWindow(res *Result, from, to time.Duration, limitMs float64) Admission {
+	var a Admission
+	for i := range res.Records {
+		r := &res.Records[i]
+		if placed := r.Arrival + r.Routed; placed < from || placed >= to {
+			continue
+		}
+		a.Placed++
+		a.MaxMs = max(a.MaxMs, float64(r.AheadMs))
+		if float64(r.AheadMs) > 1.05*limitMs {
+			a.Over5++
+		}
+	}
+	return a
 }

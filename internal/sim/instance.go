@@ -41,6 +41,7 @@ type Instance struct {
 	promptQueue  bool    // report the queue's prompt tokens (spec.QueueReport "prompt")
 	decoding     int
 	activeBlocks int
+	peakBlocks   int // the most activeBlocks so far
 
 	// Counters over the run.
 	Requests, Prefilled, Hit uint64
@@ -127,6 +128,7 @@ func (in *Instance) startBatch(now time.Duration) (time.Duration, bool) {
 		work += w
 		in.batch = append(in.batch, r)
 		in.activeBlocks += len(r.Hashes) + len(r.DecodeHashes)
+		in.peakBlocks = max(in.peakBlocks, in.activeBlocks)
 	}
 	if in.head == len(in.queue) {
 		in.queue, in.head = in.queue[:0], 0
@@ -252,6 +254,9 @@ func (in *Instance) report(now time.Duration, rep *state.Report) {
 		KVCapacityBlocks:       uint64(in.cache.Capacity()),
 		PrefillTokensPerSecond: in.spec.PrefillTokensPerSecond, BlockSizeTokens: uint32(in.bs),
 		ReportsCacheEvents: in.track,
+	}
+	if in.spec.NoKVCapacity {
+		rep.KVCapacityBlocks = 0
 	}
 	if in.track {
 		rep.Stored, rep.Removed = in.events.drain(stored, removed)

@@ -36,6 +36,10 @@ type Record struct {
 	// run's Pick round trip and scheduling, a replayed RouteDelays entry,
 	// else 0.
 	Routed time.Duration
+	// AheadMs is the instance's exact queue when the request joined it
+	// (running batch and queued prefill work with their overheads), ms:
+	// the load a dispatch was admitted onto.
+	AheadMs float32
 }
 
 // WeightChange is one step of the weight schedule as it fired.
@@ -50,6 +54,10 @@ type InstanceStats struct {
 	Requests, Prefilled, Hit   uint64
 	Batches                    uint64
 	CacheBlocks, CacheCapacity int
+	// PeakKVUsage is the most KV blocks its running and decoding requests
+	// held at once, over its capacity (above 1: the simulated engine does
+	// not refuse work for KV).
+	PeakKVUsage float64
 }
 
 // Result is everything one run measured. It is a plain value once Run has
@@ -88,6 +96,11 @@ type Result struct {
 	// after the cutover; nil without a probe (or when the run ended
 	// before it).
 	Readiness *ReadinessResult
+	// Contended is, by class, the prompt tokens dispatched from a
+	// router's queue while every class had a pick waiting in that queue
+	// (on_saturation: queue; nil otherwise): the split of capacity
+	// between backlogged flows.
+	Contended []uint64
 }
 
 // collector gathers a run's metrics. Not safe for concurrent use.
@@ -126,6 +139,7 @@ func (c *collector) record(r *Request, in *Instance) Record {
 		rec.Hit, rec.Predicted, rec.Recomputed = r.HitTokens, r.PredictedHit, r.Recomputed
 		rec.OwnMs, rec.ChosenEstMs, rec.BestEstMs, rec.Best = r.ownMs, r.estChosen, r.estBest, r.best
 		rec.Routed = r.queued - r.Arrival
+		rec.AheadMs = r.aheadMs
 		rec.PredictedMs = float32(r.PredictedMs)
 	}
 	return rec
@@ -133,6 +147,14 @@ func (c *collector) record(r *Request, in *Instance) Record {
 
 func (c *collector) served(r *Request, in *Instance) {
 	c.res.Records = append(c.res.Records, c.record(r, in))
+}
+
+// contended counts r's prompt tokens in Result.Contended (n classes).
+func (c *collector) contended(n int, r *Request) {
+	if c.res.Contended == nil {
+		c.res.Contended = make([]uint64, n)
+	}
+	c.res.Contended[r.Class] += uint64(r.PromptTokens)
 }
 
 func (c *collector) reject(r *Request) { c.res.Rejected = append(c.res.Rejected, c.record(r, nil)) }
@@ -170,6 +192,7 @@ func (e *engine) result(wall time.Duration) *Result {
 		st := &res.Instances[i]
 		st.Requests, st.Prefilled, st.Hit, st.Batches = in.Requests, in.Prefilled, in.Hit, in.Batches
 		st.CacheBlocks, st.CacheCapacity = in.cache.Len(), in.cache.Capacity()
+		st.PeakKVUsage = float64(in.peakBlocks) / float64(in.cache.Capacity())
 	}
 	if e.pr != nil {
 		res.Readiness = e.pr.result(res)

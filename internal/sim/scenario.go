@@ -119,6 +119,10 @@ type DeploymentSpec struct {
 	// were queued) or "prompt" (their whole prompts, as an engine that
 	// looks up its cache only when it schedules a request reports it).
 	QueueReport string `yaml:"queue_report"`
+	// NoKVCapacity makes the instances report no kv_capacity_blocks: the
+	// router then cannot project their KV use between reports
+	// (docs/flow-control.md). Default false.
+	NoKVCapacity bool `yaml:"no_kv_capacity"`
 }
 
 // WeightStep sets the deployment weights from At on.

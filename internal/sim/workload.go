@@ -165,6 +165,7 @@ type Request struct {
 	// hindsight (see engine.hindsight) and the own prefill time, ms.
 	best                      int32
 	estChosen, estBest, ownMs float32
+	aheadMs                   float32 // the instance's exact queue when it was queued, ms
 	// The pick's features for the fit of Variant.Outcomes (outcomes.go).
 	sample     calib.Sample
 	deployment string

@@ -6,10 +6,12 @@ import "time"
 // carries it: its identity, its last report with its whole cache (oldest
 // block first) as Stored, the work assigned since, and the report's age.
 type InstanceExport struct {
-	Identity  Identity
-	Last      Report
-	Assigned  uint64
-	ReportAge time.Duration
+	Identity Identity
+	Last     Report
+	Assigned uint64
+	// AssignedKV is the KV blocks of the picks assigned since.
+	AssignedKV uint64
+	ReportAge  time.Duration
 }
 
 // Export returns every connected, reported instance of the pool at now,
@@ -24,7 +26,7 @@ func (p *Pool) Export(now time.Time) []InstanceExport {
 		if !in.connected || !in.reported {
 			continue
 		}
-		e := InstanceExport{Identity: in.id, Last: in.last, Assigned: in.assigned, ReportAge: max(0, now.Sub(in.lastReport))}
+		e := InstanceExport{Identity: in.id, Last: in.last, Assigned: in.assigned, AssignedKV: in.assignedKV, ReportAge: max(0, now.Sub(in.lastReport))}
 		e.Last.Stored = in.cache.oldest(make([]uint64, 0, in.cache.Len()), in.cache.Len())
 		e.Last.Removed, e.Last.CacheCleared = nil, true
 		out = append(out, e)
@@ -40,6 +42,6 @@ func (s *Session) Import(now time.Time, e *InstanceExport) error {
 	if err := s.Report(now.Add(-e.ReportAge), &e.Last); err != nil {
 		return err
 	}
-	s.pool.Assign(e.Identity.Instance, e.Assigned, nil)
+	s.pool.Assign(e.Identity.Instance, e.Assigned, e.AssignedKV, nil)
 	return nil
 }

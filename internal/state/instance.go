@@ -49,6 +49,7 @@ type instance struct {
 	disconnectedAt time.Time
 	session        *Session
 	assigned       uint64 // prefill work (scheduler.WorkTokens) picked onto it since its last report
+	assignedKV     uint64 // KV blocks of the uncached tokens picked onto it since (scheduler.KVBlocks)
 	ledger         ledger // its latest picks, for the queue estimate
 	cache          *blockLRU
 	// unreachable: a gateway reported a failed connect at unreachableAt
@@ -191,7 +192,7 @@ func (p *Pool) report(s *Session, now time.Time, rep *Report) error {
 	in.last.Stored, in.last.Removed = nil, nil
 	in.reported = true
 	in.lastReport = now
-	in.assigned = 0
+	in.assigned, in.assignedKV = 0, 0
 	if in.unreachable && now.Sub(in.unreachableAt) >= UnreachableBackoff {
 		in.unreachable = false
 	}

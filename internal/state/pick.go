@@ -143,27 +143,32 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 	tokens, ptokens := out.Work()
 	p.mu.Lock()
 	p.work.add(now, tokens+ptokens)
-	out.Approximate, out.nodes = p.assign(rec, tokens, in.Hashes, out.nodes)
+	out.Approximate, out.nodes = p.assign(rec, tokens, out.KVBlocks(), in.Hashes, out.nodes)
 	out.ApproximatePrefill = false
 	if pre := out.Decision.PD.Prefill; out.Decision.PD.Disaggregated() {
-		out.ApproximatePrefill, out.nodes = p.assign(out.recs[pre], ptokens, in.Hashes, out.nodes)
+		out.ApproximatePrefill, out.nodes = p.assign(out.recs[pre], ptokens, 0, in.Hashes, out.nodes)
 	}
 	p.mu.Unlock()
 	p.tracker.Record(now, in.Hashes, in.PromptTokens, &out.Snapshot, &out.Decision)
 	return nil
 }
 
-// assign accounts for tokens of prefill work picked onto rec and, when rec
-// reports no cache events, records hashes as cached there. It reports
-// whether it recorded them; nodes is scratch. Called with p.mu held; a rec
-// forgotten since the snapshot is left alone.
-func (p *Pool) assign(rec *instance, tokens uint64, hashes []uint64, nodes []uint32) (bool, []uint32) {
+// assign accounts for tokens of prefill work and kvBlocks KV blocks picked
+// onto rec and, when rec reports no cache events, records hashes as cached
+// there. It reports whether it recorded them; nodes is scratch. Called with
+// p.mu held; a rec forgotten since the snapshot is left alone.
+func (p *Pool) assign(rec *instance, tokens, kvBlocks uint64, hashes []uint64, nodes []uint32) (bool, []uint32) {
 	if p.slots[rec.slot] != rec {
 		return false, nodes
 	}
 	rec.assigned += tokens
 	rec.ledger.add(tokens)
-	p.tmpl[rec.ord].AssignedTokens = rec.assigned
+	si := &p.tmpl[rec.ord]
+	si.AssignedTokens = rec.assigned
+	if kvBlocks > 0 {
+		rec.assignedKV += kvBlocks
+		si.AssignedKVUsage = scheduler.AssignedKVUsage(rec.assignedKV, rec.last.KVCapacityBlocks)
+	}
 	p.syncStanding(rec.ord)
 	if rec.last.ReportsCacheEvents {
 		return false, nodes
@@ -173,18 +178,18 @@ func (p *Pool) assign(rec *instance, tokens uint64, hashes []uint64, nodes []uin
 	return true, nodes
 }
 
-// Assign applies a pick another replica made: tokens of prefill work on
-// instance (its id), and, when the instance reports no cache events, hashes
-// recorded as cached there. An unknown instance is ignored (not reported
+// Assign applies a pick another replica made: tokens of prefill work and
+// kvBlocks KV blocks on instance (its id), and, when the instance reports
+// no cache events, hashes recorded as cached there. An unknown instance is ignored (not reported
 // here yet, or forgotten). Safe for concurrent use.
-func (p *Pool) Assign(instance string, tokens uint64, hashes []uint64) {
+func (p *Pool) Assign(instance string, tokens, kvBlocks uint64, hashes []uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if rec := p.byID[instance]; rec != nil {
 		if !p.work.at.IsZero() {
 			p.work.add(p.work.at, tokens) // dated at this replica's latest pick
 		}
-		p.assign(rec, tokens, hashes, nil)
+		p.assign(rec, tokens, kvBlocks, hashes, nil)
 	}
 }
 
@@ -327,4 +332,18 @@ func (pk *Pick) Work() (decode, prefill uint64) {
 		return 0, uint64(d.Instances[pre].WorkTokens)
 	}
 	return uint64(d.Instances[d.Instance].WorkTokens), 0
+}
+
+// KVBlocks returns the KV blocks pk's decision adds to its (decode)
+// instance until the instance's next report: scheduler.KVBlocks of the
+// uncached tokens there, at its block size (the policy's when it reports
+// none). In a disaggregated pick they are the blocks the prefill instance
+// transfers.
+func (pk *Pick) KVBlocks() uint64 {
+	i := pk.Decision.Instance
+	bs := pk.Snapshot.Instances[i].BlockSizeTokens
+	if bs == 0 {
+		bs = pk.Config.Policy.BlockSizeTokens
+	}
+	return scheduler.KVBlocks(pk.Decision.Instances[i].UncachedTokens, bs)
 }

@@ -140,6 +140,7 @@ func (p *Pool) syncReport(in *instance) {
 	si.HasQueueMs = l.HasQueueMs
 	si.AssignedTokens = in.assigned
 	si.KVUsage = l.KVCacheUsage
+	si.AssignedKVUsage = scheduler.AssignedKVUsage(in.assignedKV, l.KVCapacityBlocks)
 	si.Draining = l.Draining
 	si.Role = l.Role
 	si.Unreachable = in.unreachable

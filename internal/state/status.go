@@ -44,6 +44,10 @@ type InstanceStatus struct {
 	CachedBlocks int
 	// AssignedTokens is the prefill work picked onto it since its last report.
 	AssignedTokens uint64
+	// AssignedKVBlocks is the KV blocks of the uncached tokens picked onto
+	// it since its last report (added to its KV usage in the kv_full check
+	// when it reports kv_capacity_blocks).
+	AssignedKVBlocks uint64
 	// BackoffLeft, for a StateUnreachable instance, is how long until a
 	// load report may end the exclusion (UnreachableBackoff after the
 	// failed connect); 0 when its next report will.
@@ -60,7 +64,7 @@ func (p *Pool) Instances(now time.Time) []InstanceStatus {
 	for i, in := range p.order {
 		st, age := in.state(now, stale)
 		out[i] = InstanceStatus{Identity: in.id, State: st, ReportAge: age, Last: in.last,
-			CachedBlocks: in.cache.Len(), AssignedTokens: in.assigned}
+			CachedBlocks: in.cache.Len(), AssignedTokens: in.assigned, AssignedKVBlocks: in.assignedKV}
 		if st == StateUnreachable {
 			out[i].BackoffLeft = max(0, UnreachableBackoff-now.Sub(in.unreachableAt))
 		}

@@ -1021,9 +1021,13 @@ type InstanceStatus struct {
 	UnreachableBackoffLeftMs float64 `protobuf:"fixed64,18,opt,name=unreachable_backoff_left_ms,json=unreachableBackoffLeftMs,proto3" json:"unreachable_backoff_left_ms,omitempty"`
 	// role is the prefill/decode role of its latest report
 	// (docs/disaggregation.md); unspecified means both.
-	Role          PdRole `protobuf:"varint,30,opt,name=role,proto3,enum=prefixroute.v1.PdRole" json:"role,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Role PdRole `protobuf:"varint,30,opt,name=role,proto3,enum=prefixroute.v1.PdRole" json:"role,omitempty"`
+	// assigned_kv_blocks is the KV blocks of the uncached tokens picked onto
+	// it since its last report (by any replica), added to kv_cache_usage
+	// over kv_capacity_blocks in the kv_full check.
+	AssignedKvBlocks uint64 `protobuf:"varint,45,opt,name=assigned_kv_blocks,json=assignedKvBlocks,proto3" json:"assigned_kv_blocks,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *InstanceStatus) Reset() {
@@ -1187,6 +1191,13 @@ func (x *InstanceStatus) GetRole() PdRole {
 		return x.Role
 	}
 	return PdRole_PD_ROLE_UNSPECIFIED
+}
+
+func (x *InstanceStatus) GetAssignedKvBlocks() uint64 {
+	if x != nil {
+		return x.AssignedKvBlocks
+	}
+	return 0
 }
 
 type ListPoolsRequest struct {
@@ -1538,7 +1549,7 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\x14ListInstancesRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\"U\n" +
 	"\x15ListInstancesResponse\x12<\n" +
-	"\tinstances\x18\x01 \x03(\v2\x1e.prefixroute.v1.InstanceStatusR\tinstances\"\xbc\x06\n" +
+	"\tinstances\x18\x01 \x03(\v2\x1e.prefixroute.v1.InstanceStatusR\tinstances\"\xea\x06\n" +
 	"\x0eInstanceStatus\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1e\n" +
@@ -1562,7 +1573,8 @@ const file_prefixroute_v1_admin_proto_rawDesc = "" +
 	"\rcached_blocks\x18\x10 \x01(\x04R\fcachedBlocks\x12'\n" +
 	"\x0fassigned_tokens\x18\x11 \x01(\x04R\x0eassignedTokens\x12=\n" +
 	"\x1bunreachable_backoff_left_ms\x18\x12 \x01(\x01R\x18unreachableBackoffLeftMs\x12*\n" +
-	"\x04role\x18\x1e \x01(\x0e2\x16.prefixroute.v1.PdRoleR\x04roleB\v\n" +
+	"\x04role\x18\x1e \x01(\x0e2\x16.prefixroute.v1.PdRoleR\x04role\x12,\n" +
+	"\x12assigned_kv_blocks\x18- \x01(\x04R\x10assignedKvBlocksB\v\n" +
 	"\t_queue_ms\"\x12\n" +
 	"\x10ListPoolsRequest\"F\n" +
 	"\x11ListPoolsResponse\x121\n" +

@@ -318,7 +318,10 @@ type PickAssigned struct {
 	PrefillTokens uint64 `protobuf:"varint,2,opt,name=prefill_tokens,json=prefillTokens,proto3" json:"prefill_tokens,omitempty"`
 	// block_hashes are the request's hashes, set only when the instance does
 	// not report cache events (the approximate index records them).
-	BlockHashes   []uint64 `protobuf:"varint,3,rep,packed,name=block_hashes,json=blockHashes,proto3" json:"block_hashes,omitempty"`
+	BlockHashes []uint64 `protobuf:"varint,3,rep,packed,name=block_hashes,json=blockHashes,proto3" json:"block_hashes,omitempty"`
+	// kv_blocks is the KV blocks of its uncached prompt tokens, added to
+	// its projected KV usage until its next report (flow control, issue 31).
+	KvBlocks      uint64 `protobuf:"varint,45,opt,name=kv_blocks,json=kvBlocks,proto3" json:"kv_blocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -372,6 +375,13 @@ func (x *PickAssigned) GetBlockHashes() []uint64 {
 		return x.BlockHashes
 	}
 	return nil
+}
+
+func (x *PickAssigned) GetKvBlocks() uint64 {
+	if x != nil {
+		return x.KvBlocks
+	}
+	return 0
 }
 
 // PoolSnapshots answers a late replica's snapshot request: every live
@@ -480,9 +490,11 @@ type InstanceSnapshot struct {
 	Last           *ReportLoadRequest     `protobuf:"bytes,1,opt,name=last,proto3" json:"last,omitempty"`
 	AssignedTokens uint64                 `protobuf:"varint,2,opt,name=assigned_tokens,json=assignedTokens,proto3" json:"assigned_tokens,omitempty"`
 	// report_age_ms: how old the last report was when the snapshot was taken.
-	ReportAgeMs   float64 `protobuf:"fixed64,3,opt,name=report_age_ms,json=reportAgeMs,proto3" json:"report_age_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReportAgeMs float64 `protobuf:"fixed64,3,opt,name=report_age_ms,json=reportAgeMs,proto3" json:"report_age_ms,omitempty"`
+	// assigned_kv_blocks is the KV blocks of the picks assigned since.
+	AssignedKvBlocks uint64 `protobuf:"varint,45,opt,name=assigned_kv_blocks,json=assignedKvBlocks,proto3" json:"assigned_kv_blocks,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *InstanceSnapshot) Reset() {
@@ -536,6 +548,13 @@ func (x *InstanceSnapshot) GetReportAgeMs() float64 {
 	return 0
 }
 
+func (x *InstanceSnapshot) GetAssignedKvBlocks() uint64 {
+	if x != nil {
+		return x.AssignedKvBlocks
+	}
+	return 0
+}
+
 var File_prefixroute_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_cluster_proto_rawDesc = "" +
@@ -554,21 +573,23 @@ const file_prefixroute_v1_cluster_proto_rawDesc = "" +
 	"\rResendRequest:\x02\x18\x01\"1\n" +
 	"\x0eInstanceClosed\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
-	"instanceId\"y\n" +
+	"instanceId\"\x96\x01\n" +
 	"\fPickAssigned\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12%\n" +
 	"\x0eprefill_tokens\x18\x02 \x01(\x04R\rprefillTokens\x12!\n" +
-	"\fblock_hashes\x18\x03 \x03(\x04R\vblockHashes\"C\n" +
+	"\fblock_hashes\x18\x03 \x03(\x04R\vblockHashes\x12\x1b\n" +
+	"\tkv_blocks\x18- \x01(\x04R\bkvBlocks\"C\n" +
 	"\rPoolSnapshots\x122\n" +
 	"\x05pools\x18\x01 \x03(\v2\x1c.prefixroute.v1.PoolSnapshotR\x05pools\"b\n" +
 	"\fPoolSnapshot\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12>\n" +
-	"\tinstances\x18\x02 \x03(\v2 .prefixroute.v1.InstanceSnapshotR\tinstances\"\x96\x01\n" +
+	"\tinstances\x18\x02 \x03(\v2 .prefixroute.v1.InstanceSnapshotR\tinstances\"\xc4\x01\n" +
 	"\x10InstanceSnapshot\x125\n" +
 	"\x04last\x18\x01 \x01(\v2!.prefixroute.v1.ReportLoadRequestR\x04last\x12'\n" +
 	"\x0fassigned_tokens\x18\x02 \x01(\x04R\x0eassignedTokens\x12\"\n" +
-	"\rreport_age_ms\x18\x03 \x01(\x01R\vreportAgeMsB\xc0\x01\n" +
+	"\rreport_age_ms\x18\x03 \x01(\x01R\vreportAgeMs\x12,\n" +
+	"\x12assigned_kv_blocks\x18- \x01(\x04R\x10assignedKvBlocksB\xc0\x01\n" +
 	"\x12com.prefixroute.v1B\fClusterProtoP\x01ZCgithub.com/prefixroute/prefixroute/api/prefixroute/v1;prefixroutev1\xa2\x02\x03PXX\xaa\x02\x0ePrefixroute.V1\xca\x02\x0ePrefixroute\\V1\xe2\x02\x1aPrefixroute\\V1\\GPBMetadata\xea\x02\x0fPrefixroute::V1b\x06proto3"
 
 var (
