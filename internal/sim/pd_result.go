@@ -24,6 +24,12 @@ type PDRun struct {
 	// TTFT: arrival to the first decode step on the decode instance
 	// (prefill queue and batch, KV transfer, decode slot wait).
 	TTFTP50Ms, TTFTP99Ms, TTFTMeanMs float64
+	// ExcessP99Ms is the 99th percentile of TTFT less the request's own
+	// prefill compute (its work at the throughput of the instance that
+	// prefilled it): queueing, batch overheads, transfer and slot wait,
+	// what routing can change. OwnP99Ms is the 99th percentile of that own
+	// compute.
+	ExcessP99Ms, OwnP99Ms float64
 	// TPOT is each request's decode time over its output tokens (requests
 	// with output); NominalTPOTMs its mean without stalls.
 	TPOTMeanMs, TPOTP99Ms, NominalTPOTMs float64
@@ -53,7 +59,9 @@ type PDRecord struct {
 	// Transfer is the tokens moved to the decode instance.
 	Transfer                   uint32
 	TTFTMs, SlotWaitMs, TPOTMs float64
-	StallMs                    float64
+	// OwnMs is its own prefill compute where it was prefilled.
+	OwnMs   float64
+	StallMs float64
 }
 
 // result summarises the finished requests.
@@ -64,7 +72,7 @@ func (e *pdEngine) result(variant string, wall time.Duration) *PDRun {
 	}
 	out := &PDRun{Variant: variant, Decider: e.decider, Seed: seed, Rejected: len(e.m.res.Rejected),
 		Reasons: map[string]int{}, Wall: wall}
-	var ttft, tpot, wait []float64
+	var ttft, tpot, wait, excess, own []float64
 	var nominal, stall float64
 	stalled, decoded := 0, 0
 	for _, pr := range e.done {
@@ -79,7 +87,10 @@ func (e *pdEngine) result(variant string, wall time.Duration) *PDRun {
 		rec := PDRecord{ID: r.ID, Decode: e.insts[pr.decode].ID, Prefill: e.insts[pr.prefill].ID, Remote: pr.remote,
 			Transfer: pr.transfer, TTFTMs: pdMs(pr.decodeStart - r.Arrival), StallMs: pdMs(pr.stall),
 			SlotWaitMs: pdMs(pr.decodeStart - r.FirstToken - e.sc.PD.transfer(pr.transfer))}
+		rec.OwnMs = float64(r.ownMs)
 		ttft = append(ttft, rec.TTFTMs)
+		excess = append(excess, rec.TTFTMs-rec.OwnMs)
+		own = append(own, rec.OwnMs)
 		wait = append(wait, rec.SlotWaitMs)
 		if r.OutputTokens == 0 {
 			out.Records = append(out.Records, rec)
@@ -97,6 +108,9 @@ func (e *pdEngine) result(variant string, wall time.Duration) *PDRun {
 	slices.Sort(ttft)
 	slices.Sort(tpot)
 	slices.Sort(wait)
+	slices.Sort(excess)
+	slices.Sort(own)
+	out.ExcessP99Ms, out.OwnP99Ms = percentile(excess, 0.99), percentile(own, 0.99)
 	out.TTFTP50Ms, out.TTFTP99Ms, out.TTFTMeanMs = percentile(ttft, 0.5), percentile(ttft, 0.99), pdMean(ttft)
 	out.TPOTMeanMs, out.TPOTP99Ms = pdMean(tpot), percentile(tpot, 0.99)
 	out.SlotWaitP99Ms = percentile(wait, 0.99)

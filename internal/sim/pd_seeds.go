@@ -16,6 +16,7 @@ type PDSummary struct {
 	// RemoteShare is Remote / Requests.
 	RemoteShare                                  float64
 	TTFTP50Ms, TTFTP99Ms, TTFTMeanMs             float64
+	ExcessP99Ms, OwnP99Ms                        float64
 	TPOTMeanMs, TPOTP99Ms, NominalTPOTMs         float64
 	StallMsPerToken, StalledShare, SlotWaitP99Ms float64
 	PrefillBusy, LocalBusy                       float64
@@ -76,6 +77,8 @@ func RunPDSeeds(sc *PDScenario, variants []string, seeds []uint64, duration time
 			TTFTP50Ms:       med(func(r *PDRun) float64 { return r.TTFTP50Ms }),
 			TTFTP99Ms:       med(func(r *PDRun) float64 { return r.TTFTP99Ms }),
 			TTFTMeanMs:      med(func(r *PDRun) float64 { return r.TTFTMeanMs }),
+			ExcessP99Ms:     med(func(r *PDRun) float64 { return r.ExcessP99Ms }),
+			OwnP99Ms:        med(func(r *PDRun) float64 { return r.OwnP99Ms }),
 			TPOTMeanMs:      med(func(r *PDRun) float64 { return r.TPOTMeanMs }),
 			TPOTP99Ms:       med(func(r *PDRun) float64 { return r.TPOTP99Ms }),
 			NominalTPOTMs:   med(func(r *PDRun) float64 { return r.NominalTPOTMs }),

@@ -151,3 +151,49 @@ func TestPDPhysics(t *testing.T) {
 }
 
 func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
+
+// TestPDMooncakeSeeded runs the first 60 s of pd-mooncake with seed 2
+// under each decider: every variant sees the same 122 requests (after
+// the warmup) and the same router decisions up to its own overrides'
+// effects; the figures are exact for the seed.
+func TestPDMooncakeSeeded(t *testing.T) {
+	sc, err := LoadPDScenario("testdata/pd-mooncake.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		variant                        string
+		requests, remote, routerRemote int
+		reasons                        map[string]int
+		p50, p99, stall                float64
+	}{
+		{"ours", 122, 77, 77, map[string]int{"below_threshold": 16, "disaggregated": 77, "local_cheaper": 29}, 688.325, 21201.06, 0.734},
+		{"always", 122, 122, 71, map[string]int{"below_threshold": 16, "disaggregated": 71, "local_cheaper": 35}, 1285.597, 21264.963, 0},
+		{"llm-d", 122, 122, 71, map[string]int{"below_threshold": 16, "disaggregated": 71, "local_cheaper": 35}, 1285.597, 21264.963, 0},
+		{"dynamo", 122, 92, 71, map[string]int{"below_threshold": 16, "disaggregated": 71, "local_cheaper": 35}, 996.329, 21201.06, 0.157},
+	}
+	for _, c := range cases {
+		t.Run(c.variant, func(t *testing.T) {
+			r, err := RunPD(sc, c.variant, RunOptions{Seed: 2, Duration: 60 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Requests != c.requests || r.Remote != c.remote || r.RouterRemote != c.routerRemote {
+				t.Errorf("requests %d, remote %d, router remote %d; want %d, %d, %d",
+					r.Requests, r.Remote, r.RouterRemote, c.requests, c.remote, c.routerRemote)
+			}
+			if len(r.Reasons) != len(c.reasons) {
+				t.Errorf("reasons %v, want %v", r.Reasons, c.reasons)
+			}
+			for k, n := range c.reasons {
+				if r.Reasons[k] != n {
+					t.Errorf("reasons %v, want %v", r.Reasons, c.reasons)
+					break
+				}
+			}
+			if got := [3]float64{round3(r.TTFTP50Ms), round3(r.TTFTP99Ms), round3(r.StallMsPerToken)}; got != [3]float64{c.p50, c.p99, c.stall} {
+				t.Errorf("TTFT p50, p99, stall %v; want %v", got, [3]float64{c.p50, c.p99, c.stall})
+			}
+		})
+	}
+}
