@@ -42,6 +42,11 @@ func TestDependencyRules(t *testing.T) {
 		{"../server", []string{module + "daemon", module + "frontend/"}},
 		// The report engine knows the router only through report.Host.
 		{"../internal/report", []string{module + "server", module + "daemon", module + "frontend"}},
+		// The outcome book, the fits and the waiting room are the router's
+		// parts, below the gRPC layer.
+		{"../internal/pickbook", []string{module + "server", module + "daemon", module + "frontend"}},
+		{"../internal/calib", []string{module + "server", module + "daemon", module + "frontend"}},
+		{"../internal/flowq", []string{module + "server", module + "daemon", module + "frontend"}},
 		{"../cmd/prefixsim", []string{module + "server", module + "daemon", module + "internal/replica",
 			module + "internal/cluster", module + "internal/simlive", "github.com/nats-io"}},
 	} {

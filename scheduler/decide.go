@@ -78,8 +78,11 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 		if err := saturation(p, snap, rng, d); err != nil {
 			return err
 		}
+		if err := decidePD(p, snap, rng, d); err != nil {
+			return err
+		}
 		d.setSLOMet()
-		return decidePD(p, snap, rng, d)
+		return nil
 	}
 	if participating == 0 {
 		instanceWeights(p, snap, d, -1)
@@ -112,8 +115,11 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 			ErrNoEligibleInstance, dep, inst)
 	}
 	d.Deployment, d.Instance = dep, inst
+	if err := decidePD(p, snap, rng, d); err != nil {
+		return err
+	}
 	d.setSLOMet()
-	return decidePD(p, snap, rng, d)
+	return nil
 }
 
 // precheck validates everything but the instances.

@@ -331,3 +331,34 @@ func TestDecidePDProperties(t *testing.T) {
 		}
 	}
 }
+
+// TestDecidePDSLOMet: a disaggregated pick meets a TTFT target by the
+// prefill instance's prediction plus the KV transfer, not by the decode
+// instance's local prefill: local 304.8 ms, remote 204.8 + 10.24 =
+// 215.04 ms.
+func TestDecidePDSLOMet(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		target float64
+		reason scheduler.PDReason
+		met    bool
+	}{
+		{"local misses, remote meets", 250, scheduler.PDDisaggregated, true},
+		{"both miss", 200, scheduler.PDDisaggregated, false},
+		{"both meet", 400, scheduler.PDDisaggregated, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := &scheduler.Snapshot{Deployments: deps(1), Instances: []scheduler.Instance{
+				pdInst("dec", 0, scheduler.RoleDecode, 100, 0), pdInst("p0", 0, scheduler.RolePrefill, 0, 0)}}
+			req := pdReq
+			req.TTFTTargetMs = tt.target
+			var d scheduler.Decision
+			if err := scheduler.Decide(pdPolicy(nil), req, snap, draws(0, 0, 0), &d); err != nil {
+				t.Fatal(err)
+			}
+			if d.PD.Reason != tt.reason || d.SLOMet != tt.met {
+				t.Fatalf("PD %v, SLOMet %v; want %v, %v", d.PD.Reason, d.SLOMet, tt.reason, tt.met)
+			}
+		})
+	}
+}

@@ -75,26 +75,32 @@ const (
 	// SaturationShed returns ErrSaturated so that the caller sheds the
 	// request.
 	SaturationShed
+	// SaturationQueue returns ErrSaturated like SaturationShed; the router
+	// then holds the pick in the pool's waiting room (internal/flowq) until
+	// capacity frees or its deadline passes (flow control,
+	// docs/flow-control.md).
+	SaturationQueue
 	numSaturations
 )
 
 var saturationNames = [numSaturations]string{
 	SaturationLeastLoaded: "least_loaded",
 	SaturationShed:        "shed",
+	SaturationQueue:       "queue",
 }
 
-// String returns "least_loaded" or "shed", and "Saturation(N)" for an
+// String returns "least_loaded", "shed" or "queue", and "Saturation(N)" for an
 // unknown value.
 func (s Saturation) String() string { return nameOf(saturationNames[:], int(s), "Saturation") }
 
-// ParseSaturation parses "least_loaded" or "shed" (case and surrounding
+// ParseSaturation parses "least_loaded", "shed" or "queue" (case and surrounding
 // spaces ignored). Any other string gives an error wrapping
 // ErrInvalidPolicy.
 func ParseSaturation(s string) (Saturation, error) {
 	if i, ok := lookupName(saturationNames[:], s); ok {
 		return Saturation(i), nil
 	}
-	return SaturationLeastLoaded, fmt.Errorf("%w: on_saturation must be shed or least_loaded, got %q", ErrInvalidPolicy, s)
+	return SaturationLeastLoaded, fmt.Errorf("%w: on_saturation must be least_loaded, shed or queue, got %q", ErrInvalidPolicy, s)
 }
 
 // Policy holds every scheduling parameter of a pool. The zero value is not
@@ -182,6 +188,17 @@ type Policy struct {
 	// PDFallback is what a pick does when it would use a prefill instance
 	// and none is eligible. Default PDFallbackLocal.
 	PDFallback PDFallback
+	// QueueTTL is the longest a pick waits under SaturationQueue (the
+	// call's own deadline, when earlier, wins). Default 30s. Range
+	// [10ms, 10m].
+	QueueTTL time.Duration
+	// QueueMaxWaiting is the most picks waiting for the pool in one router
+	// under SaturationQueue; the next is refused (queue_full). Default
+	// 1000. Range [1, 100000].
+	QueueMaxWaiting uint32
+	// QueueMaxPerBand is the most picks waiting in one priority band of
+	// the pool in one router. Default 1000. Range [1, 100000].
+	QueueMaxPerBand uint32
 }
 
 // DefaultPolicy returns the defaults stated on each Policy field. It is safe
@@ -209,6 +226,9 @@ func DefaultPolicy() Policy {
 		PDMinUncachedTokens:           DefaultPDMinUncachedTokens,
 		PDTransferMsPerToken:          DefaultPDTransferMsPerToken,
 		PDFallback:                    PDFallbackLocal,
+		QueueTTL:                      30 * time.Second,
+		QueueMaxWaiting:               1000,
+		QueueMaxPerBand:               1000,
 	}
 }
 
@@ -251,7 +271,10 @@ func (p *Policy) valid() bool {
 		p.Calibration < numCalibrationModes &&
 		p.PDMinUncachedTokens <= MaxPDMinUncachedTokens &&
 		in(p.PDTransferMsPerToken, 0, MaxPDTransferMsPerToken) &&
-		p.PDFallback < numPDFallbacks
+		p.PDFallback < numPDFallbacks &&
+		p.QueueTTL >= MinQueueTTL && p.QueueTTL <= MaxQueueTTL &&
+		p.QueueMaxWaiting >= 1 && p.QueueMaxWaiting <= MaxQueueWaiting &&
+		p.QueueMaxPerBand >= 1 && p.QueueMaxPerBand <= MaxQueueWaiting
 }
 
 // explain returns a *PolicyError listing every invalid field of p, in

@@ -35,7 +35,8 @@ type PolicyField struct {
 	Key  string
 	Kind FieldKind
 	// Unit is the unit of the value as messages print it: "ms", "tokens",
-	// "tokens/s", "blocks", or "" (a plain number, a duration, a name).
+	// "tokens/s", "blocks", "picks", or "" (a plain number, a duration, a
+	// name).
 	Unit string
 	// Fraction marks a share of 1 (shown as a percentage by prefixctl).
 	Fraction bool
@@ -99,7 +100,7 @@ var policyFields = []PolicyField{
 		Duration: func(p *Policy) *time.Duration { return &p.ForgetAfter }, explain: explainForgetAfter},
 	{Key: "default_kv_capacity_blocks", Kind: FieldUint64, Unit: "blocks", Min: 1, Max: float64(MaxDefaultKVCapacityBlocks),
 		Meaning: "index size if none reported", Uint64: func(p *Policy) *uint64 { return &p.DefaultKVCapacityBlocks }},
-	{Key: "on_saturation", Kind: FieldEnum, Names: saturationNames[:], enumType: "Saturation", Meaning: "if all saturated: least_loaded, shed",
+	{Key: "on_saturation", Kind: FieldEnum, Names: saturationNames[:], enumType: "Saturation", Meaning: "if saturated: least_loaded,shed,queue",
 		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.OnSaturation) }},
 	{Key: "doubling_context_tokens", Kind: FieldFloat, Unit: "tokens", ZeroOff: true, Min: MinDoublingContextTokens,
 		Max: MaxDoublingContextTokens, Meaning: "context doubling a token's prefill (0 = off)",
@@ -114,6 +115,12 @@ var policyFields = []PolicyField{
 		Meaning: "KV transfer, prefill to decode, per token", Float: func(p *Policy) *float64 { return &p.PDTransferMsPerToken }},
 	{Key: "pd_fallback", Kind: FieldEnum, Names: pdFallbackNames[:], enumType: "PDFallback", Meaning: "no prefill instance: local, fail",
 		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.PDFallback) }},
+	{Key: "queue_ttl", Kind: FieldDuration, MinDuration: MinQueueTTL, MaxDuration: MaxQueueTTL,
+		Meaning: "queue: longest wait of a pick", Duration: func(p *Policy) *time.Duration { return &p.QueueTTL }},
+	{Key: "queue_max_waiting", Kind: FieldUint32, Unit: "picks", Min: 1, Max: MaxQueueWaiting,
+		Meaning: "queue: most waiting, per pool", Uint32: func(p *Policy) *uint32 { return &p.QueueMaxWaiting }},
+	{Key: "queue_max_per_band", Kind: FieldUint32, Unit: "picks", Min: 1, Max: MaxQueueWaiting,
+		Meaning: "queue: most waiting, per band", Uint32: func(p *Policy) *uint32 { return &p.QueueMaxPerBand }},
 }
 
 // PolicyFields returns every Policy field, in the proto's field order (a

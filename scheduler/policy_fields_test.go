@@ -136,7 +136,7 @@ func TestPolicyFieldEnums(t *testing.T) {
 		names     []string
 	}{
 		{"strategy", "softmax, threshold or argmin", []string{"softmax", "threshold", "argmin"}},
-		{"on_saturation", "least_loaded or shed", []string{"least_loaded", "shed"}},
+		{"on_saturation", "least_loaded, shed or queue", []string{"least_loaded", "shed", "queue"}},
 	} {
 		f, _ := scheduler.PolicyFieldByKey(tc.key)
 		if got := f.NameList(); got != tc.list {

@@ -8,7 +8,8 @@ import "math"
 // least expected drain time of those instances (QueueMs − MaxQueueMs for
 // queue_full, QueueMs for kv_full), and
 //
-//   - under SaturationShed, or when none of them is in a deployment with
+//   - under SaturationShed or SaturationQueue (the router then holds the
+//     pick back), or when none of them is in a deployment with
 //     weight > 0, it returns ErrSaturated;
 //   - under SaturationLeastLoaded it makes both draws (the RNG contract:
 //     two draws per success; they do not affect the choice) and picks the
@@ -41,7 +42,7 @@ func saturation(p *Policy, snap *Snapshot, rng RNG, d *Decision) error {
 		}
 	}
 	d.DrainMs = drain
-	if p.OnSaturation == SaturationShed || best < 0 {
+	if p.OnSaturation != SaturationLeastLoaded || best < 0 {
 		return ErrSaturated
 	}
 	d.DeploymentDraw = rng.Float64()

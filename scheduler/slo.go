@@ -92,12 +92,18 @@ func sloAttainable(d *Decision) bool {
 	return false
 }
 
-// setSLOMet records whether the chosen instance is predicted to meet the
-// target, when the request carries one.
+// setSLOMet records whether the pick is predicted to meet the target, when
+// the request carries one: the chosen instance's predicted TTFT or, when the
+// prefill stage disaggregated, the prefill instance's plus the KV transfer.
 func (d *Decision) setSLOMet() {
-	if d.TTFTTargetMs > 0 && d.Instance >= 0 {
-		d.SLOMet = d.Instances[d.Instance].PredictedTTFTMs() <= d.TTFTTargetMs
+	if d.TTFTTargetMs <= 0 || d.Instance < 0 {
+		return
 	}
+	ttft := d.Instances[d.Instance].PredictedTTFTMs()
+	if d.PD.Disaggregated() { // the prefill instance's TTFT and the KV transfer
+		ttft = d.Instances[d.PD.Prefill].PredictedTTFTMs() + d.PD.TransferMs
+	}
+	d.SLOMet = ttft <= d.TTFTTargetMs
 }
 
 // checkTarget validates Request.TTFTTargetMs.

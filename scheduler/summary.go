@@ -231,6 +231,9 @@ func DecideInstance(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision
 			ErrNoEligibleInstance, dep)
 	}
 	d.Deployment, d.Instance = dep, inst
+	if err := decidePD(p, snap, rng, d); err != nil {
+		return err
+	}
 	d.setSLOMet()
-	return decidePD(p, snap, rng, d)
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/internal/streamtest"
 )
 
 // fuzzBound are the bound instance identities FuzzReportBound reports as:
@@ -117,7 +118,7 @@ func FuzzReportBound(f *testing.F) {
 				}
 				msgs = append(msgs, m)
 			}
-			st := &fuzzStream[pb.ReportLoadBatchRequest, pb.ReportLoadBatchResponse]{ctx: ctx, in: msgs}
+			st := &streamtest.Stream[pb.ReportLoadBatchRequest, pb.ReportLoadBatchResponse]{Ctx: ctx, In: msgs}
 			_ = (&loadService{s: s}).ReportLoadBatch(st)
 		} else {
 			var msgs []*pb.ReportLoadRequest
@@ -128,7 +129,7 @@ func FuzzReportBound(f *testing.F) {
 				}
 				msgs = append(msgs, m)
 			}
-			st := &fuzzStream[pb.ReportLoadRequest, pb.ReportLoadResponse]{ctx: ctx, in: msgs}
+			st := &streamtest.Stream[pb.ReportLoadRequest, pb.ReportLoadResponse]{Ctx: ctx, In: msgs}
 			_ = (&loadService{s: s}).ReportLoad(st)
 		}
 		i2, d2, p2 := outsideB(s)

@@ -6,17 +6,16 @@ import (
 	"log/slog"
 	"math"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/internal/state"
+	"github.com/prefixroute/prefixroute/internal/streamtest"
 )
 
 // The fuzz targets drive the real handlers of an in-process Server, a new
@@ -117,36 +116,6 @@ func FuzzPick(f *testing.F) {
 	})
 }
 
-// fuzzStream is a report stream (ReportLoad or ReportLoadBatch) fed from a
-// list of messages, then EOF.
-type fuzzStream[Req, Resp any] struct {
-	grpc.ServerStream // nil: the handler uses only the methods below
-	ctx               context.Context
-	mu                sync.Mutex
-	in                []*Req
-	acks              []*Resp
-}
-
-func (s *fuzzStream[Req, Resp]) Context() context.Context { return s.ctx }
-
-func (s *fuzzStream[Req, Resp]) Recv() (*Req, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.in) == 0 {
-		return nil, io.EOF
-	}
-	m := s.in[0]
-	s.in = s.in[1:]
-	return m, nil
-}
-
-func (s *fuzzStream[Req, Resp]) Send(a *Resp) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.acks = append(s.acks, a)
-	return nil
-}
-
 // FuzzReportLoad: a stream of up to three arbitrary reports ends with a
 // documented code, acks exactly the reports applied, in order, leaves its
 // instance disconnected if it connected, and the prefix index agrees with
@@ -166,13 +135,13 @@ func FuzzReportLoad(f *testing.F) {
 		fuzzPool(t, s)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		st := &fuzzStream[pb.ReportLoadRequest, pb.ReportLoadResponse]{ctx: ctx, in: slices.Clone(msgs)}
+		st := &streamtest.Stream[pb.ReportLoadRequest, pb.ReportLoadResponse]{Ctx: ctx, In: slices.Clone(msgs)}
 		err := (&loadService{s: s}).ReportLoad(st)
 		wantCodeIn(t, "ReportLoad", err, codes.OK, codes.InvalidArgument, codes.ResourceExhausted, codes.Aborted)
-		if err == nil && len(st.acks) != len(msgs) {
-			t.Fatalf("stream ended OK with %d acks for %d reports", len(st.acks), len(msgs))
+		if err == nil && len(st.Sent()) != len(msgs) {
+			t.Fatalf("stream ended OK with %d acks for %d reports", len(st.Sent()), len(msgs))
 		}
-		for i, a := range st.acks {
+		for i, a := range st.Sent() {
 			if a.GetSeq() != msgs[i].GetSeq() {
 				t.Fatalf("ack %d has seq %d, report had %d", i, a.GetSeq(), msgs[i].GetSeq())
 			}
@@ -180,7 +149,7 @@ func FuzzReportLoad(f *testing.F) {
 		// A stream that got an ack connected; its instance must be
 		// disconnected now (a rejected first report touches nothing).
 		fuzzEnded(t, s, func(pool, inst string) bool {
-			return len(st.acks) > 0 && pool == msgs[0].GetPool() && inst == msgs[0].GetInstanceId()
+			return len(st.Sent()) > 0 && pool == msgs[0].GetPool() && inst == msgs[0].GetInstanceId()
 		})
 	})
 }
@@ -228,11 +197,11 @@ func FuzzReportLoadBatch(f *testing.F) {
 		fuzzPool(t, s)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		st := &fuzzStream[pb.ReportLoadBatchRequest, pb.ReportLoadBatchResponse]{ctx: ctx, in: slices.Clone(msgs)}
+		st := &streamtest.Stream[pb.ReportLoadBatchRequest, pb.ReportLoadBatchResponse]{Ctx: ctx, In: slices.Clone(msgs)}
 		err := (&loadService{s: s}).ReportLoadBatch(st)
 		wantCodeIn(t, "ReportLoadBatch", err, codes.OK, codes.InvalidArgument)
 		last := map[fuzzKey]uint64{}
-		for _, r := range st.acks {
+		for _, r := range st.Sent() {
 			for _, e := range r.GetEnded() {
 				wantCodeIn(t, "InstanceEnded", status.Error(codes.Code(e.GetCode()), e.GetMessage()),
 					codes.OK, codes.InvalidArgument, codes.ResourceExhausted, codes.Aborted, codes.NotFound)

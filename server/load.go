@@ -60,7 +60,7 @@ func (s *Server) OpenReportStreams() int64 { return s.reports.OpenStreams() }
 
 // newReports returns the report engine of s.
 func newReports(s *Server) *report.Engine {
-	return report.New(report.Host{Registry: s.reg, Now: s.opts.Now, Log: s.log, Replicas: s.repl,
+	return report.New(report.Host{Registry: s.reg, Now: s.opts.Now, Log: s.log, Replicas: kickingReplicas{s.repl, s},
 		Metrics: reportMetrics{s}, Status: statusOf, Code: codeOf, Stopping: s.stopping,
 		ReportInterval: s.opts.ReportInterval})
 }

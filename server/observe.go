@@ -43,7 +43,7 @@ func (s *Server) Observe(meter metric.Meter, dl DecisionLogConfig) error {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	for _, register := range []func(metric.Meter) error{obs.registerGauges, registerBuildInfo, s.registerRampGauges, s.repl.RegisterMetrics} {
+	for _, register := range []func(metric.Meter) error{obs.registerGauges, registerBuildInfo, s.registerRampGauges, s.repl.RegisterMetrics, s.flow.RegisterMetrics} {
 		if err := register(meter); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}

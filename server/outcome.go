@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/pickbook"
 	"github.com/prefixroute/prefixroute/internal/state"
 )
 
@@ -71,7 +72,7 @@ func (s *Server) OutcomesFor(ctx context.Context, req *pb.ReportOutcomeRequest) 
 		sc.outs = sc.outs[:0]
 		for _, o := range run {
 			sc.outs = append(sc.outs, state.Outcome{Instance: o.GetInstanceId(), Kind: outcomeKind(o.GetStatus())})
-			if s.book.match(name, o.GetRequestId(), o.GetInstanceId(), o.GetStatus(), o.TtftMs, &sc.entry) {
+			if s.book.Match(name, o.GetRequestId(), o.GetInstanceId(), o.GetStatus(), o.TtftMs, &sc.entry) {
 				resp.Matched++
 				s.learn(ctx, pool, &sc.entry)
 			}
@@ -80,6 +81,7 @@ func (s *Server) OutcomesFor(ctx context.Context, req *pb.ReportOutcomeRequest) 
 		s.repl.Outcomes(name, sc.outs, res)
 		resp.UnknownInstances += uint32(res.Unknown)
 		s.outcomes.count(ctx, name, run)
+		s.flow.Kick(name) // a finished request may have freed capacity
 	}
 	clear(sc.outs)
 	sc.outs = sc.outs[:0]
@@ -155,5 +157,16 @@ func (s *Server) bookPick(pool, requestID string, pk *state.Pick, promptTokens u
 	if math.IsNaN(e.CostMs) {
 		e.CostMs = 0
 	}
-	s.book.add(&e)
+	s.book.Add(&e)
+}
+
+// PickOutcome is one recent pick and the outcome a gateway reported for it
+// (internal/pickbook).
+type PickOutcome = pickbook.Entry
+
+// PickOutcome returns the recent pick made with requestID and the outcome
+// a gateway reported for it, if the book still holds it (the last
+// pickbook.Size picks with a request_id, about). Safe for concurrent use.
+func (s *Server) PickOutcome(requestID string) (PickOutcome, bool) {
+	return s.book.Get(requestID)
 }

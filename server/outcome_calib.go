@@ -44,14 +44,14 @@ func (s *Server) learn(ctx context.Context, pool *state.Pool, e *PickOutcome) {
 	s.outcomes.predicted(ctx, e)
 	smp := calib.Sample{Uncached: e.Uncached, Cached: e.Cached, TPS: e.TPS, QueueMs: e.QueueMs, BatchWaitMs: e.BatchWaitMs,
 		ActualMs: e.TTFTMs, QueueSeen: e.QueueSeen && e.Tried == e.Instance}
-	if cal, publish, _ := s.book.fits.Add(e.Pool, e.Deployment, e.PriorDoubling, &smp); publish {
+	if cal, publish, _ := s.fits.Add(e.Pool, e.Deployment, e.PriorDoubling, &smp); publish {
 		_ = pool.SetCalibration(e.Deployment, cal) // in range by construction; a full pool keeps the prior
 	}
 }
 
 // Calibration returns the prefill fits of pool's deployments (prefixctl
 // calibration POOL). Safe for concurrent use.
-func (s *Server) Calibration(pool string) []calib.DeploymentStatus { return s.book.fits.Pool(pool) }
+func (s *Server) Calibration(pool string) []calib.DeploymentStatus { return s.fits.Pool(pool) }
 
 // ratioBuckets are the bucket boundaries of
 // prefixroute_ttft_observed_over_predicted: 0.25 to 4.

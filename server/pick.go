@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"google.golang.org/grpc/status"
+
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/frontend"
+	"github.com/prefixroute/prefixroute/internal/auth"
 	"github.com/prefixroute/prefixroute/internal/protoconv"
 	"github.com/prefixroute/prefixroute/internal/state"
 	"github.com/prefixroute/prefixroute/scheduler"
@@ -45,7 +48,7 @@ func (ps *pickService) Pick(ctx context.Context, req *pb.PickRequest) (*pb.PickR
 
 // pick decides req with the call's scratch and notes in rec what the
 // observers read: the pool, the decision and its seed.
-func (s *Server) pick(req *pb.PickRequest, sc *pickScratch, rec *pickRecord) (*pb.PickResponse, error) {
+func (s *Server) pick(ctx context.Context, req *pb.PickRequest, sc *pickScratch, rec *pickRecord) (*pb.PickResponse, error) {
 	if req.GetPool() == "" {
 		return nil, invalid("pool is empty; name the pool to pick from")
 	}
@@ -77,15 +80,28 @@ func (s *Server) pick(req *pb.PickRequest, sc *pickScratch, rec *pickRecord) (*p
 	if req.Seed != nil {
 		seed = *req.Seed
 	}
-	sc.pcg.Seed(seed, seedStream)
-	err = pool.Pick(s.opts.Now(), &sc.in, sc.rng, &sc.pick)
+	if len(req.GetFlowId()) > auth.MaxFlowIDBytes {
+		return nil, invalid("flow_id is %d bytes; at most %d", len(req.GetFlowId()), auth.MaxFlowIDBytes)
+	}
+	var hold flowHold
+	if c := pool.Config(); c != nil && c.Policy.OnSaturation == scheduler.SaturationQueue {
+		err = s.holdPick(ctx, pool, &c.Policy, req, sc, seed, &hold)
+		if _, ok := status.FromError(err); ok && err != nil {
+			return nil, err // left the queue without an instance
+		}
+	} else {
+		sc.pcg.Seed(seed, seedStream)
+		err = pool.Pick(s.opts.Now(), &sc.in, sc.rng, &sc.pick)
+	}
 	rec.pk, rec.decErr, rec.seed = &sc.pick, err, seed
 	if err != nil {
 		return nil, pickError(pool.Name(), &sc.pick, err)
 	}
 	s.repl.Picked(pool.Name(), &sc.pick, req.GetPrefixHashes())
 	s.bookPick(pool.Name(), req.GetRequestId(), &sc.pick, req.GetPromptTokens())
-	return pickResponseAt(req.GetAudit(), &sc.pick, seed, len(req.GetPrefixHashes()), req.GetPromptTokens()), nil
+	resp := pickResponseAt(req.GetAudit(), &sc.pick, seed, len(req.GetPrefixHashes()), req.GetPromptTokens())
+	hold.audit(resp)
+	return resp, nil
 }
 
 // pickError turns a failed decision into a status whose message says why.
@@ -153,6 +169,7 @@ func pickResponseAt(level pb.AuditLevel, pk *state.Pick, seed uint64, blocks int
 	dec.Saturated, dec.DrainMs = d.Saturated, d.DrainMs
 	sloAudit(dec, pk)
 	resp.Prefill, dec.Pd = protoconv.PDProto(pk, true)
+	dec.UnknownInstances = uint32(d.Excluded[scheduler.ReasonStale]) // neither full nor free
 	deps := make([]pb.DeploymentDecision, len(snap.Deployments))
 	dec.Deployments = make([]*pb.DeploymentDecision, len(snap.Deployments))
 	for i := range snap.Deployments {

@@ -62,7 +62,7 @@ func (s *Server) PickFor(ctx context.Context, req *pb.PickRequest, meta frontend
 		sc.in = state.PickInput{}
 		s.picks.Put(sc)
 	}()
-	rec.resp, rec.err = s.pick(req, sc, &rec)
+	rec.resp, rec.err = s.pick(ctx, req, sc, &rec)
 	return rec.resp, rec.err
 }
 

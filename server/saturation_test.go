@@ -54,5 +54,5 @@ func TestPickSaturation(t *testing.T) {
 	wantCode(t, err, codes.ResourceExhausted, `pool "m" is saturated`, "3 kv_full", "drains in about 15.0 ms", "on_saturation: shed")
 
 	_, err = e.Admin.SetPolicy(ctx(t), &pb.SetPolicyRequest{AllowNewPool: true, Pool: "m", Policy: &pb.Policy{OnSaturation: 9}})
-	wantCode(t, err, codes.InvalidArgument, "on_saturation must be least_loaded or shed, got 9")
+	wantCode(t, err, codes.InvalidArgument, "on_saturation must be least_loaded, shed or queue, got 9")
 }

@@ -11,7 +11,10 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/calib"
 	"github.com/prefixroute/prefixroute/internal/cluster"
+	"github.com/prefixroute/prefixroute/internal/flowq"
+	"github.com/prefixroute/prefixroute/internal/pickbook"
 	"github.com/prefixroute/prefixroute/internal/readiness"
 	"github.com/prefixroute/prefixroute/internal/report"
 	"github.com/prefixroute/prefixroute/internal/state"
@@ -63,8 +66,10 @@ type Server struct {
 	obs      *observer      // observability hooks (metrics.go); nil records nothing
 	repl     Replicator     // the cluster, or standalone (replica.go)
 	reports  *report.Engine // the report streams (load.go)
-	book     *pickBook      // recent picks by request_id, for outcomes (outcome_book.go)
+	book     *pickbook.Book // recent picks by request_id, for outcomes (internal/pickbook)
+	fits     *calib.Book    // the deployments' prefill fits, fed by matched outcomes (outcome_calib.go)
 	outcomes *outcomeObs    // the outcome metrics (outcome_metrics.go); nil records nothing
+	flow     *flowq.Rooms   // the waiting picks of on_saturation: queue (flow.go)
 }
 
 // New opens the data dir, restores every configured pool and returns a
@@ -97,7 +102,8 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, reg: state.NewRegistry(opts.Limits, state.WithMigration(opts.Migration)), store: st, stopping: make(chan struct{})}
 	s.picks.New = func() any { return newPickScratch() }
-	s.book = newPickBook()
+	s.book, s.fits = pickbook.New(), calib.NewBook()
+	s.flow = flowq.NewRooms(nil)
 	for name, pc := range st.Pools() {
 		p, err := s.reg.Ensure(name)
 		if err != nil {
@@ -142,6 +148,7 @@ func (s *Server) Sweep(ctx context.Context) {
 // --max-pools cap until a restart.
 func (s *Server) sweepOnce() {
 	now := s.opts.Now()
+	s.flow.KickAll() // capacity heard of without a local report (other replicas)
 	s.noteSeen()
 	if n := s.reg.Sweep(now); n > 0 {
 		s.log.Info("forgot instances disconnected past forget_after", "instances", n)
@@ -153,7 +160,7 @@ func (s *Server) sweepOnce() {
 	for _, name := range dropped {
 		s.obs.dropPool(name)
 		s.outcomes.dropPool(name)
-		s.book.fits.DropPool(name)
+		s.fits.DropPool(name)
 	}
 	if len(dropped) > 0 {
 		s.log.Info("dropped pools with neither instances nor configuration past forget_after", "pools", len(dropped))

@@ -119,7 +119,7 @@ func TestParsePolicy(t *testing.T) {
 			&pb.Policy{MaxQueueMs: f64(250), DeploymentDeltaMs: f64(50), ThresholdMinMs: f64(5)}, ""},
 		{[]string{"on_saturation=shed"}, &pb.Policy{OnSaturation: pb.OnSaturation_ON_SATURATION_SHED}, ""},
 		{[]string{"on_saturation=LEAST_LOADED"}, &pb.Policy{OnSaturation: pb.OnSaturation_ON_SATURATION_LEAST_LOADED}, ""},
-		{[]string{"on_saturation=drop"}, nil, "least_loaded or shed"},
+		{[]string{"on_saturation=drop"}, nil, "least_loaded, shed or queue"},
 		{nil, nil, "no KEY=VALUE"},
 		{[]string{"delta"}, nil, "KEY=VALUE"},
 		{[]string{"delta=20"}, nil, "unknown policy key"},

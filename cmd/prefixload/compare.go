@@ -17,14 +17,17 @@ const compareTolerance = 0.10
 // compareRuns simulates each variant a live run played, in virtual time on
 // the same traffic (seed, virtual duration), twice: as prefixsim run does,
 // and with the live run's arrival-to-queued delays and Pick draws
-// replayed (prefixsim run --route-delays). It returns the Markdown table
+// replayed (prefixsim run --route-delays). It returns the Markdown tables
 // of live against simulated: TTFT p50 and p99, hit ratio and max instance
-// share, each simulated figure with its difference from the live one,
-// marked "!" past compareTolerance.
+// share, and, when a variant has predictions or targets, the router's
+// prediction error and the target attainment (simout.Prediction); each
+// simulated figure with its relative difference from the live one, marked
+// "!" past compareTolerance.
 func compareRuns(sc *sim.Scenario, live []*sim.Result, seed uint64) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Live against simulated (same seed and virtual duration; \"!\": more than %.0f %% apart):\n\n", 100*compareTolerance)
 	b.WriteString("| variant | run | TTFT p50 ms | TTFT p99 ms | hit ratio | max instance share |\n|---|---|---:|---:|---:|---:|\n")
+	var pred strings.Builder
 	for _, l := range live {
 		plain, err := sim.Run(sc, l.Variant.Name, sim.RunOptions{Seed: seed, Duration: l.Duration})
 		if err != nil {
@@ -35,6 +38,12 @@ func compareRuns(sc *sim.Scenario, live []*sim.Result, seed uint64) (string, err
 			return "", err
 		}
 		ls := simout.Summarise(l)
+		hasPred := ls.Prediction.N > 0 || ls.Prediction.WithTarget > 0 || ls.Prediction.Shed > 0
+		if hasPred {
+			p := predictionRow(&ls.Prediction)
+			fmt.Fprintf(&pred, "| %s | live | %.1f %% | %.1f %% | %.2f | %s | %.0f |\n", l.Variant.Name, p[0], p[1], p[2],
+				attainment(&ls.Prediction, p[3], 0), p[4])
+		}
 		fmt.Fprintf(&b, "| %s | live | %.1f | %.1f | %.3f | %.3f |\n", l.Variant.Name, ls.TTFTP50, ls.TTFTP99, ls.HitRatio, ls.MaxInstanceShare)
 		for _, run := range []struct {
 			name string
@@ -43,9 +52,34 @@ func compareRuns(sc *sim.Scenario, live []*sim.Result, seed uint64) (string, err
 			s := simout.Summarise(run.res)
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", l.Variant.Name, run.name, versus(s.TTFTP50, ls.TTFTP50, "%.1f"),
 				versus(s.TTFTP99, ls.TTFTP99, "%.1f"), versus(s.HitRatio, ls.HitRatio, "%.3f"), versus(s.MaxInstanceShare, ls.MaxInstanceShare, "%.3f"))
+			if hasPred {
+				lp, sp := predictionRow(&ls.Prediction), predictionRow(&s.Prediction)
+				fmt.Fprintf(&pred, "| %s | %s | %s | %s | %s | %s | %s |\n", l.Variant.Name, run.name, versus(sp[0], lp[0], "%.1f %%"),
+					versus(sp[1], lp[1], "%.1f %%"), versus(sp[2], lp[2], "%.2f"), attainment(&s.Prediction, sp[3], lp[3]), versus(sp[4], lp[4], "%.0f"))
+			}
 		}
 	}
+	if pred.Len() > 0 {
+		b.WriteString("\nPredicted against actual TTFT (|predicted − actual| / actual, after the warm-up) and TTFT targets:\n\n")
+		b.WriteString("| variant | run | median error | p90 error | slowest 10 %: predicted/actual | attainment | shed |\n|---|---|---:|---:|---:|---:|---:|\n")
+		b.WriteString(pred.String())
+	}
 	return b.String(), nil
+}
+
+// predictionRow is p's compared figures: median and p90 error (%), the
+// slowest tenth's median predicted/actual, attainment (%) and shed.
+func predictionRow(p *simout.Prediction) [5]float64 {
+	return [5]float64{100 * p.MedianAbsRelErr, 100 * p.P90AbsRelErr, p.SlowestRatio, 100 * p.Attainment(), float64(p.Shed)}
+}
+
+// attainment is a run's attainment (%), against the live one unless live
+// is 0; "—" when the run served no request with a target.
+func attainment(p *simout.Prediction, pct, live float64) string {
+	if p.WithTarget == 0 {
+		return "—"
+	}
+	return versus(pct, live, "%.1f %%")
 }
 
 // routeDelays are a live run's arrival-to-queued times by request id.

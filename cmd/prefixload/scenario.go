@@ -192,13 +192,22 @@ func printLive(w io.Writer, sc *sim.Scenario, runs []*sim.Result, wall time.Dura
 	if err := simout.WriteMarkdown(w, sc, sums); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n| variant | picks | pick errors | pick p50 ms | pick p99 ms | pick max ms | arrival to queued p50 / p99 ms (virtual) | reports acked | report streams | unfinished |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "\n| variant | picks | pick errors | shed (slo_unattainable) | pick p50 ms | pick p99 ms | pick max ms | arrival to queued p50 / p99 ms (virtual) | reports acked | report streams | unfinished |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range runs {
 		l := r.Live
-		fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.2f | %.2f | %.2f / %.2f | %d | %d | %d |\n", r.Variant.Name, l.Picks, l.PickErrors,
-			l.PickP50Ms, l.PickP99Ms, l.PickMax, l.RouteP50Ms, l.RouteP99Ms, l.Acks, l.ReportStreams, l.Unfinished)
-		if l.FirstError != "" {
+		fmt.Fprintf(w, "| %s | %d | %d | %d (%d) | %.2f | %.2f | %.2f | %.2f / %.2f | %d | %d | %d |\n", r.Variant.Name, l.Picks, l.PickErrors,
+			l.Shed, l.ShedSLO, l.PickP50Ms, l.PickP99Ms, l.PickMax, l.RouteP50Ms, l.RouteP99Ms, l.Acks, l.ReportStreams, l.Unfinished)
+	}
+	for _, r := range runs {
+		if l := r.Live; l.FirstError != "" {
 			fmt.Fprintf(w, "\nfirst pick error of %s: %s\n", r.Variant.Name, l.FirstError)
+		}
+		if o := r.Live.Outcomes; o != nil {
+			fmt.Fprintf(w, "\noutcomes of %s: %d sent, %d dropped, %d failed (ReportOutcome); the router's fits:\n", r.Variant.Name, o.Sent, o.Dropped, o.Failed)
+			for _, f := range o.Fits {
+				fmt.Fprintf(w, "- %s: version %d, %d accepted, %d ignored, %d clipped, prefill scale %.3f, doubling context %.0f tokens, in use %v\n",
+					f.Deployment, f.Version, f.Accepted, f.Ignored, f.Clipped, f.PrefillScale, f.DoublingContextTokens, f.InUse)
+			}
 		}
 	}
 	_, err := fmt.Fprintln(w)

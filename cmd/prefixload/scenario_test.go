@@ -118,3 +118,54 @@ func TestVersus(t *testing.T) {
 		}
 	}
 }
+
+// sloYAML is a small scenario whose requests carry a TTFT target, with a
+// variant that reports outcomes.
+const sloYAML = `
+name: slo
+seed: 3
+duration: 10s
+block_tokens: 16
+report_interval: 50ms
+cache_events: true
+deployments: [{name: a, instances: 2, prefill_tokens_per_second: 20000, batch_overhead: 5ms, kv_blocks: 600, max_batch_tokens: 2048}]
+workload:
+  rate: 40
+  ttft_slo_ms: 60000
+  classes: [{name: c, share: 1, groups: 20, prefix_tokens: 300, suffix_tokens: 40}]
+variants: [{name: learn, outcomes: true}]
+`
+
+// TestScenarioPrediction: a live variant with targets and outcomes: true
+// prints its outcomes and the router's fit, and --compare tables its
+// prediction error and attainment against the simulation's. The target
+// (60 s) is beyond the run's deadline, so the live attainment is exactly
+// 100 %, as is the simulation's.
+func TestScenarioPrediction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "slo.yaml")
+	if err := os.WriteFile(path, []byte(sloYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := scenarioCmd(context.Background(), []string{"--daemon", buildDaemon(t), "--out", dir, "--quiet", "--no-plots",
+		"--duration", "1s", "--compare", "--print", path}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	s := out.String()
+	for _, re := range []string{
+		`(?m)^outcomes of learn: [1-9][0-9]* sent, 0 dropped, 0 failed \(ReportOutcome\); the router's fits:$`,
+		`(?m)^- a: version [0-9]+, [0-9]+ accepted, [0-9]+ ignored, `,
+		`(?m)^\| learn \| live \| [0-9.]+ % \| [0-9.]+ % \| [0-9.]+ \| 100\.0 % \| 0 \|$`,
+		`(?m)^\| learn \| simulated \| .* \| 100\.0 % \(\+0 %\) \| 0 \|$`,
+		`(?m)^\| learn \| simulated, live delays and draws replayed \| .* \| 100\.0 % \(\+0 %\) \| 0 \|$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(s) {
+			t.Errorf("no line matching %s in:\n%s", re, s)
+		}
+	}
+}

@@ -37,13 +37,7 @@ var longPrompt = strings.Repeat("You are a patient tutor. Explain each step befo
 // are also nginx's static list, as "i-N=addr", with fail-open on or off.
 func startStaticFleet(t *testing.T, failOpen bool, allowed func(string) bool) (*fleet, map[string]*standIn, []string) {
 	t.Helper()
-	nginxBinary(t)
-	f := &fleet{t: t, sidecar: servertest.Start(t, servertest.RealClock())}
-	var err error
-	if f.cc, err = client.Dial(f.sidecar.Addr()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.cc.Close() })
+	f := startSidecar(t)
 	ins := map[string]*standIn{}
 	var list []string
 	for _, name := range []string{"i-1", "i-2", "i-3"} {

@@ -34,6 +34,16 @@ type fleet struct {
 // log do not fail the test.
 func startFleet(t *testing.T, allowed func(line string) bool) *fleet {
 	t.Helper()
+	f := startSidecar(t)
+	f.nginx = startNginx(t, f.sidecar.HTTPAddr(), allowed)
+	return f
+}
+
+// startSidecar starts the sidecar and the stand-ins' connection to it, not
+// nginx (the caller starts it with its own configuration); it skips the
+// test loudly when nginx is missing, before anything starts.
+func startSidecar(t *testing.T) *fleet {
+	t.Helper()
 	nginxBinary(t)
 	f := &fleet{t: t, sidecar: servertest.Start(t, servertest.RealClock())}
 	var err error
@@ -41,7 +51,6 @@ func startFleet(t *testing.T, allowed func(line string) bool) *fleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.cc.Close() })
-	f.nginx = startNginx(t, f.sidecar.HTTPAddr(), allowed)
 	return f
 }
 
@@ -81,9 +90,18 @@ type answer struct {
 // (accessLine).
 func (f *fleet) send(body string) answer {
 	f.t.Helper()
+	return f.sendWith(body, nil)
+}
+
+// sendWith is send with the client's own headers hs as well.
+func (f *fleet) sendWith(body string, hs map[string]string) answer {
+	f.t.Helper()
 	f.reqs++
 	req, _ := http.NewRequest(http.MethodPost, f.nginx.url("/v1/chat/completions"), strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hs {
+		req.Header.Set(k, v)
+	}
 	req.Header.Set("X-Request-Id", fmt.Sprintf("e2e-%d", f.reqs))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -5,7 +5,10 @@
 // route:  the body goes, unchanged, to the sidecar's POST /v1/route (a
 //         subrequest to the internal location /_prefixroute/route; nginx
 //         hands it the client's body as it is). On 204 the request is
-//         proxied to the first address of x-gateway-destination-endpoint;
+//         proxied to the first address of x-gateway-destination-endpoint,
+//         with x-prefiller-host-port and x-prefixroute-prefill-instance
+//         when the sidecar names a prefill instance (nginx.conf drops the
+//         client's own);
 //         any other answer of the sidecar is returned to the client as it
 //         is (status, JSON body, x-prefixroute-reason, Retry-After), unless
 //         it fails open (below).
@@ -92,6 +95,8 @@ async function route(r) {
         return;
     }
     r.variables.prefixroute_instance = reply.headersOut['x-prefixroute-instance'] || '';
+    r.variables.prefixroute_prefiller = reply.headersOut['x-prefiller-host-port'] || '';
+    r.variables.prefixroute_prefill_instance = reply.headersOut['x-prefixroute-prefill-instance'] || '';
     rememberPick(r, reply);
     proxy(r, addrs);
 }
@@ -136,7 +141,10 @@ function tryStatus(r) {
 // failed, before the request goes to the next address. It waits for the
 // sidecar (on loopback, well under a millisecond; bounded by the timeouts
 // of /_prefixroute/outcome) so that the next pick already sees it; a
-// failure to report is logged and the request goes on regardless.
+// failure to report is logged and the request goes on regardless. On a
+// disaggregated pick it names the decode instance only: nginx never
+// connects to the prefill instance (the decode pod's routing sidecar
+// does), so a failed try says nothing about it (docs/nginx.md).
 async function reportFailedTry(r) {
     const addr = r.variables.prefixroute_upstream;
     const pair = (r.variables.prefixroute_ids || '').split(',').find(p => p.startsWith(addr + '='));

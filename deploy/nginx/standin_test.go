@@ -37,6 +37,10 @@ type standIn struct {
 	mapper     *gateway.Mapper
 	served     atomic.Int64
 	hold       atomic.Bool // reports held: the sidecar will see it go stale
+	// lastHeader is the header of the latest request it served (the
+	// prefill test reads what nginx passed on).
+	lastMu     sync.Mutex
+	lastHeader http.Header
 	// dieOnNext makes the next request kill the stand-in while it serves
 	// it: it vanishes, closing that request's connection unanswered.
 	dieOnNext atomic.Bool
@@ -48,8 +52,16 @@ type standIn struct {
 }
 
 // newStandIn starts the stand-in of instance name (pool, deployment) and
-// its reporter to the sidecar on cc.
+// its reporter to the sidecar on cc: an aggregated instance (role both)
+// prefilling 2,000 tokens/s.
 func newStandIn(t testing.TB, cc grpc.ClientConnInterface, pool, dep, name string) *standIn {
+	t.Helper()
+	return newRoleStandIn(t, cc, pool, dep, name, pb.PdRole_PD_ROLE_UNSPECIFIED, 2000)
+}
+
+// newRoleStandIn is newStandIn with the role and prefill throughput
+// (tokens/s) it reports.
+func newRoleStandIn(t testing.TB, cc grpc.ClientConnInterface, pool, dep, name string, role pb.PdRole, tps float64) *standIn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -70,7 +82,9 @@ func newStandIn(t testing.TB, cc grpc.ClientConnInterface, pool, dep, name strin
 	}()
 	s.rep, err = client.NewReporter(cc, client.ReporterOptions{
 		Pool: pool, Deployment: dep, InstanceID: name, Address: s.addr, CacheEvents: true,
-		Load:   func() client.Load { return client.Load{PrefillTokensPerSecond: 2000, KVCapacityBlocks: 100000} },
+		Load: func() client.Load {
+			return client.Load{Role: role, PrefillTokensPerSecond: tps, KVCapacityBlocks: 100000}
+		},
 		Hold:   s.hold.Load,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -96,6 +110,14 @@ func (s *standIn) kill() {
 func (s *standIn) vanish() {
 	s.hold.Store(true)
 	_ = s.srv.Close() // as in kill
+}
+
+// received is every value of header name in the latest request the
+// stand-in served (none when it was absent).
+func (s *standIn) received(name string) []string {
+	s.lastMu.Lock()
+	defer s.lastMu.Unlock()
+	return s.lastHeader.Values(name)
 }
 
 // setGate makes every stream wait for g after its first event.
@@ -158,6 +180,9 @@ func (s *standIn) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.served.Add(1)
+	s.lastMu.Lock()
+	s.lastHeader = r.Header.Clone()
+	s.lastMu.Unlock()
 	var pr pb.PickRequest
 	if err := s.mapper.Map(gateway.Request{Path: r.URL.Path, Body: body}, &pr); err == nil {
 		s.rep.Stored(pr.GetPrefixHashes()...)

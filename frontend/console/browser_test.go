@@ -52,16 +52,39 @@ type browser struct {
 	errs []string
 }
 
+// browserStarts is how many times newBrowser tries to start Chromium.
+const browserStarts = 3
+
 func newBrowser(t *testing.T, httpAddr string) *browser {
 	path := chromiumPath(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
 		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 800))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
+	// The first call starts the browser for the life of ctx: no timeout.
+	// Chromium sometimes exits at start on a loaded machine; each attempt
+	// gets a context of its own (a second start on the same context makes
+	// chromedp close a channel twice and panic).
+	var (
+		ctx         context.Context
+		stop, stopA context.CancelFunc
+	)
+	for attempt := 1; ; attempt++ {
+		actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+		c, cancel := chromedp.NewContext(actx)
+		err := chromedp.Do(c)
+		if err == nil {
+			ctx, stop, stopA = c, cancel, cancelA
+			break
+		}
+		cancel()
+		cancelA()
+		if attempt == browserStarts {
+			t.Fatalf("Chromium (%s) did not start in %d attempts: %v", path, attempt, err)
+		}
+		t.Logf("Chromium (%s) did not start (attempt %d of %d): %v", path, attempt, browserStarts, err)
+	}
 	b := &browser{t: t, ctx: ctx, base: "http://" + httpAddr + "/ui/"}
 	var collected sync.WaitGroup
-	t.Cleanup(func() { cancel(); cancelA(); collected.Wait() })
-	// The first call starts the browser for the life of ctx: no timeout.
+	t.Cleanup(func() { stop(); stopA(); collected.Wait() })
 	msgs := chromedp.Console(ctx)
 	collected.Add(1)
 	go func() {

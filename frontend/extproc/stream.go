@@ -193,6 +193,9 @@ func (s *stream) decide(trailers bool) (bool, error) {
 	if err != nil {
 		return s.fail(gateway.ErrorFor(err))
 	}
+	if e := frontend.FlowHeaders(s.header, &req); e != nil {
+		return s.fail(e)
+	}
 	s.pool, s.reqID = req.Pool, req.RequestId
 	req.Audit = pb.AuditLevel_AUDIT_LEVEL_CHOSEN
 	if s.p.fallbacks > 0 {

@@ -90,6 +90,9 @@ func (h *Handler) serveRoute(ctx context.Context, w http.ResponseWriter, r *http
 	if err := h.m.Map(greq, req); err != nil {
 		return writeRouteError(w, gateway.ErrorFor(err))
 	}
+	if e := frontend.FlowHeaders(greq.Header, req); e != nil {
+		return writeRouteError(w, e)
+	}
 	resp, err := h.p.PickFor(ctx, req, meta)
 	if err != nil {
 		return writeRouteError(w, gateway.ErrorFor(err))

@@ -55,6 +55,11 @@
 //	              deployment: D, instance_id: I}, pool required; the
 //	              identity may only report for that pool (deployment,
 //	              instance)
+//	flow          for identities with role gateway only: {flow_id: F,
+//	              max_priority: N}, at least one of them; the picks the
+//	              identity makes are queued under flow F whatever their
+//	              flow_id, and at priority N at most (a higher one is
+//	              lowered to N); see docs/flow-control.md
 //
 // An identity needs token_sha256 or cert (else nothing can prove it).
 // Unknown keys are errors; an empty file is valid and lets nobody in. A

@@ -80,6 +80,9 @@ type Principal struct {
 	Roles Role
 	// Bind is nil for a principal that may report for any pool.
 	Bind *Binding
+	// Flow is nil for a principal whose picks may name any flow_id and
+	// priority.
+	Flow *FlowBinding
 
 	viaToken, viaCert *Caller // precomputed context values
 }

@@ -34,6 +34,9 @@ type identityEntry struct {
 	// Bind restricts an instance identity to a pool (and deployment,
 	// instance id).
 	Bind *bindEntry `yaml:"bind"`
+	// Flow binds a gateway identity's picks to a flow and a maximum
+	// priority (flow control; flowbind.go).
+	Flow *flowEntry `yaml:"flow"`
 }
 
 type bindEntry struct {
@@ -143,6 +146,13 @@ func (t *table) add(e identityEntry, names map[string]bool) (*Principal, error) 
 			return nil, errors.New("bind needs a pool")
 		}
 		id.Bind = &Binding{Pool: e.Bind.Pool, Deployment: e.Bind.Deployment, Instance: e.Bind.InstanceID}
+	}
+	if e.Flow != nil {
+		fb, err := e.Flow.binding(id.Roles)
+		if err != nil {
+			return nil, err
+		}
+		id.Flow = fb
 	}
 	for _, h := range e.TokenSHA256 {
 		b, err := hex.DecodeString(h)

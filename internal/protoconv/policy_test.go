@@ -74,9 +74,10 @@ func everyPolicyField() scheduler.Policy {
 	return scheduler.Policy{Strategy: scheduler.Argmin, LambdaH: 3, DeltaMs: 7, ThresholdRatio: 0.2, ThresholdMinMs: 11,
 		BatchWaitMs: 2, BlockSizeTokens: 64, DefaultPrefillTokensPerSecond: 1234, MaxKVUsage: 0.9, MaxQueueMs: 500,
 		DeploymentDeltaMs: 40, StaleAfter: 3 * time.Second, ForgetAfter: time.Minute, DefaultKVCapacityBlocks: 99,
-		OnSaturation: scheduler.SaturationShed, DoublingContextTokens: 33000, OnSLOMiss: scheduler.SLOShed,
+		OnSaturation: scheduler.SaturationQueue, DoublingContextTokens: 33000, OnSLOMiss: scheduler.SLOShed,
 		Calibration:         scheduler.CalibrationObserve,
-		PDMinUncachedTokens: 2048, PDTransferMsPerToken: 0.02, PDFallback: scheduler.PDFallbackFail}
+		PDMinUncachedTokens: 2048, PDTransferMsPerToken: 0.02, PDFallback: scheduler.PDFallbackFail,
+		QueueTTL: 5 * time.Second, QueueMaxWaiting: 77, QueueMaxPerBand: 55}
 }
 
 // TestPolicyRoundTrip: every field is rendered, and merging the message
@@ -95,9 +96,10 @@ func TestPolicyRoundTrip(t *testing.T) {
 		BlockSizeTokens: proto.Uint32(64), DefaultPrefillTokensPerSecond: proto.Float64(1234), MaxKvUsage: proto.Float64(0.9),
 		MaxQueueMs: proto.Float64(500), DeploymentDeltaMs: proto.Float64(40), StaleAfter: durationpb.New(3 * time.Second),
 		ForgetAfter: durationpb.New(time.Minute), DefaultKvCapacityBlocks: proto.Uint64(99),
-		OnSaturation: pb.OnSaturation_ON_SATURATION_SHED, DoublingContextTokens: proto.Float64(33000),
+		OnSaturation: pb.OnSaturation_ON_SATURATION_QUEUE, DoublingContextTokens: proto.Float64(33000),
 		OnSloMiss: pb.SloOnMiss_SLO_ON_MISS_SHED, Calibration: pb.SloCalibration_SLO_CALIBRATION_OBSERVE,
-		PdMinUncachedTokens: proto.Uint32(2048), PdTransferMsPerToken: proto.Float64(0.02), PdFallback: pb.PdFallback_PD_FALLBACK_FAIL}
+		PdMinUncachedTokens: proto.Uint32(2048), PdTransferMsPerToken: proto.Float64(0.02), PdFallback: pb.PdFallback_PD_FALLBACK_FAIL,
+		QueueTtl: durationpb.New(5 * time.Second), QueueMaxWaiting: proto.Uint32(77), QueueMaxPerBand: proto.Uint32(55)}
 	if !proto.Equal(m, want) {
 		t.Fatalf("PolicyProto = %v\nwant %v", m, want)
 	}
@@ -133,7 +135,7 @@ func TestMergePolicy(t *testing.T) {
 				p.Strategy, p.OnSaturation = scheduler.Threshold, scheduler.SaturationLeastLoaded
 			}, ""},
 		{"unknown strategy", &pb.Policy{Strategy: 9}, nil, "invalid policy: strategy must be softmax, threshold or argmin, got 9"},
-		{"unknown on_saturation", &pb.Policy{OnSaturation: 9}, nil, "invalid policy: on_saturation must be least_loaded or shed, got 9"},
+		{"unknown on_saturation", &pb.Policy{OnSaturation: 9}, nil, "invalid policy: on_saturation must be least_loaded, shed or queue, got 9"},
 		{"bad duration and range", &pb.Policy{StaleAfter: &durationpb.Duration{Seconds: 1, Nanos: -1}, DeltaMs: proto.Float64(-1)}, nil,
 			// "…": the proto library's text of the duration, whose spacing varies
 			"invalid policy: stale_after is not a valid duration: …has seconds and nanos with different signs; " +

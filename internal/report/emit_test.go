@@ -1,49 +1,16 @@
 package report
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
+	"github.com/prefixroute/prefixroute/internal/streamtest"
 )
-
-// fakeStream is a report stream fed from in, then EOF, that records what
-// is sent.
-type fakeStream[Req, Resp any] struct {
-	grpc.ServerStream // nil: the engine uses only the methods below
-	ctx               context.Context
-	mu                sync.Mutex
-	in                []*Req
-	acks              []*Resp
-}
-
-func (s *fakeStream[Req, Resp]) Context() context.Context { return s.ctx }
-
-func (s *fakeStream[Req, Resp]) Recv() (*Req, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.in) == 0 {
-		return nil, io.EOF
-	}
-	m := s.in[0]
-	s.in = s.in[1:]
-	return m, nil
-}
-
-func (s *fakeStream[Req, Resp]) Send(a *Resp) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.acks = append(s.acks, a)
-	return nil
-}
 
 func describe(r *pb.ReportLoadBatchResponse) (acks, ended []string) {
 	for _, a := range r.GetAcks() {
@@ -69,8 +36,8 @@ func same(t *testing.T, what string, got, want []string) {
 // member acked already is left out, and with nothing to say nothing is
 // sent. The ReportLoad wire sends its one member's ack alone.
 func TestEngineEmit(t *testing.T) {
-	batch := &fakeStream[pb.ReportLoadBatchRequest, pb.ReportLoadBatchResponse]{ctx: context.Background()}
-	single := &fakeStream[pb.ReportLoadRequest, pb.ReportLoadResponse]{ctx: context.Background()}
+	batch := &streamtest.Stream[pb.ReportLoadBatchRequest, pb.ReportLoadBatchResponse]{}
+	single := &streamtest.Stream[pb.ReportLoadRequest, pb.ReportLoadResponse]{}
 	s := New(Host{ReportInterval: 100 * time.Millisecond})
 	gone := &pb.InstanceEnded{Instance: &pb.InstanceRef{Pool: "chat", InstanceId: "gone"}, Code: int32(codes.OK)}
 	tests := []struct {
@@ -83,11 +50,11 @@ func TestEngineEmit(t *testing.T) {
 		want    []string // the answer's acks then ends, nil: nothing sent
 	}{
 		{"batch: pending and ended", batchWire{batch}, map[string]uint64{"a": 3, "gone": 7}, []string{"b"},
-			[]*pb.InstanceEnded{gone}, func() int { return len(batch.acks) }, []string{"chat/a:3", "chat/gone:7", "chat/gone=OK"}},
-		{"batch: nothing pending", batchWire{batch}, nil, []string{"b"}, nil, func() int { return len(batch.acks) }, nil},
+			[]*pb.InstanceEnded{gone}, func() int { return len(batch.Sent()) }, []string{"chat/a:3", "chat/gone:7", "chat/gone=OK"}},
+		{"batch: nothing pending", batchWire{batch}, nil, []string{"b"}, nil, func() int { return len(batch.Sent()) }, nil},
 		{"single: pending", &singleWire{stream: single}, map[string]uint64{"a": 9}, nil, nil,
-			func() int { return len(single.acks) }, []string{"seq 9"}},
-		{"single: acked already", &singleWire{stream: single}, nil, []string{"a"}, nil, func() int { return len(single.acks) }, nil},
+			func() int { return len(single.Sent()) }, []string{"seq 9"}},
+		{"single: acked already", &singleWire{stream: single}, nil, []string{"a"}, nil, func() int { return len(single.Sent()) }, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,10 +82,10 @@ func TestEngineEmit(t *testing.T) {
 			}
 			var got []string
 			if _, ok := tc.wire.(batchWire); ok {
-				acks, ends := describe(batch.acks[len(batch.acks)-1])
+				acks, ends := describe(batch.Sent()[len(batch.Sent())-1])
 				got = append(acks, ends...)
 			} else {
-				got = []string{fmt.Sprintf("seq %d", single.acks[len(single.acks)-1].GetSeq())}
+				got = []string{fmt.Sprintf("seq %d", single.Sent()[len(single.Sent())-1].GetSeq())}
 			}
 			same(t, "answer", got, tc.want)
 		})

@@ -56,9 +56,6 @@ func NewDriven(sc *Scenario, variant string, opts DrivenOptions) (*Driven, error
 	if o := rc.variant.Optimistic; o != nil && !*o {
 		return nil, fmt.Errorf("variant %q is formula-only (optimistic: false), which only the simulator's router can be", variant)
 	}
-	if rc.variant.Outcomes {
-		return nil, fmt.Errorf("variant %q reports outcomes (outcomes: true), which only the simulator's router does", variant)
-	}
 	if opts.Pool != "" {
 		scc := *sc
 		scc.Pool = opts.Pool
@@ -97,6 +94,10 @@ func (d *Driven) BlockTokens() int { return d.rc.sc.BlockTokens }
 // parameter in ms divided by speed, every throughput multiplied.
 func (d *Driven) PolicyProto(speed float64) *pb.Policy { return policyProto(d.rc.policy, speed) }
 
+// Outcomes reports whether the variant's gateway reports every request's
+// TTFT to its router (Variant.Outcomes).
+func (d *Driven) Outcomes() bool { return d.rc.variant.Outcomes }
+
 // CacheEvents reports whether the variant's instances send cache events.
 func (d *Driven) CacheEvents() bool { return d.rc.cacheEvents }
 
@@ -122,6 +123,11 @@ func (d *Driven) OnWeights(f func(w map[string]float64, version uint64) error) {
 // OnArrival makes every arrival go to f, which must route the request and
 // hand it back through Queue or Reject.
 func (d *Driven) OnArrival(f func(r *Request)) { d.e.route = f }
+
+// OnServed makes every request's first token call f (at its virtual
+// time, from the driving loop), after it is recorded: a live gateway's
+// outcome (Variant.Outcomes) goes back to the router from there.
+func (d *Driven) OnServed(f func(r *Request)) { d.e.onServed = f }
 
 // Start schedules the first events and the first arrival.
 func (d *Driven) Start() error { return d.e.start() }
@@ -198,6 +204,32 @@ type LiveStats struct {
 	// Unfinished counts requests still queued or in a Pick call when the
 	// run stopped at its deadline.
 	Unfinished int
+	// Shed counts picks the router refused for load (RESOURCE_EXHAUSTED:
+	// a TTFT target no instance could meet under on_slo_miss shed, or
+	// saturation under on_saturation shed), ShedSLO those with the reason
+	// SLO_UNATTAINABLE; neither is in PickErrors.
+	Shed, ShedSLO int
+	// Outcomes is set when the variant reports outcomes (outcomes: true).
+	Outcomes *LiveOutcomes
+}
+
+// LiveOutcomes is what a live variant with outcomes: true sent back
+// through ReportOutcome and what the router's calibration made of it. A
+// plain value.
+type LiveOutcomes struct {
+	// Sent, Dropped and Failed are the outcome reporters' counts.
+	Sent, Dropped, Failed uint64
+	// Fits are the router's per-deployment fits after the run
+	// (AdminService.GetSloCalibration of the first replica).
+	Fits []LiveFit
+}
+
+// LiveFit is one deployment's prefill fit as the router reported it.
+type LiveFit struct {
+	Deployment                          string
+	Version, Accepted, Ignored, Clipped uint64
+	PrefillScale, DoublingContextTokens float64
+	InUse                               bool
 }
 
 // Percentile is the p-quantile (0..1) of sorted, by the nearest rank; 0

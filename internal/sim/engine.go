@@ -51,10 +51,17 @@ type engine struct {
 	nextR   int
 	live    bool             // live mode: no report events, arrivals go to route
 	route   func(r *Request) // live mode: hands an arrival to the gateway workers
+	// onServed, when set (live mode), is told of every first token.
+	onServed func(r *Request)
 	// onWeights, when set (live mode), publishes a weight step elsewhere.
 	onWeights func(w map[string]float64, version uint64) error
 	// pr is the readiness probe (nil: none, a baseline, or live mode).
 	pr *probe
+	// queues are the routers' waiting rooms (on_saturation: queue or a
+	// gate; nil otherwise), lastLoad the instances' latest reports for
+	// the gate (flow.go).
+	queues   []*simQueue
+	lastLoad []state.Report
 }
 
 // newEngine builds the fleet (and, unless live, the routers) for rc.
@@ -109,6 +116,7 @@ func newEngine(rc *runConfig, opts RunOptions, live bool) (*engine, error) {
 		}
 		e.routers = append(e.routers, r)
 	}
+	e.queues = newQueues(rc)
 	return e, nil
 }
 
@@ -204,6 +212,9 @@ func (e *engine) handle(ev event) error {
 		if err := e.reportNow(int(ev.inst)); err != nil {
 			return err
 		}
+		if err := e.release(); err != nil {
+			return err
+		}
 		if next := ev.at + e.rc.reportInterval; next < e.end {
 			e.q.push(event{at: next, kind: evReport, inst: ev.inst})
 		}
@@ -242,21 +253,38 @@ func (e *engine) dispatch(r *Request) error {
 	r.Router = e.nextR
 	e.nextR = (e.nextR + 1) % len(e.routers)
 	r.TargetMs = e.rc.sc.Workload.TTFTSLOMs
+	var sq *simQueue
+	if e.queues != nil {
+		sq = e.queues[r.Router]
+		if sq.q.Len() > 0 || e.gateClosed() { // FCFS behind those waiting
+			e.hold(sq, r)
+			return nil
+		}
+	}
 	k, err := e.routers[r.Router].pick(e.now, r)
 	if err != nil {
-		if errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrAllWeightsZero) ||
-			errors.Is(err, scheduler.ErrSLOUnattainable) || errors.Is(err, scheduler.ErrSaturated) {
+		switch {
+		case errors.Is(err, scheduler.ErrSaturated) && sq != nil:
+			e.hold(sq, r)
+			return nil
+		case errors.Is(err, scheduler.ErrNoEligibleInstance) || errors.Is(err, scheduler.ErrAllWeightsZero) ||
+			errors.Is(err, scheduler.ErrSLOUnattainable) || errors.Is(err, scheduler.ErrSaturated): // shed
 			e.m.reject(r)
 			return nil
 		}
 		return fmt.Errorf("pick of request %d at %v: %w", r.ID, e.now, err)
 	}
+	e.place(k, r)
+	return nil
+}
+
+// place queues r on instance k, after its route delay if it has one.
+func (e *engine) place(k int, r *Request) {
 	if d := e.opts.RouteDelays[r.ID]; d > 0 {
 		e.q.push(event{at: e.now + d, kind: evQueued, inst: int32(k), req: r})
-		return nil
+		return
 	}
 	e.enqueue(k, r)
-	return nil
 }
 
 // enqueue queues r on instance k, starting a batch when it is idle.
@@ -305,7 +333,11 @@ func (e *engine) batchDone(k int) {
 	in := e.insts[k]
 	for _, r := range in.finishBatch(e.now) {
 		e.m.served(r, in)
-		if sr, ok := e.routers[r.Router].(*stateRouter); ok && sr.learn != nil {
+		if e.live {
+			if e.onServed != nil {
+				e.onServed(r)
+			}
+		} else if sr, ok := e.routers[r.Router].(*stateRouter); ok && sr.learn != nil {
 			sr.learn.served(r)
 		}
 		if d := in.decodeTime(r); d > 0 {
@@ -320,6 +352,7 @@ func (e *engine) batchDone(k int) {
 // reportNow sends instance k's load to every router.
 func (e *engine) reportNow(k int) error {
 	e.insts[k].report(e.now, &e.rep)
+	e.noteLoad(k, &e.rep)
 	for _, r := range e.routers {
 		if err := r.report(e.now, k, &e.rep); err != nil {
 			return fmt.Errorf("report of %s at %v: %w", e.insts[k].ID, e.now, err)

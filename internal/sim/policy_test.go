@@ -38,7 +38,8 @@ variants: [{name: v}]`, func(p *scheduler.Policy) {
 				BatchWaitMs: 2, BlockSizeTokens: 64, DefaultPrefillTokensPerSecond: 1234, MaxKVUsage: 0.9, MaxQueueMs: 500,
 				DeploymentDeltaMs: 40, StaleAfter: 3 * time.Second, ForgetAfter: time.Minute, DefaultKVCapacityBlocks: 99,
 				OnSaturation: scheduler.SaturationShed, DoublingContextTokens: 33000,
-				PDMinUncachedTokens: 16, PDTransferMsPerToken: 0.01, PDFallback: scheduler.PDFallbackFail}
+				PDMinUncachedTokens: 16, PDTransferMsPerToken: 0.01, PDFallback: scheduler.PDFallbackFail,
+				QueueTTL: 30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000} // absent: the defaults
 		}},
 		{"variant over scenario", "policy: {delta_ms: 7, lambda_h: 3}\nvariants: [{name: v, policy: {delta_ms: 9}}]",
 			func(p *scheduler.Policy) { p.DeltaMs, p.LambdaH = 9, 3 }},
@@ -72,7 +73,7 @@ func TestPolicySpecErrors(t *testing.T) {
 		{"twice", "policy: {lambda_h: 3, lambda_h: 4}", "lambda_h given twice"},
 		{"not a number", "policy: {lambda_h: lots}", `lambda_h: "lots" is not a number`},
 		{"not whole", "policy: {block_size_tokens: 1.5}", `block_size_tokens: "1.5" is not a whole number in [0, 4294967295]`},
-		{"bad enum", "policy: {on_saturation: drop}", `on_saturation must be least_loaded or shed, got "drop"`},
+		{"bad enum", "policy: {on_saturation: drop}", `on_saturation must be least_loaded, shed or queue, got "drop"`},
 		{"bad duration", "policy: {forget_after: soon}", `line 7: forget_after: "soon" is not a duration`},
 		{"not a mapping", "policy: [lambda_h]", "policy must be a mapping"},
 		{"out of range", "policy: {max_kv_usage: 0}", "max_kv_usage must be in (0, 1], got 0"},
@@ -99,7 +100,8 @@ func TestPolicyProtoSpeed(t *testing.T) {
 		ForgetAfter: durationpb.New(30 * time.Second), DefaultKvCapacityBlocks: proto.Uint64(16384),
 		OnSaturation: pb.OnSaturation_ON_SATURATION_SHED, DoublingContextTokens: proto.Float64(17000), // tokens: not scaled
 		OnSloMiss: pb.SloOnMiss_SLO_ON_MISS_BEST_EFFORT, Calibration: pb.SloCalibration_SLO_CALIBRATION_APPLY,
-		PdMinUncachedTokens: proto.Uint32(512), PdTransferMsPerToken: proto.Float64(0.0025), PdFallback: pb.PdFallback_PD_FALLBACK_LOCAL}
+		PdMinUncachedTokens: proto.Uint32(512), PdTransferMsPerToken: proto.Float64(0.0025), PdFallback: pb.PdFallback_PD_FALLBACK_LOCAL,
+		QueueTtl: durationpb.New(30 * time.Second), QueueMaxWaiting: proto.Uint32(1000), QueueMaxPerBand: proto.Uint32(1000)}
 	if !proto.Equal(got, want) {
 		t.Fatalf("policyProto = %v\nwant %v", got, want)
 	}

@@ -148,6 +148,12 @@ type Variant struct {
 	// the reported load only. With cache events the approximate index is
 	// not used either. Default true; router variants only, not live.
 	Optimistic *bool `yaml:"optimistic"`
+	// Gate "llmd" holds requests in the router's queue while llm-d's
+	// utilization detector would call the pool saturated: the mean over
+	// instances of max(waiting requests / 5, KV usage / 0.8) of their last
+	// reports is 1 or more; the queue is the same as on_saturation: queue's
+	// (flow.go). "" (default): none.
+	Gate string `yaml:"gate"`
 	// Outcomes makes the gateway report every request's time to first
 	// token, which teaches the router each deployment's prefill model
 	// (internal/calib; used under policy calibration apply). Default

@@ -101,6 +101,9 @@ func (sc *Scenario) Validate() error {
 		if v.Optimistic != nil && v.Baseline() {
 			bad("%s: optimistic applies to the router, not to picker %s", where, v.Picker)
 		}
+		if v.Gate != "" && v.Gate != "llmd" {
+			bad("%s: gate must be llmd or unset", where)
+		}
 		if v.Outcomes && v.Baseline() {
 			bad("%s: outcomes apply to the router, not to picker %s", where, v.Picker)
 		}

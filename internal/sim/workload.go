@@ -67,6 +67,11 @@ type ClassSpec struct {
 	Turns           Dist    `yaml:"turns"`
 	UserTokens      Dist    `yaml:"user_tokens"`
 	MaxPromptTokens int     `yaml:"max_prompt_tokens"`
+	// Priority and Flow are the class's PickRequest.priority and flow_id
+	// under on_saturation: queue (docs/flow-control.md). Default 0 and the
+	// class's name.
+	Priority int32  `yaml:"priority"`
+	Flow     string `yaml:"flow"`
 }
 
 func (w *WorkloadSpec) validate() error {

@@ -26,8 +26,8 @@ func (lr *liveRun) loop(start time.Time) error {
 	})
 	var wg sync.WaitGroup
 	for i := range lr.opts.Workers {
-		picker := lr.pickers[i%len(lr.pickers)] // workers spread over the replicas
-		wg.Go(func() { lr.worker(picker, work, inbox) })
+		rep := i % len(lr.pickers) // workers spread over the replicas
+		wg.Go(func() { lr.worker(rep, work, inbox) })
 	}
 	defer func() {
 		close(work)
@@ -75,25 +75,24 @@ func (lr *liveRun) loop(start time.Time) error {
 	}
 }
 
-// worker is one gateway worker: it asks the router where each request goes.
-func (lr *liveRun) worker(picker *client.Picker, work <-chan *sim.Request, inbox chan<- routed) {
+// worker is one gateway worker of replica rep: it asks the router where
+// each request goes, with the workload's TTFT target (wall-clock ms).
+func (lr *liveRun) worker(rep int, work <-chan *sim.Request, inbox chan<- routed) {
+	picker := lr.pickers[rep]
 	for r := range work {
 		seed := r.ID + 1
+		r.TargetMs = lr.target
 		t := time.Now()
 		res, err := picker.Pick(lr.ctx, client.Request{Hashes: r.Hashes, PromptTokens: r.PromptTokens, Seed: &seed,
-			RequestID: fmt.Sprintf("sim-%d", r.ID)})
-		m := routed{r: r, inst: -1, err: err, lat: time.Since(t)}
+			RequestID: requestID(r.ID), TTFTSLOMs: lr.target / lr.opts.Speed})
+		m := routed{r: r, inst: -1, rep: rep, err: err, lat: time.Since(t)}
 		if err == nil {
 			k, ok := lr.index[res.InstanceID]
 			if !ok {
 				m.err = fmt.Errorf("router chose unknown instance %q", res.InstanceID)
 			}
 			m.inst = k
-			for _, d := range res.Response.GetDecision().GetInstances() {
-				if d.GetInstanceId() == res.InstanceID {
-					r.PredictedHit = r.PromptTokens - min(r.PromptTokens, d.GetUncachedTokens())
-				}
-			}
+			lr.noteChoice(r, &res)
 		}
 		inbox <- m
 	}
@@ -104,7 +103,16 @@ func (lr *liveRun) accept(m routed) {
 	lr.mu.Lock()
 	lr.picks++
 	lr.latencies = append(lr.latencies, float64(m.lat)/1e6)
-	if m.err != nil {
+	switch shedKind(m.err) {
+	case 2:
+		lr.shedSLO++
+		fallthrough
+	case 1:
+		lr.shed++
+	case 0:
+		if m.err == nil {
+			break
+		}
 		lr.errs++
 		if lr.firstErr == "" {
 			lr.firstErr = m.err.Error()
@@ -118,5 +126,8 @@ func (lr *liveRun) accept(m routed) {
 	lr.mu.Lock()
 	lr.routeDelays = append(lr.routeDelays, float64(lr.d.Now()-m.r.Arrival)/1e6)
 	lr.mu.Unlock()
+	if lr.picked != nil {
+		lr.picked[m.r.ID] = m.rep
+	}
 	lr.d.Queue(m.inst, m.r)
 }

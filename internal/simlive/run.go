@@ -83,6 +83,7 @@ func CheckLoopback(addr string) error {
 type routed struct {
 	r    *sim.Request
 	inst int
+	rep  int // the replica that picked it
 	err  error
 	lat  time.Duration
 }
@@ -137,17 +138,24 @@ func RunLive(ctx context.Context, sc *sim.Scenario, variant string, opts Options
 		}
 		conns = append(conns, conn)
 	}
-	lr := &liveRun{d: d, insts: d.Instances(), opts: opts, admin: pb.NewAdminServiceClient(conns[0]), ctx: ctx}
-	if err := lr.setup(conns); err != nil {
-		return nil, errors.Join(err, lr.closeReporters())
+	lr := &liveRun{d: d, insts: d.Instances(), opts: opts, admin: pb.NewAdminServiceClient(conns[0]), ctx: ctx,
+		target: sc.Workload.TTFTSLOMs, outcomes: d.Outcomes()}
+	if err := errors.Join(lr.setup(conns), lr.startOutcomes()); err != nil {
+		return nil, errors.Join(err, lr.closeReporters(), lr.closeOutcomes())
 	}
 	start := time.Now()
 	err = lr.loop(start)
-	if err := errors.Join(err, lr.closeReporters()); err != nil {
+	if err := errors.Join(err, lr.closeReporters(), lr.closeOutcomes()); err != nil {
 		return nil, err
 	}
-	res := d.Result(time.Since(start))
+	wall := time.Since(start)
+	outs, err := lr.outcomeStats(lr.admin)
+	if err != nil {
+		return nil, err
+	}
+	res := d.Result(wall)
 	res.Live = lr.stats()
+	res.Live.Outcomes = outs
 	return res, nil
 }
 
@@ -181,11 +189,21 @@ type liveRun struct {
 	loads     []*liveLoad
 	index     map[string]int
 	rep       state.Report
+	// target is every request's TTFT target, virtual ms (0: none);
+	// outcomes whether the variant reports outcomes, through
+	// outReporters (one per replica), picked holding the replica of each
+	// request queued and not yet served (the loop's goroutine only).
+	target       float64
+	outcomes     bool
+	outReporters []*client.OutcomeReporter
+	picked       map[uint64]int
 
 	mu          sync.Mutex
 	latencies   []float64
 	routeDelays []float64 // arrival to queued on the instance, virtual ms
 	errs        int
+	shed        int
+	shedSLO     int
 	firstErr    string
 	picks       int
 	unfinished  int
@@ -298,7 +316,7 @@ func (lr *liveRun) stats() *sim.LiveStats {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
 	st := &sim.LiveStats{Addr: lr.opts.Addr, Speed: lr.opts.Speed, Picks: lr.picks, PickErrors: lr.errs, FirstError: lr.firstErr,
-		Unfinished: lr.unfinished}
+		Unfinished: lr.unfinished, Shed: lr.shed, ShedSLO: lr.shedSLO}
 	slices.Sort(lr.latencies)
 	st.PickP50Ms, st.PickP99Ms = sim.Percentile(lr.latencies, 0.5), sim.Percentile(lr.latencies, 0.99)
 	slices.Sort(lr.routeDelays)

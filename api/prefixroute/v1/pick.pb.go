@@ -383,7 +383,19 @@ type PickRequest struct {
 	// with P(d) > 0 meets it, policy.on_slo_miss decides: best_effort picks as
 	// without a target, shed answers RESOURCE_EXHAUSTED with ErrorInfo reason
 	// SLO_UNATTAINABLE and metadata best_predicted_ttft_ms.
-	TtftSloMs     float64 `protobuf:"fixed64,20,opt,name=ttft_slo_ms,json=ttftSloMs,proto3" json:"ttft_slo_ms,omitempty"`
+	TtftSloMs float64 `protobuf:"fixed64,20,opt,name=ttft_slo_ms,json=ttftSloMs,proto3" json:"ttft_slo_ms,omitempty"`
+	// priority of the request under on_saturation: queue (flow control):
+	// higher is served first; negative is sheddable (refused at once while
+	// the pool is saturated). Default 0. With a tokens file, a gateway
+	// identity bound to a max_priority cannot ask for more (clamped). The
+	// HTTP front ends read it from the x-prefixroute-priority header.
+	Priority int32 `protobuf:"varint,40,opt,name=priority,proto3" json:"priority,omitempty"`
+	// flow_id is the fairness key (e.g. a tenant): waiting picks of one band
+	// share the pool's capacity by prompt tokens between flows. At most 128
+	// bytes; "" is the flow "default". An identity bound to a flow replaces
+	// it. The HTTP front ends read x-llm-d-inference-fairness-id (or its
+	// alias x-gateway-inference-fairness-id).
+	FlowId        string `protobuf:"bytes,41,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -479,6 +491,20 @@ func (x *PickRequest) GetTtftSloMs() float64 {
 		return x.TtftSloMs
 	}
 	return 0
+}
+
+func (x *PickRequest) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *PickRequest) GetFlowId() string {
+	if x != nil {
+		return x.FlowId
+	}
+	return ""
 }
 
 // LoadSnapshot is a gateway's own view of instance load.
@@ -807,7 +833,9 @@ type Decision struct {
 	// queue_full, queue_ms for kv_full.
 	DrainMs float64 `protobuf:"fixed64,12,opt,name=drain_ms,json=drainMs,proto3" json:"drain_ms,omitempty"`
 	// ttft_slo_ms is the request's TTFT target (0: none); slo_met is whether
-	// the chosen instance's predicted_ttft_ms is at or under it.
+	// the chosen instance's predicted_ttft_ms is at or under it (when
+	// pd.reason is disaggregated: the prefill instance's predicted_ttft_ms
+	// plus pd.transfer_ms).
 	TtftSloMs float64 `protobuf:"fixed64,20,opt,name=ttft_slo_ms,json=ttftSloMs,proto3" json:"ttft_slo_ms,omitempty"`
 	SloMet    bool    `protobuf:"varint,21,opt,name=slo_met,json=sloMet,proto3" json:"slo_met,omitempty"`
 	// calibration_version is the version of the chosen deployment's fitted
@@ -816,9 +844,22 @@ type Decision struct {
 	CalibrationVersion uint64 `protobuf:"varint,22,opt,name=calibration_version,json=calibrationVersion,proto3" json:"calibration_version,omitempty"`
 	// pd is the prefill/decode stage, when the drawn deployment has
 	// prefill instances.
-	Pd            *PdDecision `protobuf:"bytes,30,opt,name=pd,proto3" json:"pd,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Pd *PdDecision `protobuf:"bytes,30,opt,name=pd,proto3" json:"pd,omitempty"`
+	// queue_wait_ms is how long the pick waited in the router's queue for
+	// capacity (on_saturation: queue), 0 when it did not wait.
+	QueueWaitMs float64 `protobuf:"fixed64,40,opt,name=queue_wait_ms,json=queueWaitMs,proto3" json:"queue_wait_ms,omitempty"`
+	// queue_band is the priority band the pick waited in (its priority after
+	// any identity binding), set when queue_wait_ms is.
+	QueueBand int32 `protobuf:"varint,41,opt,name=queue_band,json=queueBand,proto3" json:"queue_band,omitempty"`
+	// flow_id is the fairness key the pick was queued under, set when
+	// queue_wait_ms is.
+	FlowId string `protobuf:"bytes,42,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
+	// unknown_instances counts instances whose report is stale: their load
+	// is unknown, so they count neither as saturated nor as free (they are
+	// excluded with reason stale).
+	UnknownInstances uint32 `protobuf:"varint,43,opt,name=unknown_instances,json=unknownInstances,proto3" json:"unknown_instances,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Decision) Reset() {
@@ -961,6 +1002,34 @@ func (x *Decision) GetPd() *PdDecision {
 		return x.Pd
 	}
 	return nil
+}
+
+func (x *Decision) GetQueueWaitMs() float64 {
+	if x != nil {
+		return x.QueueWaitMs
+	}
+	return 0
+}
+
+func (x *Decision) GetQueueBand() int32 {
+	if x != nil {
+		return x.QueueBand
+	}
+	return 0
+}
+
+func (x *Decision) GetFlowId() string {
+	if x != nil {
+		return x.FlowId
+	}
+	return ""
+}
+
+func (x *Decision) GetUnknownInstances() uint32 {
+	if x != nil {
+		return x.UnknownInstances
+	}
+	return 0
 }
 
 // PdDecision is the prefill/decode stage of a decision: after the decode
@@ -1436,7 +1505,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\x15ReportOutcomeResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\rR\baccepted\x12\x18\n" +
 	"\amatched\x18\x02 \x01(\rR\amatched\x12+\n" +
-	"\x11unknown_instances\x18\x03 \x01(\rR\x10unknownInstances\"\xee\x02\n" +
+	"\x11unknown_instances\x18\x03 \x01(\rR\x10unknownInstances\"\xa3\x03\n" +
 	"\vPickRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12#\n" +
 	"\rprefix_hashes\x18\x02 \x03(\x04R\fprefixHashes\x12#\n" +
@@ -1447,7 +1516,9 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\x11exclude_instances\x18\x06 \x03(\tR\x10excludeInstances\x12\x17\n" +
 	"\x04seed\x18\a \x01(\x04H\x00R\x04seed\x88\x01\x01\x120\n" +
 	"\x05audit\x18\b \x01(\x0e2\x1a.prefixroute.v1.AuditLevelR\x05audit\x12\x1e\n" +
-	"\vttft_slo_ms\x18\x14 \x01(\x01R\tttftSloMsB\a\n" +
+	"\vttft_slo_ms\x18\x14 \x01(\x01R\tttftSloMs\x12\x1a\n" +
+	"\bpriority\x18( \x01(\x05R\bpriority\x12\x17\n" +
+	"\aflow_id\x18) \x01(\tR\x06flowIdB\a\n" +
 	"\x05_seed\"J\n" +
 	"\fLoadSnapshot\x12:\n" +
 	"\tinstances\x18\x01 \x03(\v2\x1c.prefixroute.v1.InstanceLoadR\tinstances\"\x83\x04\n" +
@@ -1481,7 +1552,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
 	"instanceId\x12 \n" +
-	"\vprobability\x18\x03 \x01(\x01R\vprobability\"\x8d\x05\n" +
+	"\vprobability\x18\x03 \x01(\x01R\vprobability\"\x96\x06\n" +
 	"\bDecision\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12.\n" +
 	"\x06policy\x18\x02 \x01(\v2\x16.prefixroute.v1.PolicyR\x06policy\x12'\n" +
@@ -1499,7 +1570,12 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\vttft_slo_ms\x18\x14 \x01(\x01R\tttftSloMs\x12\x17\n" +
 	"\aslo_met\x18\x15 \x01(\bR\x06sloMet\x12/\n" +
 	"\x13calibration_version\x18\x16 \x01(\x04R\x12calibrationVersion\x12*\n" +
-	"\x02pd\x18\x1e \x01(\v2\x1a.prefixroute.v1.PdDecisionR\x02pd\"\x82\x03\n" +
+	"\x02pd\x18\x1e \x01(\v2\x1a.prefixroute.v1.PdDecisionR\x02pd\x12\"\n" +
+	"\rqueue_wait_ms\x18( \x01(\x01R\vqueueWaitMs\x12\x1d\n" +
+	"\n" +
+	"queue_band\x18) \x01(\x05R\tqueueBand\x12\x17\n" +
+	"\aflow_id\x18* \x01(\tR\x06flowId\x12+\n" +
+	"\x11unknown_instances\x18+ \x01(\rR\x10unknownInstances\"\x82\x03\n" +
 	"\n" +
 	"PdDecision\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12.\n" +

@@ -93,19 +93,28 @@ const (
 	// ON_SATURATION_SHED answers RESOURCE_EXHAUSTED with the reasons and the
 	// earliest instance's expected drain time, so the gateway sheds load.
 	OnSaturation_ON_SATURATION_SHED OnSaturation = 2
+	// ON_SATURATION_QUEUE makes the pick wait in the router, by priority band
+	// and fair between flows, until an instance has capacity (a load report
+	// or an outcome frees it) or its deadline (the call's, or queue_ttl)
+	// passes: then RESOURCE_EXHAUSTED with reason queue_timeout. Sheddable
+	// picks (priority < 0) are refused at once (sheddable_rejected), and a
+	// pick over a queue limit too (queue_full). See docs/flow-control.md.
+	OnSaturation_ON_SATURATION_QUEUE OnSaturation = 40
 )
 
 // Enum value maps for OnSaturation.
 var (
 	OnSaturation_name = map[int32]string{
-		0: "ON_SATURATION_UNSPECIFIED",
-		1: "ON_SATURATION_LEAST_LOADED",
-		2: "ON_SATURATION_SHED",
+		0:  "ON_SATURATION_UNSPECIFIED",
+		1:  "ON_SATURATION_LEAST_LOADED",
+		2:  "ON_SATURATION_SHED",
+		40: "ON_SATURATION_QUEUE",
 	}
 	OnSaturation_value = map[string]int32{
 		"ON_SATURATION_UNSPECIFIED":  0,
 		"ON_SATURATION_LEAST_LOADED": 1,
 		"ON_SATURATION_SHED":         2,
+		"ON_SATURATION_QUEUE":        40,
 	}
 )
 
@@ -375,9 +384,21 @@ type Policy struct {
 	// 0.005 (128 KiB of KV a token over 25 GB/s), range [0, 1000] ms.
 	PdTransferMsPerToken *float64 `protobuf:"fixed64,31,opt,name=pd_transfer_ms_per_token,json=pdTransferMsPerToken,proto3,oneof" json:"pd_transfer_ms_per_token,omitempty"`
 	// pd_fallback: see PdFallback. Default local.
-	PdFallback    PdFallback `protobuf:"varint,32,opt,name=pd_fallback,json=pdFallback,proto3,enum=prefixroute.v1.PdFallback" json:"pd_fallback,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PdFallback PdFallback `protobuf:"varint,32,opt,name=pd_fallback,json=pdFallback,proto3,enum=prefixroute.v1.PdFallback" json:"pd_fallback,omitempty"`
+	// queue_ttl is the longest a pick waits under on_saturation: queue (the
+	// call's own deadline, when earlier, wins). Default 30s, range
+	// [10ms, 10m].
+	QueueTtl *durationpb.Duration `protobuf:"bytes,40,opt,name=queue_ttl,json=queueTtl,proto3" json:"queue_ttl,omitempty"`
+	// queue_max_waiting is the most picks waiting for one pool in one
+	// router; the next is refused (queue_full). Default 1000, range
+	// [1, 100000].
+	QueueMaxWaiting *uint32 `protobuf:"varint,41,opt,name=queue_max_waiting,json=queueMaxWaiting,proto3,oneof" json:"queue_max_waiting,omitempty"`
+	// queue_max_per_band is the most picks waiting in one priority band of
+	// one pool; the next is refused (queue_full). Default 1000, range
+	// [1, 100000].
+	QueueMaxPerBand *uint32 `protobuf:"varint,42,opt,name=queue_max_per_band,json=queueMaxPerBand,proto3,oneof" json:"queue_max_per_band,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
@@ -557,11 +578,32 @@ func (x *Policy) GetPdFallback() PdFallback {
 	return PdFallback_PD_FALLBACK_UNSPECIFIED
 }
 
+func (x *Policy) GetQueueTtl() *durationpb.Duration {
+	if x != nil {
+		return x.QueueTtl
+	}
+	return nil
+}
+
+func (x *Policy) GetQueueMaxWaiting() uint32 {
+	if x != nil && x.QueueMaxWaiting != nil {
+		return *x.QueueMaxWaiting
+	}
+	return 0
+}
+
+func (x *Policy) GetQueueMaxPerBand() uint32 {
+	if x != nil && x.QueueMaxPerBand != nil {
+		return *x.QueueMaxPerBand
+	}
+	return 0
+}
+
 var File_prefixroute_v1_policy_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xb2\v\n" +
+	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xfa\f\n" +
 	"\x06Policy\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12\x1e\n" +
 	"\blambda_h\x18\x02 \x01(\x01H\x00R\alambdaH\x88\x01\x01\x12\x1e\n" +
@@ -589,7 +631,10 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\x16pd_min_uncached_tokens\x18\x1e \x01(\rH\fR\x13pdMinUncachedTokens\x88\x01\x01\x12;\n" +
 	"\x18pd_transfer_ms_per_token\x18\x1f \x01(\x01H\rR\x14pdTransferMsPerToken\x88\x01\x01\x12;\n" +
 	"\vpd_fallback\x18  \x01(\x0e2\x1a.prefixroute.v1.PdFallbackR\n" +
-	"pdFallbackB\v\n" +
+	"pdFallback\x126\n" +
+	"\tqueue_ttl\x18( \x01(\v2\x19.google.protobuf.DurationR\bqueueTtl\x12/\n" +
+	"\x11queue_max_waiting\x18) \x01(\rH\x0eR\x0fqueueMaxWaiting\x88\x01\x01\x120\n" +
+	"\x12queue_max_per_band\x18* \x01(\rH\x0fR\x0fqueueMaxPerBand\x88\x01\x01B\v\n" +
 	"\t_lambda_hB\v\n" +
 	"\t_delta_msB\x12\n" +
 	"\x10_threshold_ratioB\x13\n" +
@@ -603,16 +648,19 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\x1b_default_kv_capacity_blocksB\x1a\n" +
 	"\x18_doubling_context_tokensB\x19\n" +
 	"\x17_pd_min_uncached_tokensB\x1b\n" +
-	"\x19_pd_transfer_ms_per_token*g\n" +
+	"\x19_pd_transfer_ms_per_tokenB\x14\n" +
+	"\x12_queue_max_waitingB\x15\n" +
+	"\x13_queue_max_per_band*g\n" +
 	"\bStrategy\x12\x18\n" +
 	"\x14STRATEGY_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STRATEGY_SOFTMAX\x10\x01\x12\x16\n" +
 	"\x12STRATEGY_THRESHOLD\x10\x02\x12\x13\n" +
-	"\x0fSTRATEGY_ARGMIN\x10\x03*e\n" +
+	"\x0fSTRATEGY_ARGMIN\x10\x03*~\n" +
 	"\fOnSaturation\x12\x1d\n" +
 	"\x19ON_SATURATION_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aON_SATURATION_LEAST_LOADED\x10\x01\x12\x16\n" +
-	"\x12ON_SATURATION_SHED\x10\x02*[\n" +
+	"\x12ON_SATURATION_SHED\x10\x02\x12\x17\n" +
+	"\x13ON_SATURATION_QUEUE\x10(*[\n" +
 	"\tSloOnMiss\x12\x1b\n" +
 	"\x17SLO_ON_MISS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SLO_ON_MISS_BEST_EFFORT\x10\x01\x12\x14\n" +
@@ -659,11 +707,12 @@ var file_prefixroute_v1_policy_proto_depIdxs = []int32{
 	2, // 4: prefixroute.v1.Policy.on_slo_miss:type_name -> prefixroute.v1.SloOnMiss
 	3, // 5: prefixroute.v1.Policy.calibration:type_name -> prefixroute.v1.SloCalibration
 	4, // 6: prefixroute.v1.Policy.pd_fallback:type_name -> prefixroute.v1.PdFallback
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	6, // 7: prefixroute.v1.Policy.queue_ttl:type_name -> google.protobuf.Duration
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_policy_proto_init() }

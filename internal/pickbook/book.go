@@ -1,4 +1,17 @@
-package server
+// Package pickbook keeps the router's recent picks that carried a
+// request_id, with what each decision predicted for its chosen instance, so
+// that a gateway's outcome (PickService.ReportOutcome) is matched with the
+// pick it belongs to and the prediction compared with the observed time to
+// first token. The server feeds it on Pick and reads it on ReportOutcome.
+//
+// Memory is bounded: Size entries in Shards shards, each a ring with a map
+// from request_id to its slot; the oldest pick of a shard is evicted by the
+// next. An entry holds the request's strings (no copy) and about 120 bytes
+// more: about 8 MiB for the whole book at 65536 entries, allocated as picks
+// with a request_id arrive (a router whose gateways send none holds none).
+// An outcome whose pick was evicted or never made is still counted by the
+// caller, not matched.
+package pickbook
 
 import (
 	"hash/maphash"
@@ -6,32 +19,19 @@ import (
 	"time"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
-	"github.com/prefixroute/prefixroute/internal/calib"
 )
 
-// The pick book: the router's recent picks that carried a request_id, with
-// what the decision predicted for the chosen instance, so that a gateway's
-// outcome (ReportOutcome) is kept with the pick it belongs to and the
-// predicted cost can be compared with the observed time to first token.
-//
-// Memory is bounded: pickBookSize entries in pickBookShards shards, each a
-// ring with a map from request_id to its slot; the oldest pick of a shard
-// is evicted by the next. An entry holds the request's strings (no copy)
-// and about 120 bytes more: about 8 MiB for the whole book at 65536 entries,
-// allocated as picks with a request_id arrive (a router whose gateways send
-// none holds none).
-// An outcome whose pick was evicted or never made is still counted, not
-// matched.
+// The book's bounds.
 const (
-	pickBookSize   = 1 << 16
-	pickBookShards = 16
-	pickBookShard  = pickBookSize / pickBookShards
+	Size      = 1 << 16       // picks kept, at most
+	Shards    = 16            // shards, each with its own lock
+	ShardSize = Size / Shards // picks kept per shard
 )
 
-// PickOutcome is one recent pick and what a gateway reported about it: the
+// Entry is one recent pick and what a gateway reported about it: the
 // decision's prediction for the chosen instance and, once an outcome
 // matched, the observed status and ttft. It is a plain value.
-type PickOutcome struct {
+type Entry struct {
 	Pool, RequestID string
 	// Instance and Deployment are the pick's choice.
 	Instance, Deployment string
@@ -46,7 +46,7 @@ type PickOutcome struct {
 	// policy's doubling context (tokens) and the calibration version
 	// the costs used; QueueSeen is false when the router could not see the
 	// queue the request met (a saturated pick, or a report older than
-	// calib.MaxQueueSeenAgeMs).
+	// internal/calib.MaxQueueSeenAgeMs).
 	Uncached, Cached                                 uint32
 	TPS, BatchWaitMs, PredictedTTFTMs, PriorDoubling float64
 	CalibrationVersion                               uint64
@@ -65,37 +65,37 @@ type PickOutcome struct {
 	HasTTFT  bool
 }
 
-// pickBook is the bounded book of recent picks by request_id. Safe for
+// Book is the bounded book of recent picks by request_id. Safe for
 // concurrent use: one shard lock per add or match, no allocation once a
 // shard's ring is full (entries are then replaced in place).
-type pickBook struct {
+type Book struct {
 	seed   maphash.Seed
-	shards [pickBookShards]bookShard
-	fits   *calib.Book // the deployments' prefill fits, fed by matched outcomes (outcome_calib.go)
+	shards [Shards]bookShard
 }
 
 type bookShard struct {
 	mu   sync.Mutex
-	ring []PickOutcome
+	ring []Entry
 	next int
 	byID map[string]int32 // request_id → ring slot
 }
 
-func newPickBook() *pickBook {
-	b := &pickBook{seed: maphash.MakeSeed(), fits: calib.NewBook()}
+// New returns an empty book.
+func New() *Book {
+	b := &Book{seed: maphash.MakeSeed()}
 	for i := range b.shards {
 		b.shards[i].byID = make(map[string]int32)
 	}
 	return b
 }
 
-func (b *pickBook) shard(requestID string) *bookShard {
-	return &b.shards[maphash.String(b.seed, requestID)%pickBookShards]
+func (b *Book) shard(requestID string) *bookShard {
+	return &b.shards[maphash.String(b.seed, requestID)%Shards]
 }
 
-// add records a pick. A pick with an id already in the book replaces it
+// Add records a pick. A pick with an id already in the book replaces it
 // (the gateway retried with the same id: the latest pick is the one tried).
-func (b *pickBook) add(e *PickOutcome) {
+func (b *Book) Add(e *Entry) {
 	sh := b.shard(e.RequestID)
 	sh.mu.Lock()
 	if i, ok := sh.byID[e.RequestID]; ok {
@@ -103,7 +103,7 @@ func (b *pickBook) add(e *PickOutcome) {
 		sh.mu.Unlock()
 		return
 	}
-	if len(sh.ring) < pickBookShard { // the ring grows until full, then turns
+	if len(sh.ring) < ShardSize { // the ring grows until full, then turns
 		sh.byID[e.RequestID] = int32(len(sh.ring))
 		sh.ring = append(sh.ring, *e)
 		sh.mu.Unlock()
@@ -119,9 +119,9 @@ func (b *pickBook) add(e *PickOutcome) {
 	sh.mu.Unlock()
 }
 
-// match attaches an outcome to the pick of requestID in pool and copies
+// Match attaches an outcome to the pick of requestID in pool and copies
 // the updated entry to out; false when the book has no such pick.
-func (b *pickBook) match(pool, requestID, tried string, st pb.OutcomeStatus, ttft *float64, out *PickOutcome) bool {
+func (b *Book) Match(pool, requestID, tried string, st pb.OutcomeStatus, ttft *float64, out *Entry) bool {
 	if requestID == "" {
 		return false
 	}
@@ -142,21 +142,14 @@ func (b *pickBook) match(pool, requestID, tried string, st pb.OutcomeStatus, ttf
 	return true
 }
 
-// get returns a copy of the pick of requestID.
-func (b *pickBook) get(requestID string) (PickOutcome, bool) {
+// Get returns a copy of the pick of requestID.
+func (b *Book) Get(requestID string) (Entry, bool) {
 	sh := b.shard(requestID)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	i, ok := sh.byID[requestID]
 	if !ok {
-		return PickOutcome{}, false
+		return Entry{}, false
 	}
 	return sh.ring[i], true
-}
-
-// PickOutcome returns the recent pick made with requestID and the outcome
-// a gateway reported for it, if the book still holds it (the last
-// pickBookSize picks with a request_id, about). Safe for concurrent use.
-func (s *Server) PickOutcome(requestID string) (PickOutcome, bool) {
-	return s.book.get(requestID)
 }
