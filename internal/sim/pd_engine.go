@@ -142,9 +142,16 @@ func (e *pdEngine) handlePD(ev event) error {
 	return nil
 }
 
-// reportPD sends instance k's load, with its role, to every router.
+// reportPD sends instance k's load, with its role, to every router. As
+// vLLM's num_requests_running, its running requests are those in the
+// prefill batch plus those decoding in a slot; those waiting for a slot
+// count as waiting.
 func (e *pdEngine) reportPD(k int) error {
-	e.insts[k].report(e.now, &e.rep)
+	in := e.insts[k]
+	in.report(e.now, &e.rep)
+	s := &e.slots[k]
+	e.rep.RunningRequests = uint32(len(in.batch)*btoi(in.busy) + len(s.running))
+	e.rep.WaitingRequests += uint32(len(s.waiting) - s.head)
 	e.rep.Role = e.roles[k]
 	for _, r := range e.routers {
 		if err := r.report(e.now, k, &e.rep); err != nil {

@@ -167,10 +167,13 @@ func TestPDMooncakeSeeded(t *testing.T) {
 		reasons                        map[string]int
 		p50, p99, stall                float64
 	}{
-		{"ours", 122, 77, 77, map[string]int{"below_threshold": 16, "disaggregated": 77, "local_cheaper": 29}, 688.325, 21201.06, 0.734},
-		{"always", 122, 122, 71, map[string]int{"below_threshold": 16, "disaggregated": 71, "local_cheaper": 35}, 1285.597, 21264.963, 0},
-		{"llm-d", 122, 122, 71, map[string]int{"below_threshold": 16, "disaggregated": 71, "local_cheaper": 35}, 1285.597, 21264.963, 0},
-		{"dynamo", 122, 92, 71, map[string]int{"below_threshold": 16, "disaggregated": 71, "local_cheaper": 35}, 996.329, 21201.06, 0.157},
+		{"ours", 122, 82, 82, map[string]int{"below_threshold": 16, "disaggregated": 82, "local_cheaper": 24}, 705.87, 21264.963, 0.601},
+		{"always", 122, 122, 81, map[string]int{"below_threshold": 16, "disaggregated": 81, "local_cheaper": 25}, 1116.331, 21274.792, 0},
+		{"llm-d", 122, 122, 81, map[string]int{"below_threshold": 16, "disaggregated": 81, "local_cheaper": 25}, 1116.331, 21274.792, 0},
+		{"dynamo", 122, 92, 81, map[string]int{"below_threshold": 16, "disaggregated": 81, "local_cheaper": 25}, 904.741, 21201.06, 0.194},
+		// The default interference weight (0.1) sends 5 more of ours' requests
+		// remote than weight 0, and stalls its decodes less.
+		{"ours-w0", 122, 77, 77, map[string]int{"below_threshold": 16, "disaggregated": 77, "local_cheaper": 29}, 688.325, 21201.06, 0.734},
 	}
 	for _, c := range cases {
 		t.Run(c.variant, func(t *testing.T) {
@@ -193,6 +196,53 @@ func TestPDMooncakeSeeded(t *testing.T) {
 			}
 			if got := [3]float64{round3(r.TTFTP50Ms), round3(r.TTFTP99Ms), round3(r.StallMsPerToken)}; got != [3]float64{c.p50, c.p99, c.stall} {
 				t.Errorf("TTFT p50, p99, stall %v; want %v", got, [3]float64{c.p50, c.p99, c.stall})
+			}
+		})
+	}
+}
+
+// TestPDInterferenceWeight: the decode instance reports its running
+// decodes, and the router's pd_interference_weight prices the stall. Both
+// instances prefill 10k tokens/s: request 2's 1000 tokens cost the router
+// 102.94 ms locally (the default policy's attention term: 1000 + 1000² /
+// 34000 tokens of work) against 102.94 + 5 ms remote (policy transfer
+// 0.005 ms a token), while request 1 (160 tokens, below the threshold)
+// decodes there. Weight 0 and 0.04 (0.04 × 1 × 102.94 = 4.12 < 5 ms) keep
+// it local: 5 + 100 ms, stalling request 1 by 105 ms. Weight 0.1 (10.29 >
+// 5 ms) sends it remote: 105 ms + 1000 × 0.01 ms of transfer, no stall.
+func TestPDInterferenceWeight(t *testing.T) {
+	for _, c := range []struct {
+		weight      string
+		reason      string
+		prefill     string
+		ttft, stall float64
+	}{
+		{"0", "local_cheaper", "main-01", 105, 105},
+		{"0.04", "local_cheaper", "main-01", 105, 105},
+		{"0.1", "disaggregated", "main-00", 115, 0},
+	} {
+		t.Run(c.weight, func(t *testing.T) {
+			y := strings.NewReplacer("DECIDER", "router", "SLOTS", "4",
+				"decode_prefill_tokens_per_second: 5000", "decode_prefill_tokens_per_second: 10000",
+				"variants: [{name: v}]", "variants: [{name: v, policy: {pd_interference_weight: "+c.weight+"}}]").Replace(pdTinyYAML)
+			sc, err := ParsePDScenario([]byte(y))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := RunPD(sc, "v", RunOptions{Workload: &pdList{reqs: []*Request{pdReqAt(1, 0, 160, 100, 0), pdReqAt(2, 100, 1000, 10, 1000)}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Records) != 2 || res.Reasons[c.reason] != 1 || res.Reasons["below_threshold"] != 1 {
+				t.Fatalf("%d records, reasons %v; want 2, below_threshold 1 and %s 1", len(res.Records), res.Reasons, c.reason)
+			}
+			r1, r2 := res.Records[0], res.Records[1]
+			if r1.ID != 1 {
+				r1, r2 = r2, r1
+			}
+			if r2.Prefill != c.prefill || round3(r2.TTFTMs) != c.ttft || round3(r1.StallMs) != c.stall {
+				t.Errorf("request 2 prefilled on %s, TTFT %v ms, request 1 stalled %v ms; want %s, %v, %v",
+					r2.Prefill, round3(r2.TTFTMs), round3(r1.StallMs), c.prefill, c.ttft, c.stall)
 			}
 		})
 	}

@@ -142,6 +142,7 @@ func (p *Pool) syncReport(in *instance) {
 	si.KVUsage = l.KVCacheUsage
 	si.Draining = l.Draining
 	si.Role = l.Role
+	si.RunningRequests = l.RunningRequests
 	si.Unreachable = in.unreachable
 	p.tlast[in.ord] = noAge
 	if in.reported {
