@@ -75,8 +75,10 @@ const (
 	// PDPrefillSaturated: no prefill instance is eligible, some only for
 	// load (kv_full, queue_full).
 	PDPrefillSaturated
-	// PDLocalCheaper: prefilling on the decode instance is predicted no
-	// slower than on the best prefill instance plus the KV transfer.
+	// PDLocalCheaper: prefilling on the decode instance, with the stall it
+	// puts on the decodes running there, costs no more than the best prefill
+	// instance plus the KV transfer (PDResult: LocalMs + InterferenceMs ≤
+	// RemoteMs).
 	PDLocalCheaper
 	// PDDisaggregated: a prefill instance was chosen.
 	PDDisaggregated
@@ -134,13 +136,24 @@ type PDResult struct {
 	LocalMs    float64
 	RemoteMs   float64
 	TransferMs float64
+	// RunningRequests is the decode instance's Instance.RunningRequests.
+	// InterferenceMs is the stall a local prefill puts on them, priced in
+	// TTFT: Policy.PDInterferenceWeight × RunningRequests × the decode
+	// instance's PrefillMs, in ms. The stage stays local (PDLocalCheaper)
+	// iff LocalMs + InterferenceMs ≤ RemoteMs.
+	RunningRequests uint32
+	InterferenceMs  float64
 }
+
+// LocalCostMs is what the stage weighs a local prefill at against RemoteMs:
+// LocalMs + InterferenceMs, in ms.
+func (r *PDResult) LocalCostMs() float64 { return r.LocalMs + r.InterferenceMs }
 
 // decidePD runs the prefill stage after the decode instance d.Instance of
 // deployment d.Deployment was drawn. When that deployment has RolePrefill
 // instances it decides, in this order: below the threshold → local; no
 // eligible prefill instance → local under PDFallbackLocal, else the error;
-// local no slower than remote → local; else it weighs the eligible prefill
+// LocalMs + InterferenceMs ≤ RemoteMs → local; else it weighs the eligible prefill
 // instances by their CostMs under p.Strategy (as instanceWeights does) and
 // draws one with a third draw from rng (drawPrefill).
 // Without prefill instances it only sets d.PD to PDNone. On error
@@ -178,6 +191,8 @@ func decidePD(p *Policy, snap *Snapshot, rng RNG, d *Decision) error {
 	pd := &d.PD
 	pd.UncachedTokens = rd.UncachedTokens
 	pd.LocalMs = ttft(rd)
+	pd.RunningRequests = snap.Instances[dec].RunningRequests
+	pd.InterferenceMs = p.PDInterferenceWeight * float64(pd.RunningRequests) * rd.PrefillMs
 	pd.TransferMs = p.PDTransferMsPerToken * float64(rd.UncachedTokens)
 	if best >= 0 {
 		pd.RemoteMs = ttft(&d.Instances[best]) + pd.TransferMs
@@ -199,7 +214,7 @@ func decidePD(p *Policy, snap *Snapshot, rng RNG, d *Decision) error {
 			return fmt.Errorf("%w: deployment %q: %d prefill instances, none eligible (pd_fallback: fail)",
 				ErrNoPrefillInstance, snap.Deployments[dep].Name, pd.PrefillInstances)
 		}
-	case pd.LocalMs <= pd.RemoteMs:
+	case pd.LocalCostMs() <= pd.RemoteMs:
 		pd.Reason = PDLocalCheaper
 	default:
 		pd.Reason = PDDisaggregated
@@ -273,6 +288,12 @@ const (
 	// DefaultPDTransferMsPerToken is Policy.PDTransferMsPerToken by
 	// default: 0.005 ms a token.
 	DefaultPDTransferMsPerToken = 0.005
+	// DefaultPDInterferenceWeight is Policy.PDInterferenceWeight by
+	// default: 0.1 ms of TTFT per ms of stall on one running decode, from
+	// prefixsim's sweep of 0–1 (BENCHMARKS.md, "prefixsim: prefill
+	// deciders"): on pd-mooncake it cuts the stall by 41 % for +1.4 % of
+	// mean TTFT; larger weights trade more TTFT for stall.
+	DefaultPDInterferenceWeight = 0.1
 )
 
 // Disaggregated reports whether the stage chose a prefill instance

@@ -188,6 +188,12 @@ type Policy struct {
 	// PDFallback is what a pick does when it would use a prefill instance
 	// and none is eligible. Default PDFallbackLocal.
 	PDFallback PDFallback
+	// PDInterferenceWeight is the TTFT, in ms, that one ms of stall on one
+	// running decode is worth: a local prefill of PrefillMs on a decode
+	// instance running R requests costs LocalMs + PDInterferenceWeight ×
+	// R × PrefillMs against RemoteMs (PDResult.InterferenceMs). Default
+	// 0.1, 0 = off (TTFT only). Range [0, 100].
+	PDInterferenceWeight float64
 	// QueueTTL is the longest a pick waits under SaturationQueue (the
 	// call's own deadline, when earlier, wins). Default 30s. Range
 	// [10ms, 10m].
@@ -226,6 +232,7 @@ func DefaultPolicy() Policy {
 		PDMinUncachedTokens:           DefaultPDMinUncachedTokens,
 		PDTransferMsPerToken:          DefaultPDTransferMsPerToken,
 		PDFallback:                    PDFallbackLocal,
+		PDInterferenceWeight:          DefaultPDInterferenceWeight,
 		QueueTTL:                      30 * time.Second,
 		QueueMaxWaiting:               1000,
 		QueueMaxPerBand:               1000,
@@ -272,6 +279,7 @@ func (p *Policy) valid() bool {
 		p.PDMinUncachedTokens <= MaxPDMinUncachedTokens &&
 		in(p.PDTransferMsPerToken, 0, MaxPDTransferMsPerToken) &&
 		p.PDFallback < numPDFallbacks &&
+		in(p.PDInterferenceWeight, 0, MaxPDInterferenceWeight) &&
 		p.QueueTTL >= MinQueueTTL && p.QueueTTL <= MaxQueueTTL &&
 		p.QueueMaxWaiting >= 1 && p.QueueMaxWaiting <= MaxQueueWaiting &&
 		p.QueueMaxPerBand >= 1 && p.QueueMaxPerBand <= MaxQueueWaiting

@@ -115,6 +115,8 @@ var policyFields = []PolicyField{
 		Meaning: "KV transfer, prefill to decode, per token", Float: func(p *Policy) *float64 { return &p.PDTransferMsPerToken }},
 	{Key: "pd_fallback", Kind: FieldEnum, Names: pdFallbackNames[:], enumType: "PDFallback", Meaning: "no prefill instance: local, fail",
 		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.PDFallback) }},
+	{Key: "pd_interference_weight", Kind: FieldFloat, Max: MaxPDInterferenceWeight,
+		Meaning: "TTFT ms per ms of decode stall", Float: func(p *Policy) *float64 { return &p.PDInterferenceWeight }},
 	{Key: "queue_ttl", Kind: FieldDuration, MinDuration: MinQueueTTL, MaxDuration: MaxQueueTTL,
 		Meaning: "queue: longest wait of a pick", Duration: func(p *Policy) *time.Duration { return &p.QueueTTL }},
 	{Key: "queue_max_waiting", Kind: FieldUint32, Unit: "picks", Min: 1, Max: MaxQueueWaiting,

@@ -128,6 +128,10 @@ type Instance struct {
 	// instance is never the pick's instance (ReasonPrefillRole); the
 	// prefill stage may choose it (Decision.PD).
 	Role Role
+	// RunningRequests is the number of requests the instance last reported
+	// running (decoding or prefilling). The prefill stage charges a local
+	// prefill's stall of these decodes (Policy.PDInterferenceWeight).
+	RunningRequests uint32
 }
 
 // Snapshot is the pool's state for one decision. Decide only reads it, so one

@@ -57,7 +57,8 @@ func defaultPolicy() *pb.Policy {
 		OnSaturation: pb.OnSaturation_ON_SATURATION_LEAST_LOADED, DoublingContextTokens: f64(17000),
 		OnSloMiss: pb.SloOnMiss_SLO_ON_MISS_BEST_EFFORT, Calibration: pb.SloCalibration_SLO_CALIBRATION_APPLY,
 		PdMinUncachedTokens: u32(512), PdTransferMsPerToken: f64(0.005), PdFallback: pb.PdFallback_PD_FALLBACK_LOCAL,
-		QueueTtl: durationpb.New(30e9), QueueMaxWaiting: u32(1000), QueueMaxPerBand: u32(1000)}
+		PdInterferenceWeight: f64(0.1),
+		QueueTtl:             durationpb.New(30e9), QueueMaxWaiting: u32(1000), QueueMaxPerBand: u32(1000)}
 }
 
 // seedPick is the seed's cutover example: weights 1:9, A holding the whole

@@ -16,6 +16,7 @@ import (
 
 const usage = `usage:
   prefixsim run [flags] SCENARIO...   simulate each scenario (a file, or a built-in name)
+  prefixsim pd [flags] FILE           compare prefill deciders on a disaggregated scenario over seeds
   prefixsim trace [flags] SCENARIO    write the scenario's workload as a JSONL trace to stdout
   prefixsim list                      list the built-in scenarios
   prefixsim --version                 print the version
@@ -33,6 +34,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runCmd(args[1:], stdout, stderr)
 	case "trace":
 		err = traceCmd(args[1:], stdout, stderr)
+	case "pd":
+		err = pdCmd(args[1:], stdout, stderr)
 	case "list":
 		for _, n := range sim.ScenarioNames() {
 			fmt.Fprintln(stdout, n)

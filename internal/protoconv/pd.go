@@ -37,5 +37,6 @@ func PDProto(pk *state.Pick, audit bool) (*pb.PdPrefill, *pb.PdDecision) {
 	d.Reason, d.PrefillProbability, d.PrefillDraw = pd.Reason.String(), pd.PrefillProbability, pd.PrefillDraw
 	d.PrefillInstances, d.PrefillEligible = uint32(pd.PrefillInstances), uint32(pd.PrefillEligible)
 	d.UncachedTokens, d.LocalMs, d.RemoteMs, d.TransferMs = pd.UncachedTokens, pd.LocalMs, pd.RemoteMs, pd.TransferMs
+	d.RunningRequests, d.InterferenceMs = pd.RunningRequests, pd.InterferenceMs
 	return prefill, d
 }

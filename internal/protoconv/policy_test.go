@@ -77,7 +77,8 @@ func everyPolicyField() scheduler.Policy {
 		OnSaturation: scheduler.SaturationQueue, DoublingContextTokens: 33000, OnSLOMiss: scheduler.SLOShed,
 		Calibration:         scheduler.CalibrationObserve,
 		PDMinUncachedTokens: 2048, PDTransferMsPerToken: 0.02, PDFallback: scheduler.PDFallbackFail,
-		QueueTTL: 5 * time.Second, QueueMaxWaiting: 77, QueueMaxPerBand: 55}
+		PDInterferenceWeight: 0.3,
+		QueueTTL:             5 * time.Second, QueueMaxWaiting: 77, QueueMaxPerBand: 55}
 }
 
 // TestPolicyRoundTrip: every field is rendered, and merging the message
@@ -99,7 +100,8 @@ func TestPolicyRoundTrip(t *testing.T) {
 		OnSaturation: pb.OnSaturation_ON_SATURATION_QUEUE, DoublingContextTokens: proto.Float64(33000),
 		OnSloMiss: pb.SloOnMiss_SLO_ON_MISS_SHED, Calibration: pb.SloCalibration_SLO_CALIBRATION_OBSERVE,
 		PdMinUncachedTokens: proto.Uint32(2048), PdTransferMsPerToken: proto.Float64(0.02), PdFallback: pb.PdFallback_PD_FALLBACK_FAIL,
-		QueueTtl: durationpb.New(5 * time.Second), QueueMaxWaiting: proto.Uint32(77), QueueMaxPerBand: proto.Uint32(55)}
+		PdInterferenceWeight: proto.Float64(0.3),
+		QueueTtl:             durationpb.New(5 * time.Second), QueueMaxWaiting: proto.Uint32(77), QueueMaxPerBand: proto.Uint32(55)}
 	if !proto.Equal(m, want) {
 		t.Fatalf("PolicyProto = %v\nwant %v", m, want)
 	}

@@ -15,6 +15,12 @@
 // deployment taking over then actually recomputed and prefilled
 // (Result.Readiness).
 //
+// A PDScenario (pd_scenario.go) is a scenario on a disaggregated fleet:
+// instances report prefill, decode or both roles; RunPD applies a prefill
+// decider (the router's, or a baseline's override) to each pick and
+// models the KV transfer, decode slots and the stall local prefills put on
+// running decodes; RunPDSeeds gives medians over seeds.
+//
 // Run simulates one variant of a Scenario in virtual time with a discrete
 // event queue; it is deterministic for a seed and every variant of a
 // scenario sees the same requests. RunScenario runs all variants; a Result

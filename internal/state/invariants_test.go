@@ -171,7 +171,8 @@ func checkTemplate(p *Pool) error {
 			PrefillTokensPerSecond: l.PrefillTokensPerSecond, QueueMs: l.QueueMs, HasQueueMs: l.HasQueueMs,
 			QueuedPrefillTokens: l.QueuedPrefillTokens, AssignedTokens: in.assigned, KVUsage: l.KVCacheUsage,
 			AssignedKVUsage: scheduler.AssignedKVUsage(in.assignedKV, l.KVCapacityBlocks),
-			Disconnected:    !in.connected, Draining: l.Draining, Unreachable: in.unreachable, Role: l.Role}
+			Disconnected:    !in.connected, Draining: l.Draining, Unreachable: in.unreachable, Role: l.Role,
+			RunningRequests: l.RunningRequests}
 		if p.tmpl[i] != want {
 			return fmt.Errorf("template: instance %s is %+v, want %+v", in.id.Instance, p.tmpl[i], want)
 		}

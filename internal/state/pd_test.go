@@ -1,8 +1,10 @@
 package state
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/prefixroute/prefixroute/internal/readiness"
 	"github.com/prefixroute/prefixroute/scheduler"
@@ -95,5 +97,64 @@ func TestMigrationBothSides(t *testing.T) {
 	pre.Close(t0)
 	if m := missing(); m != "no eligible prefill instance (of 1)" {
 		t.Fatalf("prefill disconnected: missing %q", m)
+	}
+}
+
+// TestPickPDRunningRequests: the decode instance's reported running
+// requests reach the snapshot and the prefill stage's interference term.
+// Both instances idle, 2048 uncached tokens: local 204.8 ms against
+// 215.04 ms remote stays local with 0 running; 2 running add 0.05 × 2 ×
+// 204.8 = 20.48 ms and disaggregate; a report of 0 running makes it local
+// again. Both audit levels.
+func TestPickPDRunningRequests(t *testing.T) {
+	for _, chosen := range []bool{false, true} {
+		_, p := newTestPool(t, Limits{})
+		cfg := DefaultConfig()
+		cfg.Policy.DoublingContextTokens = 0
+		cfg.Policy.PDInterferenceWeight = 0.05
+		p.SetConfig(cfg)
+		dec := connect(t, p, t0, "a", "dec", &Report{Seq: 1, Role: scheduler.RoleDecode, HasQueueMs: true})
+		pre := connect(t, p, t0, "a", "pre", &Report{Seq: 1, Role: scheduler.RolePrefill, HasQueueMs: true})
+		hashes := make([]uint64, 128)
+		for i := range hashes {
+			hashes[i] = uint64(5000 + i)
+		}
+		for i, tc := range []struct {
+			running      uint32
+			reason       scheduler.PDReason
+			interference float64
+		}{
+			{0, scheduler.PDLocalCheaper, 0},
+			{2, scheduler.PDDisaggregated, 20.48},
+			{0, scheduler.PDLocalCheaper, 0},
+		} {
+			// Each pick follows fresh reports of idle instances (a report
+			// ends the work the router assigned since the last one).
+			now := t0.Add(time.Duration(i+1) * time.Second)
+			if err := dec.Report(now, &Report{Seq: uint64(i + 2), Role: scheduler.RoleDecode, HasQueueMs: true, RunningRequests: tc.running}); err != nil {
+				t.Fatal(err)
+			}
+			if err := pre.Report(now, &Report{Seq: uint64(i + 2), Role: scheduler.RolePrefill, HasQueueMs: true}); err != nil {
+				t.Fatal(err)
+			}
+			// A fresh prompt each time: nothing cached anywhere.
+			for j := range hashes {
+				hashes[j] += 1000
+			}
+			in := PickInput{Hashes: hashes, PromptTokens: 2048, ChosenOnly: chosen}
+			var pk Pick
+			if err := p.Pick(now, &in, rand.New(rand.NewPCG(1, 2)), &pk); err != nil {
+				t.Fatal(err)
+			}
+			d := &pk.Decision
+			pd := &d.PD
+			if pk.Snapshot.Instances[d.Instance].ID != "dec" || pk.Snapshot.Instances[d.Instance].RunningRequests != tc.running ||
+				pd.Reason != tc.reason || pd.RunningRequests != tc.running ||
+				math.Abs(pd.InterferenceMs-tc.interference) > 1e-9 || math.Abs(pd.LocalMs-204.8) > 1e-9 ||
+				math.Abs(pd.RemoteMs-215.04) > 1e-9 {
+				t.Fatalf("chosen %v, report %d (%d running): instance %d, PD %+v", chosen, i, tc.running, d.Instance, pd)
+			}
+		}
+		mustInvariants(t, p)
 	}
 }

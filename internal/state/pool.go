@@ -143,6 +143,7 @@ func (p *Pool) syncReport(in *instance) {
 	si.AssignedKVUsage = scheduler.AssignedKVUsage(in.assignedKV, l.KVCapacityBlocks)
 	si.Draining = l.Draining
 	si.Role = l.Role
+	si.RunningRequests = l.RunningRequests
 	si.Unreachable = in.unreachable
 	p.tlast[in.ord] = noAge
 	if in.reported {

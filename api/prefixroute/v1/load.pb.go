@@ -91,7 +91,10 @@ type ReportLoadRequest struct {
 	// address is what gateways connect to, e.g. "10.0.0.7:8000".
 	Address string `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
 	// seq increases with every report of the stream; echoed in the ack.
-	Seq             uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	// running_requests are the requests the engine is running (decoding or
+	// prefilling; vLLM's num_requests_running). On a decode instance they
+	// price the stall of a local prefill (Policy.pd_interference_weight).
 	RunningRequests uint32 `protobuf:"varint,6,opt,name=running_requests,json=runningRequests,proto3" json:"running_requests,omitempty"`
 	WaitingRequests uint32 `protobuf:"varint,7,opt,name=waiting_requests,json=waitingRequests,proto3" json:"waiting_requests,omitempty"`
 	// queued_prefill_tokens is the prefill work queued or running, in tokens.

@@ -1056,11 +1056,17 @@ type PdDecision struct {
 	// queue_ms + prefill_ms + batch_wait_ms), in ms; remote_ms that on the
 	// best eligible prefill instance plus transfer_ms, in ms (0 when none is
 	// eligible); transfer_ms = pd_transfer_ms_per_token × uncached_tokens.
-	LocalMs       float64 `protobuf:"fixed64,8,opt,name=local_ms,json=localMs,proto3" json:"local_ms,omitempty"`
-	RemoteMs      float64 `protobuf:"fixed64,9,opt,name=remote_ms,json=remoteMs,proto3" json:"remote_ms,omitempty"`
-	TransferMs    float64 `protobuf:"fixed64,10,opt,name=transfer_ms,json=transferMs,proto3" json:"transfer_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LocalMs    float64 `protobuf:"fixed64,8,opt,name=local_ms,json=localMs,proto3" json:"local_ms,omitempty"`
+	RemoteMs   float64 `protobuf:"fixed64,9,opt,name=remote_ms,json=remoteMs,proto3" json:"remote_ms,omitempty"`
+	TransferMs float64 `protobuf:"fixed64,10,opt,name=transfer_ms,json=transferMs,proto3" json:"transfer_ms,omitempty"`
+	// running_requests is the decode instance's last reported running
+	// requests; interference_ms = pd_interference_weight × running_requests ×
+	// the decode instance's prefill_ms, in ms. The prefill stays local
+	// (local_cheaper) iff local_ms + interference_ms ≤ remote_ms.
+	RunningRequests uint32  `protobuf:"varint,30,opt,name=running_requests,json=runningRequests,proto3" json:"running_requests,omitempty"`
+	InterferenceMs  float64 `protobuf:"fixed64,31,opt,name=interference_ms,json=interferenceMs,proto3" json:"interference_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PdDecision) Reset() {
@@ -1159,6 +1165,20 @@ func (x *PdDecision) GetRemoteMs() float64 {
 func (x *PdDecision) GetTransferMs() float64 {
 	if x != nil {
 		return x.TransferMs
+	}
+	return 0
+}
+
+func (x *PdDecision) GetRunningRequests() uint32 {
+	if x != nil {
+		return x.RunningRequests
+	}
+	return 0
+}
+
+func (x *PdDecision) GetInterferenceMs() float64 {
+	if x != nil {
+		return x.InterferenceMs
 	}
 	return 0
 }
@@ -1575,7 +1595,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\n" +
 	"queue_band\x18) \x01(\x05R\tqueueBand\x12\x17\n" +
 	"\aflow_id\x18* \x01(\tR\x06flowId\x12+\n" +
-	"\x11unknown_instances\x18+ \x01(\rR\x10unknownInstances\"\x82\x03\n" +
+	"\x11unknown_instances\x18+ \x01(\rR\x10unknownInstances\"\xd6\x03\n" +
 	"\n" +
 	"PdDecision\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12.\n" +
@@ -1589,7 +1609,9 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\tremote_ms\x18\t \x01(\x01R\bremoteMs\x12\x1f\n" +
 	"\vtransfer_ms\x18\n" +
 	" \x01(\x01R\n" +
-	"transferMs\"\xb1\x03\n" +
+	"transferMs\x12)\n" +
+	"\x10running_requests\x18\x1e \x01(\rR\x0frunningRequests\x12'\n" +
+	"\x0finterference_ms\x18\x1f \x01(\x01R\x0einterferenceMs\"\xb1\x03\n" +
 	"\x12DeploymentDecision\x12\x1e\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\tR\n" +

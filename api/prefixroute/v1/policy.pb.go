@@ -385,6 +385,12 @@ type Policy struct {
 	PdTransferMsPerToken *float64 `protobuf:"fixed64,31,opt,name=pd_transfer_ms_per_token,json=pdTransferMsPerToken,proto3,oneof" json:"pd_transfer_ms_per_token,omitempty"`
 	// pd_fallback: see PdFallback. Default local.
 	PdFallback PdFallback `protobuf:"varint,32,opt,name=pd_fallback,json=pdFallback,proto3,enum=prefixroute.v1.PdFallback" json:"pd_fallback,omitempty"`
+	// pd_interference_weight is the TTFT, in ms, that one ms of stall on one
+	// running decode is worth. A local prefill of prefill_ms on a decode
+	// instance running R requests is weighed at local_ms +
+	// pd_interference_weight × R × prefill_ms against remote_ms
+	// (PdDecision.interference_ms). Default 0.1, 0 = off, range [0, 100].
+	PdInterferenceWeight *float64 `protobuf:"fixed64,33,opt,name=pd_interference_weight,json=pdInterferenceWeight,proto3,oneof" json:"pd_interference_weight,omitempty"`
 	// queue_ttl is the longest a pick waits under on_saturation: queue (the
 	// call's own deadline, when earlier, wins). Default 30s, range
 	// [10ms, 10m].
@@ -578,6 +584,13 @@ func (x *Policy) GetPdFallback() PdFallback {
 	return PdFallback_PD_FALLBACK_UNSPECIFIED
 }
 
+func (x *Policy) GetPdInterferenceWeight() float64 {
+	if x != nil && x.PdInterferenceWeight != nil {
+		return *x.PdInterferenceWeight
+	}
+	return 0
+}
+
 func (x *Policy) GetQueueTtl() *durationpb.Duration {
 	if x != nil {
 		return x.QueueTtl
@@ -603,7 +616,7 @@ var File_prefixroute_v1_policy_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xfa\f\n" +
+	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xd0\r\n" +
 	"\x06Policy\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12\x1e\n" +
 	"\blambda_h\x18\x02 \x01(\x01H\x00R\alambdaH\x88\x01\x01\x12\x1e\n" +
@@ -631,10 +644,11 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\x16pd_min_uncached_tokens\x18\x1e \x01(\rH\fR\x13pdMinUncachedTokens\x88\x01\x01\x12;\n" +
 	"\x18pd_transfer_ms_per_token\x18\x1f \x01(\x01H\rR\x14pdTransferMsPerToken\x88\x01\x01\x12;\n" +
 	"\vpd_fallback\x18  \x01(\x0e2\x1a.prefixroute.v1.PdFallbackR\n" +
-	"pdFallback\x126\n" +
+	"pdFallback\x129\n" +
+	"\x16pd_interference_weight\x18! \x01(\x01H\x0eR\x14pdInterferenceWeight\x88\x01\x01\x126\n" +
 	"\tqueue_ttl\x18( \x01(\v2\x19.google.protobuf.DurationR\bqueueTtl\x12/\n" +
-	"\x11queue_max_waiting\x18) \x01(\rH\x0eR\x0fqueueMaxWaiting\x88\x01\x01\x120\n" +
-	"\x12queue_max_per_band\x18* \x01(\rH\x0fR\x0fqueueMaxPerBand\x88\x01\x01B\v\n" +
+	"\x11queue_max_waiting\x18) \x01(\rH\x0fR\x0fqueueMaxWaiting\x88\x01\x01\x120\n" +
+	"\x12queue_max_per_band\x18* \x01(\rH\x10R\x0fqueueMaxPerBand\x88\x01\x01B\v\n" +
 	"\t_lambda_hB\v\n" +
 	"\t_delta_msB\x12\n" +
 	"\x10_threshold_ratioB\x13\n" +
@@ -648,7 +662,8 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\x1b_default_kv_capacity_blocksB\x1a\n" +
 	"\x18_doubling_context_tokensB\x19\n" +
 	"\x17_pd_min_uncached_tokensB\x1b\n" +
-	"\x19_pd_transfer_ms_per_tokenB\x14\n" +
+	"\x19_pd_transfer_ms_per_tokenB\x19\n" +
+	"\x17_pd_interference_weightB\x14\n" +
 	"\x12_queue_max_waitingB\x15\n" +
 	"\x13_queue_max_per_band*g\n" +
 	"\bStrategy\x12\x18\n" +
