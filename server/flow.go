@@ -81,6 +81,13 @@ func (h *flowHold) audit(resp *pb.PickResponse) {
 // Safe for concurrent use.
 func (s *Server) FlowQueues() []flowq.PoolQueue { return s.flow.Snapshot(nil) }
 
+// FlowQueue is pool's waiting room with at most perBand flows per band, and
+// whether a pick of pool has waited since the router started (the console's
+// capacity view). Safe for concurrent use.
+func (s *Server) FlowQueue(pool string, perBand int) (flowq.PoolQueue, bool) {
+	return s.flow.Detail(pool, perBand)
+}
+
 // kickingReplicas is the report engine's view of the replicas: the
 // cluster's, plus a kick of the pool's waiting picks on every report
 // applied from a stream (capacity may have freed).

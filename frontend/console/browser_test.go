@@ -249,6 +249,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.waitJS(`document.querySelector('th[aria-sort="ascending"] button[data-sort="picks"]') && document.activeElement.dataset.sort === "picks"`)
 	b.run(chromedp.SendKeys(`#filter`, "b-"))
 	b.waitJS(`[...document.querySelectorAll('tr[data-instance]')].map(r => r.dataset.instance).sort().join() === "b-1,b-2"`)
+	checkRolesAndCapacity(t, b, f.sc)
 
 	// Cutover: a weight change shows in the chart (a marker of the new
 	// version) and the table on the page's next poll or the one after: at

@@ -18,6 +18,7 @@ import (
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
 	"github.com/prefixroute/prefixroute/frontend"
+	"github.com/prefixroute/prefixroute/internal/flowq"
 	"github.com/prefixroute/prefixroute/internal/gateway"
 )
 
@@ -61,6 +62,10 @@ type Backend interface {
 	// newest first (its JSON lines, docs/operating.md "Decision log"); false when
 	// the decision log is off.
 	RecentDecisions(pool string) ([]json.RawMessage, bool)
+	// FlowQueue is pool's waiting room (on_saturation: queue) with at most
+	// perBand flows per band, and whether a pick of pool has waited since
+	// the router started.
+	FlowQueue(pool string, perBand int) (flowq.PoolQueue, bool)
 }
 
 //go:embed static
@@ -107,6 +112,7 @@ func Handler(b Backend, a frontend.Authorizer, opts ...Option) http.Handler {
 	c.mux.HandleFunc("GET /ui/api/pool", c.pool)
 	c.mux.HandleFunc("GET /ui/api/migration", c.migration)
 	c.mux.HandleFunc("GET /ui/api/decisions", c.decisions)
+	c.mux.HandleFunc("GET /ui/api/capacity", c.capacity)
 	c.mux.HandleFunc("POST /ui/api/weights", c.setWeights)
 	c.mux.HandleFunc("POST /ui/api/ramp/start", c.startRamp)
 	c.mux.HandleFunc("POST /ui/api/ramp/{op}", c.updateRamp)
@@ -120,7 +126,7 @@ func Handler(b Backend, a frontend.Authorizer, opts ...Option) http.Handler {
 // assets are the files of static/ the console serves; anything else under
 // /ui/ is NotFound (no directory listing, no file server error pages).
 var assets = map[string]bool{"": true, "index.html": true, "style.css": true,
-	"app.js": true, "charts.js": true, "overview.js": true, "operate.js": true, "main.js": true}
+	"app.js": true, "charts.js": true, "overview.js": true, "operate.js": true, "capacity.js": true, "main.js": true}
 
 // assetsOnly serves the embedded files to GET and HEAD.
 func assetsOnly(h http.Handler) http.Handler {

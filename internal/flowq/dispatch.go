@@ -144,23 +144,6 @@ func (q *Queue) Len() int {
 	return q.n
 }
 
-// BandLen is one band's waiting tickets.
-type BandLen struct {
-	Priority int32
-	Waiting  int
-	Flows    int
-}
-
-// Bands appends the non-empty bands, highest priority first, to dst.
-func (q *Queue) Bands(dst []BandLen) []BandLen {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, b := range q.bands {
-		dst = append(dst, BandLen{Priority: b.priority, Waiting: b.n, Flows: len(b.flows)})
-	}
-	return dst
-}
-
 // Stats returns the queue's counters.
 func (q *Queue) Stats() Stats {
 	q.mu.Lock()

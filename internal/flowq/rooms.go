@@ -12,8 +12,12 @@ import (
 type Rooms struct {
 	mu    sync.RWMutex
 	pools map[string]*Queue
-	now   func() time.Time
-	obs   *observer // nil: no metrics
+	// dropped are the counters of the queues KickAll dropped, per pool,
+	// so that Snapshot and Detail count since the Rooms started (one
+	// entry per pool that ever queued: bounded by the pools).
+	dropped map[string]Stats
+	now     func() time.Time
+	obs     *observer // nil: no metrics
 }
 
 // NewRooms returns an empty Rooms reading the time from now (time.Now when
@@ -22,7 +26,7 @@ func NewRooms(now func() time.Time) *Rooms {
 	if now == nil {
 		now = time.Now
 	}
-	return &Rooms{pools: make(map[string]*Queue), now: now}
+	return &Rooms{pools: make(map[string]*Queue), dropped: make(map[string]Stats), now: now}
 }
 
 // queue returns pool's Queue, creating it with l (and applying l to an
@@ -78,8 +82,10 @@ func (r *Rooms) KickAll() {
 	for name, q := range r.pools {
 		q.mu.Lock()
 		idle := q.n == 0 && q.inflight == nil
+		st := q.stats
 		q.mu.Unlock()
 		if idle {
+			r.dropped[name] = r.dropped[name].add(st)
 			delete(r.pools, name)
 			continue
 		}
@@ -152,22 +158,4 @@ func (r *Rooms) retry(q *Queue, t *Ticket, try func() bool) (done bool) {
 	}
 	q.Settle(t, Dispatched)
 	return true
-}
-
-// Snapshot appends, per pool with a queue, its bands to dst (for the
-// console and the gauges).
-func (r *Rooms) Snapshot(dst []PoolQueue) []PoolQueue {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for name, q := range r.pools {
-		dst = append(dst, PoolQueue{Pool: name, Bands: q.Bands(nil), Stats: q.Stats()})
-	}
-	return dst
-}
-
-// PoolQueue is one pool's waiting room as Snapshot reports it.
-type PoolQueue struct {
-	Pool  string
-	Bands []BandLen
-	Stats Stats
 }

@@ -94,9 +94,9 @@ function parseRoute() {
 }
 
 function pageOf(name) { // the page objects are defined below
-  return { pools: pagePools, cutover: pageCutover, instances: pageInstances, ramp: pageRamp, migration: pageMigration, explain: pageExplain }[name];
+  return { pools: pagePools, cutover: pageCutover, instances: pageInstances, ramp: pageRamp, migration: pageMigration, explain: pageExplain, capacity: pageCapacity }[name];
 }
-const TABS = [["cutover", "Cutover"], ["instances", "Instances"], ["ramp", "Ramp"], ["migration", "Migration"], ["explain", "Explain"]];
+const TABS = [["cutover", "Cutover"], ["instances", "Instances"], ["ramp", "Ramp"], ["migration", "Migration"], ["explain", "Explain"], ["capacity", "Capacity"]];
 
 function renderCrumbs(r) {
   const nav = document.getElementById("crumbs");

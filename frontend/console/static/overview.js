@@ -164,6 +164,12 @@ const INST_COLS = [
   ["cached", "Cached blocks", (i) => Number(i.cached_blocks)],
   ["picks", "Picks/s (5 s)", (i, p) => p[i.instance_id] || 0],
 ];
+// roleName is an instance's prefill/decode role: prefill, decode or both
+// (PD_ROLE_UNSPECIFIED is both).
+const roleName = (r) => ({ PD_ROLE_PREFILL: "prefill", PD_ROLE_DECODE: "decode" })[r] || "both";
+// ROLE_COL is shown after Instance only when a pool has a prefill or
+// decode instance: an aggregated pool's table is as before.
+const ROLE_COL = ["role", "Role", (i) => roleName(i.role)];
 
 const pageInstances = {
   init(view, r, st) {
@@ -187,9 +193,11 @@ const pageInstances = {
     const f = st.filter.toLowerCase();
     let rows = all.filter((i) => (!f || [i.instance_id, i.deployment, i.address].some((s) => s.toLowerCase().includes(f))) &&
       (!st.state || stateName(i.state) === st.state));
-    const col = INST_COLS.find((c) => c[0] === st.sort);
+    const pd = all.some((i) => roleName(i.role) !== "both");
+    const cols = pd ? [...INST_COLS.slice(0, 2), ROLE_COL, ...INST_COLS.slice(2)] : INST_COLS;
+    const col = cols.find((c) => c[0] === st.sort) || INST_COLS[0];
     rows.sort((a, b) => { const x = col[2](a, picks), y = col[2](b, picks); return (x < y ? -1 : x > y ? 1 : 0) * st.dir || a.instance_id.localeCompare(b.instance_id); });
-    const head = el("tr", {}, INST_COLS.map(([id, label]) => el("th", {
+    const head = el("tr", {}, cols.map(([id, label]) => el("th", {
       scope: "col", class: ["queue_ms", "kv", "cached", "picks"].includes(id) ? "num" : null,
       "aria-sort": st.sort === id ? (st.dir > 0 ? "ascending" : "descending") : "none",
     }, el("button", { type: "button", dataset: { sort: id }, text: label, onclick: () => {
@@ -201,6 +209,7 @@ const pageInstances = {
       return el("tr", { class: s, dataset: { instance: i.instance_id, deployment: i.deployment, state: s } },
         el("td", {}, swatch(colors.get(i.deployment)), i.deployment),
         el("td", { text: i.instance_id }),
+        pd ? el("td", { class: "role", dataset: { role: roleName(i.role) }, text: roleName(i.role) }) : null,
         el("td", { text: i.address }),
         el("td", {}, el("span", { class: "badge " + s, text: (s === "ok" ? "" : "⚠ ") + s }), " " + secs(i.report_age_ms / 1000)),
         el("td", { class: "num", text: i.queue_ms === undefined || i.queue_ms === null ? "–" : num(i.queue_ms, 1) }),
@@ -209,7 +218,7 @@ const pageInstances = {
         el("td", { class: "num", text: num(picks[i.instance_id] || 0, 1) }));
     });
     view.querySelector("#insts").replaceChildren(el("table", {}, el("thead", {}, head),
-      el("tbody", {}, body.length ? body : el("tr", {}, el("td", { colspan: INST_COLS.length, class: "muted", text: "No instance matches." })))));
+      el("tbody", {}, body.length ? body : el("tr", {}, el("td", { colspan: cols.length, class: "muted", text: "No instance matches." })))));
     view.querySelector("#inst-count").textContent = `${rows.length} of ${all.length} instances. Stale, unreachable and disconnected rows are shaded and marked ⚠.`;
   },
 };
