@@ -63,8 +63,11 @@ func start(t testing.TB, opts extproc.Options, mutate ...func(*daemon.Config)) *
 // stream stays open until the test ends.
 func (e *env) instance(pool, deployment, id, addr string, kvUsage float64) {
 	e.t.Helper()
+	// 2^21 blocks of 16 tokens: the tests' largest prompt (5 MiB of text)
+	// fits, so the KV the router projects between reports never makes an
+	// instance kv_full in a sequence of subtests with one report.
 	e.report(&pb.ReportLoadRequest{Pool: pool, Deployment: deployment, InstanceId: id, Address: addr, Seq: 1,
-		KvCacheUsage: kvUsage, KvCapacityBlocks: 10000, PrefillTokensPerSecond: 10000, BlockSizeTokens: 16})
+		KvCacheUsage: kvUsage, KvCapacityBlocks: 1 << 21, PrefillTokensPerSecond: 10000, BlockSizeTokens: 16})
 }
 
 // report connects an instance with its first report r; the stream stays
