@@ -4,6 +4,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/prefixroute/prefixroute/internal/calib"
 	"github.com/prefixroute/prefixroute/scheduler"
 )
 
@@ -88,6 +89,9 @@ type Result struct {
 	// after the cutover; nil without a probe (or when the run ended
 	// before it).
 	Readiness *ReadinessResult
+	// Fits are the (first) router's fits at the end of an outcomes variant's run
+	// (Variant.Outcomes), by deployment; nil otherwise.
+	Fits []calib.DeploymentStatus
 }
 
 // collector gathers a run's metrics. Not safe for concurrent use.
@@ -170,6 +174,12 @@ func (e *engine) result(wall time.Duration) *Result {
 		st := &res.Instances[i]
 		st.Requests, st.Prefilled, st.Hit, st.Batches = in.Requests, in.Prefilled, in.Hit, in.Batches
 		st.CacheBlocks, st.CacheCapacity = in.cache.Len(), in.cache.Capacity()
+	}
+	for _, r := range e.routers {
+		if sr, ok := r.(*stateRouter); ok && sr.learn != nil {
+			res.Fits = sr.learn.book.Pool(sr.learn.pol)
+			break
+		}
 	}
 	if e.pr != nil {
 		res.Readiness = e.pr.result(res)
