@@ -11,9 +11,11 @@
 // Cref/C, 1). A Fitter solves it by recursive least squares with
 // forgetting, on rows divided by the prior's prediction (so that every
 // request weighs by its relative error, as the aims count it),
-// with residuals clipped at 3 times their running mean absolute value
-// (robust to outliers), the covariance bounded (no wind-up when a term is
-// not excited) and the estimates clamped to limits. It reads as a
+// with an asymmetric Huber loss (each residual clipped at 5 % of the
+// fit's prediction above it, 10 % below, the sample weighed by its clip
+// in the covariance too: robust to outliers and to requests late by
+// queueing the router did not see), the covariance bounded (no wind-up
+// when a term is not excited) and the estimates clamped to limits. It reads as a
 // scheduler.Calibration (prefill scale θ1 and doubling context
 // θ1·Cref/θ2) and a queue correction θ3.
 package calib
@@ -36,8 +38,15 @@ const (
 	// Forgetting is the RLS forgetting factor: a sample's weight halves
 	// after about 350 newer ones (memory ~ 1/(1−λ) = 500 samples).
 	Forgetting = 0.998
-	// ClipScale is the residual clip, in running mean absolute residuals.
-	ClipScale = 3
+	// LateClip and EarlyClip bound a sample's residual, as fractions of
+	// the fit's prediction, above (late: actual over the fit) and below
+	// it. Queueing the router did not foresee (requests of one burst
+	// reaching an instance out of order, arrivals after the pick) makes a
+	// request late far more often than anything makes it early, so the
+	// late clip is the tighter: with a fraction ε of contaminated
+	// samples, the fit moves by about ε/(1−ε) times the clip on their
+	// side, whatever their size (2 % for 30 % late samples).
+	LateClip, EarlyClip = 0.05, 0.10
 	// MaxQueueSeenAge: a pick whose chosen instance's report was older
 	// than this saw a stale queue; its outcome is not a sample.
 	MaxQueueSeenAgeMs = 1000
@@ -124,20 +133,28 @@ func (f *Fitter) Add(s *Sample) bool {
 		x[i] *= norm
 	}
 	y *= norm
-	e := y - (f.theta[0]*x[0] + f.theta[1]*x[1] + f.theta[2]*x[2])
+	fit := f.theta[0]*x[0] + f.theta[1]*x[1] + f.theta[2]*x[2]
+	e := y - fit
 	f.absRes += (math.Abs(e) - f.absRes) / 32
-	if lim := ClipScale * max(f.absRes, 0.01); math.Abs(e) > lim {
-		e = math.Copysign(lim, e)
+	// Asymmetric Huber (docs/model.md): a late residual pulls by at most
+	// LateClip of the fit's prediction, an early one by at most
+	// EarlyClip; w = ψ(e)/e weighs the sample in the covariance too
+	// (IRLS), so a clipped sample counts as little information.
+	lim := max(fit, 0.01)
+	psi := min(max(e, -EarlyClip*lim), LateClip*lim)
+	w := 1.0
+	if psi != e {
+		w = psi / e
 		f.clipped++
 	}
-	// RLS: k = P x / (λ + xᵀ P x); θ += k e; P = (P − k xᵀ P) / λ.
+	// Weighted RLS: k = w P x / (λ + w xᵀ P x); θ += k e; P = (P − k xᵀ P) / λ.
 	var px [3]float64
 	for i := range 3 {
 		px[i] = f.p[i][0]*x[0] + f.p[i][1]*x[1] + f.p[i][2]*x[2]
 	}
-	den := Forgetting + x[0]*px[0] + x[1]*px[1] + x[2]*px[2]
+	den := Forgetting + w*(x[0]*px[0]+x[1]*px[1]+x[2]*px[2])
 	for i := range 3 {
-		k := px[i] / den
+		k := w * px[i] / den
 		f.theta[i] += k * e
 		for j := range 3 {
 			f.p[i][j] = (f.p[i][j] - k*px[j]) / Forgetting

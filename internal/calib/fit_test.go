@@ -47,7 +47,6 @@ func TestFitRecoversPhysics(t *testing.T) {
 				f.Add(&s)
 			}
 			st := f.Status()
-			rel := func(got, want float64) float64 { return math.Abs(got-want) / want }
 			if rel(st.PrefillScale, tc.tr.scale) > 0.05 || rel(st.DoublingContextTokens, tc.tr.c) > 0.10 || rel(st.QueueScale, tc.tr.queueScale) > 0.05 {
 				t.Fatalf("fit %+v, want scale %v, C %v, queue %v", st, tc.tr.scale, tc.tr.c, tc.tr.queueScale)
 			}

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/prefixroute/prefixroute/internal/calib"
 	"github.com/prefixroute/prefixroute/scheduler"
 )
 
@@ -101,6 +102,9 @@ type Result struct {
 	// (on_saturation: queue; nil otherwise): the split of capacity
 	// between backlogged flows.
 	Contended []uint64
+	// Fits are the (first) router's fits at the end of an outcomes variant's run
+	// (Variant.Outcomes), by deployment; nil otherwise.
+	Fits []calib.DeploymentStatus
 }
 
 // collector gathers a run's metrics. Not safe for concurrent use.
@@ -193,6 +197,12 @@ func (e *engine) result(wall time.Duration) *Result {
 		st.Requests, st.Prefilled, st.Hit, st.Batches = in.Requests, in.Prefilled, in.Hit, in.Batches
 		st.CacheBlocks, st.CacheCapacity = in.cache.Len(), in.cache.Capacity()
 		st.PeakKVUsage = float64(in.peakBlocks) / float64(in.cache.Capacity())
+	}
+	for _, r := range e.routers {
+		if sr, ok := r.(*stateRouter); ok && sr.learn != nil {
+			res.Fits = sr.learn.book.Pool(sr.learn.pol)
+			break
+		}
 	}
 	if e.pr != nil {
 		res.Readiness = e.pr.result(res)
