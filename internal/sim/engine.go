@@ -120,6 +120,20 @@ func newEngine(rc *runConfig, opts RunOptions, live bool) (*engine, error) {
 	return e, nil
 }
 
+// newVirtualEngine is newEngine for a virtual-time run, with the function
+// that closes the workload the engine opened (a trace file; a no-op when
+// the caller gave opts.Workload or the workload holds nothing open).
+func newVirtualEngine(rc *runConfig, opts RunOptions) (*engine, func(), error) {
+	e, err := newEngine(rc, opts, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c, ok := e.wl.(io.Closer); ok && opts.Workload == nil {
+		return e, func() { c.Close() }, nil
+	}
+	return e, func() {}, nil
+}
+
 // Run simulates one variant of a scenario in virtual time and returns what
 // happened. Runs are deterministic: the same scenario, variant and seed give
 // the same Result (Wall aside). Every variant of a scenario sees the same
@@ -131,13 +145,11 @@ func Run(sc *Scenario, variant string, opts RunOptions) (*Result, error) {
 		return nil, err
 	}
 	start := time.Now()
-	e, err := newEngine(rc, opts, false)
+	e, closeWorkload, err := newVirtualEngine(rc, opts)
 	if err != nil {
 		return nil, err
 	}
-	if c, ok := e.wl.(io.Closer); ok && opts.Workload == nil {
-		defer c.Close()
-	}
+	defer closeWorkload()
 	if err := e.start(); err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
@@ -61,13 +60,11 @@ func RunPD(sc *PDScenario, variant string, opts RunOptions) (*PDRun, error) {
 		return nil, err
 	}
 	start := time.Now()
-	base, err := newEngine(rc, opts, false)
+	base, closeWorkload, err := newVirtualEngine(rc, opts)
 	if err != nil {
 		return nil, err
 	}
-	if c, ok := base.wl.(io.Closer); ok && opts.Workload == nil {
-		defer c.Close()
-	}
+	defer closeWorkload()
 	e := &pdEngine{engine: base, sc: sc, roles: sc.roles(), decider: sc.PD.decider(variant),
 		reqs: make(map[uint64]*pdReq), slots: make([]pdSlots, len(base.insts))}
 	for k, in := range e.insts {
