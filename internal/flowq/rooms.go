@@ -13,12 +13,18 @@ type Rooms struct {
 	mu    sync.RWMutex
 	pools map[string]*Queue
 	// dropped are the counters of the queues KickAll dropped, per pool,
-	// so that Snapshot and Detail count since the Rooms started (one
-	// entry per pool that ever queued: bounded by the pools).
+	// so that Snapshot and Detail count since the Rooms started; at most
+	// MaxDroppedPools entries.
 	dropped map[string]Stats
 	now     func() time.Time
 	obs     *observer // nil: no metrics
 }
+
+// MaxDroppedPools bounds the pools whose counters Rooms keeps after their
+// queue went idle and was dropped: 4,096 pools. Past it, a further pool's
+// counters restart from 0 in Snapshot and Detail (the console) each time
+// its queue is dropped; the Prometheus counters are not affected.
+const MaxDroppedPools = 4096
 
 // NewRooms returns an empty Rooms reading the time from now (time.Now when
 // nil).
@@ -85,7 +91,9 @@ func (r *Rooms) KickAll() {
 		st := q.stats
 		q.mu.Unlock()
 		if idle {
-			r.dropped[name] = r.dropped[name].add(st)
+			if _, ok := r.dropped[name]; ok || len(r.dropped) < MaxDroppedPools {
+				r.dropped[name] = r.dropped[name].add(st)
+			}
 			delete(r.pools, name)
 			continue
 		}
