@@ -140,8 +140,8 @@ func checkRolesAndCapacity(t *testing.T, b *browser, sc *servertest.Sidecar) {
 	d := cal.GetDeployments()[0]
 	b.open("#/pool/learn/capacity")
 	b.waitJS(`document.querySelector('#cal tr[data-deployment="fit"]')`)
-	wantRow := fmt.Sprintf("fit | 1 | yes | 64 | 0 | 0 | %.2f× | %.0f tokens | %.2f× (reported only) | %.1f %%",
-		d.GetPrefillScale(), d.GetDoublingContextTokens(), d.GetQueueScale(), 100*d.GetMeanAbsRelResidual())
+	wantRow := fmt.Sprintf("fit | 1 | yes | 64 | 0 | %d | %.2f× | %.0f tokens | %.2f× (reported only) | %.1f %%",
+		d.GetClipped(), d.GetPrefillScale(), d.GetDoublingContextTokens(), d.GetQueueScale(), 100*d.GetMeanAbsRelResidual())
 	if row := must[string](b, `[...document.querySelectorAll('#cal tr[data-deployment="fit"] > *')].map(c => c.textContent).join(" | ")`); row != wantRow {
 		t.Errorf("capacity page, the fit of deployment fit: %q, want %q", row, wantRow)
 	}

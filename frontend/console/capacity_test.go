@@ -77,7 +77,7 @@ func compact(t *testing.T, s string) string {
 
 // TestConsoleCapacity: GET /ui/api/capacity serves GetSloCalibration's
 // fit once outcomes taught it (version 1, 64 samples, in use, a prefill
-// scale near 2); the waiting room exactly: off with the default limits,
+// scale moved from 1 toward the truth's 2); the waiting room exactly: off with the default limits,
 // then while picks wait its bands (priority 5 first), its flows (most
 // waiting first, MaxFlowsPerBand of a band's 11), the oldest waits, and
 // the canceled picks by reason once they leave; bad input is a precise
@@ -100,8 +100,8 @@ func TestConsoleCapacity(t *testing.T) {
 	}
 	d := want.GetDeployments()
 	if len(d) != 1 || d[0].GetDeployment() != "fit" || d[0].GetVersion() != 1 || d[0].GetAccepted() != calib.MinSamples || !d[0].GetInUse() ||
-		d[0].GetPrefillScale() < 1.5 || d[0].GetPrefillScale() > 2.5 || want.GetCalibration() != pb.SloCalibration_SLO_CALIBRATION_APPLY {
-		t.Errorf("fit %v, want deployment fit at version 1, %d samples, in use, a prefill scale near 2 (TTFTs were twice the prior's)", want, calib.MinSamples)
+		d[0].GetPrefillScale() < 1.1 || d[0].GetPrefillScale() > 2.5 || want.GetCalibration() != pb.SloCalibration_SLO_CALIBRATION_APPLY {
+		t.Errorf("fit %v, want deployment fit at version 1, %d samples, in use, a prefill scale moved from the prior's 1 toward 2 (TTFTs were twice the prior's; each late sample pulls by at most calib.LateClip)", want, calib.MinSamples)
 	}
 	off := `{"active":false,"bands":[],"counters":{"dispatched":0,"enqueued":0,"passed":0,"requeued":0},"max_per_band":1000,"max_waiting":1000,` +
 		`"oldest_wait_ms":0,"on_saturation":"ON_SATURATION_LEAST_LOADED","rejected":{"canceled":0,"queue_full":0,"queue_timeout":0,"sheddable_rejected":0},` +
