@@ -23,7 +23,7 @@ func (c *cli) calibration(*pflag.FlagSet) runner {
 // renderCalibration prints GetSloCalibration: the prior, then a row per
 // deployment. USED says whether picks price with the fit; SAMPLES, SKIP
 // and CLIP count outcomes fitted, skipped (queue not seen) and clipped
-// (outliers); SCALE multiplies the prior's prefill time (2x = prefill takes
+// (over 5 % late or 10 % early against the fit); SCALE multiplies the prior's prefill time (2x = prefill takes
 // twice what the prior says); C TOK is the fitted doubling context in
 // tokens; QUEUE the fitted correction of queue_ms (reported only); ERR the
 // running mean |observed − fit| / predicted.

@@ -225,7 +225,8 @@ type SloDeploymentCalibration struct {
 	Version uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
 	// accepted, ignored and clipped count outcomes: fitted, refused (queue not
 	// seen: a fallback instance, a stale report, a saturated pick), fitted
-	// with a clipped residual (outliers).
+	// with a clipped residual (over 5 % later or 10 % earlier than the fit
+	// predicted: queueing the router did not foresee, outliers).
 	Accepted uint64 `protobuf:"varint,3,opt,name=accepted,proto3" json:"accepted,omitempty"`
 	Ignored  uint64 `protobuf:"varint,4,opt,name=ignored,proto3" json:"ignored,omitempty"`
 	Clipped  uint64 `protobuf:"varint,5,opt,name=clipped,proto3" json:"clipped,omitempty"`
