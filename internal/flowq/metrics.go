@@ -23,8 +23,13 @@ type observer struct {
 	wait   metric.Float64Histogram
 	leaves metric.Int64Counter
 	mu     sync.Mutex
-	attrs  map[[2]string]metric.MeasurementOption
+	attrs  map[[2]string]metric.MeasurementOption // at most maxCachedAttrs
 }
+
+// maxCachedAttrs bounds the attribute options the observer keeps: six
+// results of MaxDroppedPools pools. Past it an option is built for each
+// use and not kept (pools come and go over a daemon's life).
+const maxCachedAttrs = 6 * MaxDroppedPools
 
 // RegisterMetrics registers prefixroute_flow_waiting (gauge: picks waiting
 // per pool and band), prefixroute_flow_wait (histogram: seconds a
@@ -74,7 +79,9 @@ func (o *observer) attr(pool, key, value string) metric.MeasurementOption {
 		} else {
 			a = metric.WithAttributeSet(attribute.NewSet(attribute.String("pool", pool), attribute.String(key, value)))
 		}
-		o.attrs[k] = a
+		if len(o.attrs) < maxCachedAttrs {
+			o.attrs[k] = a
+		}
 	}
 	return a
 }
