@@ -16,6 +16,9 @@ import "fmt"
 //   - ErrSaturated: no instance is eligible, some only for load (kv_full,
 //     queue_full), and p.OnSaturation is SaturationShed, or no such instance
 //     is in a deployment with weight > 0 (see saturation);
+//   - ErrDeploymentSaturated (matches ErrSaturated too): under
+//     SaturationQueue the draw chose a Held deployment, one whose live
+//     instances are all full while other deployments have room (see held);
 //   - ErrAllWeightsZero: eligible instances exist, only in weight 0
 //     deployments;
 //   - ErrSLOUnattainable: the request's TTFT target is met by no eligible
@@ -43,7 +46,8 @@ import "fmt"
 // and picks the cheapest of those (d.Saturated), else it returns
 // ErrSaturated; d.DrainMs says when the first of them should drain.
 //
-// On error d.Deployment = d.Instance = -1, no draw is made, and d holds what
+// On error d.Deployment = d.Instance = -1, no draw is made (but for
+// ErrDeploymentSaturated: the deployment draw), and d holds what
 // was computed before the error: for ErrNoEligibleInstance, ErrSaturated and
 // ErrAllWeightsZero the whole audit (with every P(d) 0), for
 // ErrInvalidSnapshot the instances before the bad one.
@@ -101,6 +105,9 @@ func Decide(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision) error 
 	}
 	d.DeploymentDraw = rng.Float64()
 	dep := pickDeployment(d, d.DeploymentDraw)
+	if dep >= 0 && d.Deployments[dep].Held {
+		return held(p, snap, d, dep)
+	}
 	if req.ChosenOnly && dep >= 0 {
 		instanceWeights(p, snap, d, dep)
 	}

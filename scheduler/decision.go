@@ -11,22 +11,33 @@ type DeploymentResult struct {
 	// Weight is w_d as used.
 	Weight float64
 	// MatchedBlocks is the longest matched prefix over the deployment's
-	// eligible instances (clamped to Request.Blocks; 0 when none is
-	// eligible); HitRatio is MatchedBlocks / Request.Blocks (0 when Blocks
+	// eligible instances (its full ones when Held; clamped to
+	// Request.Blocks; 0 when none is eligible); HitRatio is MatchedBlocks / Request.Blocks (0 when Blocks
 	// is 0).
 	MatchedBlocks int
 	HitRatio      float64
 	// LoadMs is L_d, the deployment's queueing cost (soft-min over its
-	// eligible instances' QueueMs + BatchWaitMs), when the load term is on
-	// and the deployment has an eligible instance; 0 otherwise.
+	// eligible instances' QueueMs + BatchWaitMs, its full ones' when Held),
+	// when the load term is on and the deployment has an eligible instance
+	// or is Held; 0 otherwise.
 	LoadMs float64
 	// Eligible counts the deployment's instances that passed the
 	// eligibility checks.
 	Eligible int
+	// Full counts its live instances excluded only for load (ReasonKVFull,
+	// ReasonQueueFull).
+	Full int
+	// Held is true when the deployment has no eligible instance but some
+	// full ones and the policy is SaturationQueue: it still takes part in
+	// the draw, by its weight, with MatchedBlocks and LoadMs over its full
+	// instances, so that a full deployment keeps its share instead of
+	// spilling onto the others. Drawn, Decide returns
+	// ErrDeploymentSaturated.
+	Held bool
 	// Probability is P(d).
 	Probability float64
-	// Reason is ReasonNone when the deployment takes part in the draw;
-	// otherwise ReasonUnweighted, ReasonZeroWeight or
+	// Reason is ReasonNone when the deployment takes part in the draw (a
+	// Held one included); otherwise ReasonUnweighted, ReasonZeroWeight or
 	// ReasonNoEligibleInstance, checked in that order.
 	Reason Reason
 }
@@ -90,6 +101,10 @@ type Decision struct {
 	// under the limit), QueueMs for a kv_full one (until its queued prefill
 	// work is done). 0 otherwise.
 	DrainMs float64
+	// HeldDeployment is the drawn deployment when Decide returned
+	// ErrDeploymentSaturated (DrainMs is then over its instances); -1
+	// otherwise.
+	HeldDeployment int
 	// PrefillWeight is the weight of every instance's PrefillMs in its
 	// CostMs: Request.PrefillWeight, 1 when that is 0.
 	PrefillWeight float64
@@ -125,10 +140,14 @@ type depState struct {
 	minCost float64 // S_min over the eligible instances
 	minLoad float64 // min of QueueMs+BatchWaitMs over the eligible instances
 	maxLoad float64 // max of QueueMs+BatchWaitMs over the eligible instances
-	loadSum float64 // sum of 2^(-(q-minLoad)/DeploymentDeltaMs)
-	norm    float64 // sum of the instances' unnormalised weights
-	inv     float64 // 1/norm
-	logit   float64 // log2 of P(d)/w_d, then of P(d), up to a constant
+	// The same over the full instances (ReasonKVFull, ReasonQueueFull):
+	// what a Held deployment is drawn by.
+	fullMatched          int
+	fullMinLoad, fullMax float64
+	loadSum              float64 // sum of 2^(-(q-minLoad)/DeploymentDeltaMs)
+	norm                 float64 // sum of the instances' unnormalised weights
+	inv                  float64 // 1/norm
+	logit                float64 // log2 of P(d)/w_d, then of P(d), up to a constant
 	// With a TTFT target (noteSLO): eligible instances counted, those
 	// predicted to meet it, their least cost, the least predicted TTFT.
 	slo, meets           int
@@ -139,7 +158,7 @@ type depState struct {
 func (d *Decision) reset(nd, ni int) {
 	d.Deployment, d.Instance = -1, -1
 	d.DeploymentDraw, d.InstanceDraw = 0, 0
-	d.Saturated, d.DrainMs = false, 0
+	d.Saturated, d.DrainMs, d.HeldDeployment = false, 0, -1
 	d.PrefillWeight = 1
 	d.TTFTTargetMs, d.SLOMet, d.SLOBestMs = 0, false, 0
 	d.PD = PDResult{Prefill: -1}

@@ -28,9 +28,13 @@ import "math"
 func deploymentLevel(p *Policy, req *Request, snap *Snapshot, d *Decision, loads bool) int {
 	participating := 0
 	maxWeight := 0.0
+	hold := p.OnSaturation == SaturationQueue
 	for k := range snap.Deployments {
 		dep, dr := &snap.Deployments[k], &d.Deployments[k]
 		dr.Weight = dep.Weight
+		if hold && dr.Eligible == 0 && dr.Full > 0 && dep.Weight > 0 {
+			dr.Held, dr.MatchedBlocks = true, d.deps[k].fullMatched
+		}
 		if req.Blocks > 0 {
 			dr.HitRatio = float64(dr.MatchedBlocks) / float64(req.Blocks)
 		}
@@ -39,7 +43,7 @@ func deploymentLevel(p *Policy, req *Request, snap *Snapshot, d *Decision, loads
 			dr.Reason = ReasonUnweighted
 		case dep.Weight == 0:
 			dr.Reason = ReasonZeroWeight
-		case dr.Eligible == 0:
+		case dr.Eligible == 0 && !dr.Held:
 			dr.Reason = ReasonNoEligibleInstance
 		default:
 			participating++
@@ -121,7 +125,8 @@ func deploymentLogSpace(d *Decision) float64 {
 }
 
 // loadTerms fills LoadMs of every deployment with an eligible instance: the
-// soft-min of its eligible instances' loads q_i = QueueMs + BatchWaitMs,
+// soft-min of its eligible instances' loads q_i = QueueMs + BatchWaitMs
+// (of a Held deployment: its full instances'),
 //
 //	L_d = -δ log2( mean_i 2^(-q_i/δ) ),   δ = DeploymentDeltaMs,
 //
@@ -133,12 +138,19 @@ func deploymentLogSpace(d *Decision) float64 {
 func loadTerms(p *Policy, snap *Snapshot, d *Decision) {
 	delta := p.DeploymentDeltaMs
 	negInvDelta := -1 / delta // may be -Inf for a subnormal delta: term 0
+	for k := range d.Deployments {
+		if d.Deployments[k].Held {
+			st := &d.deps[k]
+			st.minLoad, st.maxLoad = st.fullMinLoad, st.fullMax
+		}
+	}
 	for i := range snap.Instances {
 		r := &d.Instances[i]
-		if r.Reason != ReasonNone {
+		k := snap.Instances[i].Deployment
+		if r.Reason != ReasonNone && !(d.Deployments[k].Held && (r.Reason == ReasonKVFull || r.Reason == ReasonQueueFull)) {
 			continue
 		}
-		st := &d.deps[snap.Instances[i].Deployment]
+		st := &d.deps[k]
 		q := r.QueueMs + r.BatchWaitMs
 		st.maxLoad = max(st.maxLoad, q)
 		if diff := q - st.minLoad; diff > 0 {
@@ -149,10 +161,14 @@ func loadTerms(p *Policy, snap *Snapshot, d *Decision) {
 	}
 	for k := range d.Deployments {
 		dr, st := &d.Deployments[k], &d.deps[k]
-		if dr.Eligible == 0 {
+		n := dr.Eligible
+		if dr.Held {
+			n = dr.Full
+		}
+		if n == 0 {
 			continue
 		}
-		dr.LoadMs = st.minLoad + delta*math.Log2(float64(dr.Eligible)/st.loadSum)
+		dr.LoadMs = st.minLoad + delta*math.Log2(float64(n)/st.loadSum)
 		dr.LoadMs = min(max(dr.LoadMs, st.minLoad), st.maxLoad)
 	}
 }

@@ -141,6 +141,9 @@ func assess(p *Policy, req *Request, snap *Snapshot, d *Decision) (int, error) {
 		}
 		if r.Reason = eligibility(p, in, r.QueueMs); r.Reason != ReasonNone {
 			d.Excluded[r.Reason]++
+			if r.Reason == ReasonKVFull || r.Reason == ReasonQueueFull {
+				noteFull(&d.Deployments[in.Deployment], &d.deps[in.Deployment], r, matched)
+			}
 			continue
 		}
 		eligible++
@@ -166,4 +169,18 @@ func assess(p *Policy, req *Request, snap *Snapshot, d *Decision) (int, error) {
 		}
 	}
 	return eligible, nil
+}
+
+// noteFull counts a full instance (excluded only for load) in its
+// deployment: Full, and the longest match and the load range over those,
+// which a Held deployment is drawn by.
+func noteFull(dr *DeploymentResult, st *depState, r *InstanceResult, matched int) {
+	load := r.QueueMs + r.BatchWaitMs
+	if dr.Full == 0 {
+		st.fullMatched, st.fullMinLoad, st.fullMax = matched, load, load
+	} else {
+		st.fullMatched = max(st.fullMatched, matched)
+		st.fullMinLoad, st.fullMax = min(st.fullMinLoad, load), max(st.fullMax, load)
+	}
+	dr.Full++
 }

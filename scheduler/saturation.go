@@ -55,3 +55,26 @@ func saturation(p *Policy, snap *Snapshot, rng RNG, d *Decision) error {
 	d.Deployment, d.Instance, d.Saturated = k, best, true
 	return nil
 }
+
+// held ends a decision whose draw chose the Held deployment dep (no
+// eligible instance, some full, under SaturationQueue): d.HeldDeployment
+// is dep, d.DrainMs the least drain time of its full instances (as
+// saturation computes it), and every P(i|d) is normalised for the audit
+// (dep's instances keep P(i|d) 0). It returns ErrDeploymentSaturated.
+func held(p *Policy, snap *Snapshot, d *Decision, dep int) error {
+	drain := math.Inf(1)
+	for i := range snap.Instances {
+		if snap.Instances[i].Deployment != dep {
+			continue
+		}
+		switch r := &d.Instances[i]; r.Reason {
+		case ReasonKVFull:
+			drain = min(drain, r.QueueMs)
+		case ReasonQueueFull:
+			drain = min(drain, r.QueueMs-p.MaxQueueMs)
+		}
+	}
+	d.HeldDeployment, d.DrainMs = dep, drain
+	normalise(snap, d, -1, 0)
+	return ErrDeploymentSaturated
+}

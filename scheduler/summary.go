@@ -19,6 +19,11 @@ type Summary struct {
 	// LoadMs is SoftMinLoadMs of their loads in snapshot order, when the
 	// load term is on (Policy.DeploymentDeltaMs > 0) and Eligible > 0.
 	LoadMs float64
+	// Full counts its instances excluded only for load (ReasonKVFull,
+	// ReasonQueueFull). Under SaturationQueue a deployment with Full > 0
+	// and no eligible instance is Held, which DecideDeployment leaves to
+	// Decide.
+	Full int
 }
 
 // Standing returns what instance in's eligibility and load term depend on
@@ -112,9 +117,11 @@ func SoftMinLoadMs(p *Policy, loads []float64) float64 {
 //
 // It returns the errors of Decide's precheck, ErrInvalidArgument when sums
 // does not parallel deps, and, without a draw, ErrNoEligibleInstance when no
-// instance is eligible and ErrAllWeightsZero when none participates: for
-// these the audit needs every instance (and saturation may still pick), so
-// call Decide instead. Safe for concurrent use under the terms of Decide.
+// instance is eligible, ErrAllWeightsZero when none participates and
+// ErrDeploymentSaturated when, under SaturationQueue, a deployment of
+// weight > 0 has no eligible instance but full ones (Summary.Full; it is
+// Held): for these the audit needs every instance (and saturation may
+// still pick), so call Decide instead. Safe for concurrent use under the terms of Decide.
 func DecideDeployment(p *Policy, req Request, deps []Deployment, sums []Summary, excluded *[NumReasons]int, rng RNG, d *Decision) error {
 	if d == nil || excluded == nil {
 		return fmt.Errorf("%w: nil *Decision or excluded counts", ErrInvalidArgument)
@@ -132,9 +139,14 @@ func DecideDeployment(p *Policy, req Request, deps []Deployment, sums []Summary,
 	d.Excluded = *excluded
 	loadOn := p.DeploymentDeltaMs > 0
 	eligible := 0
+	hold := p.OnSaturation == SaturationQueue
 	for k := range sums {
 		s, dr := &sums[k], &d.Deployments[k]
+		dr.Full = s.Full
 		if s.Eligible <= 0 {
+			if hold && s.Full > 0 && deps[k].Weight > 0 {
+				return ErrDeploymentSaturated // Held: Decide draws it
+			}
 			continue
 		}
 		eligible += s.Eligible

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,6 +28,9 @@ func summarise(p *scheduler.Policy, snap *scheduler.Snapshot) (sums []scheduler.
 		r := scheduler.ReasonAt(standing, in.ReportAge > p.StaleAfter, in.Excluded)
 		if r != scheduler.ReasonNone {
 			excluded[r]++
+			if r == scheduler.ReasonKVFull || r == scheduler.ReasonQueueFull {
+				sums[in.Deployment].Full++
+			}
 			continue
 		}
 		s := &sums[in.Deployment]
@@ -51,7 +55,7 @@ func summarise(p *scheduler.Policy, snap *scheduler.Snapshot) (sums []scheduler.
 // too or pick a saturated instance (the caller then runs Decide).
 func TestSummaryMatchesFull(t *testing.T) {
 	strategies := []scheduler.Strategy{scheduler.Softmax, scheduler.Threshold, scheduler.Argmin}
-	fast := 0
+	fast, held := 0, 0
 	for seed := range uint64(800) {
 		rng := rand.New(rand.NewPCG(seed, 23))
 		n, nd, blocks := 1+rng.IntN(200), 1+rng.IntN(16), rng.IntN(64)
@@ -76,8 +80,11 @@ func TestSummaryMatchesFull(t *testing.T) {
 			if seed%5 == 0 {
 				p.MaxQueueMs = 250
 			}
-			if seed%11 == 0 {
+			switch {
+			case seed%11 == 0:
 				p.OnSaturation = scheduler.SaturationShed
+			case seed%5 == 2:
+				p.OnSaturation = scheduler.SaturationQueue
 			}
 		})
 		req := scheduler.Request{PromptTokens: uint32(blocks*16 + rng.IntN(16)), Blocks: blocks}
@@ -93,8 +100,19 @@ func TestSummaryMatchesFull(t *testing.T) {
 		rngS := rand.New(rand.NewPCG(seed, 1))
 		err := scheduler.DecideDeployment(p, req, snap.Deployments, sums, &excluded, rngS, &d)
 		if err != nil {
-			if !errors.Is(err, scheduler.ErrNoEligibleInstance) && !errors.Is(err, scheduler.ErrAllWeightsZero) {
+			if !errors.Is(err, scheduler.ErrNoEligibleInstance) && !errors.Is(err, scheduler.ErrAllWeightsZero) &&
+				!errors.Is(err, scheduler.ErrDeploymentSaturated) {
 				t.Fatalf("%s: DecideDeployment: %v", name, err)
+			}
+			if errors.Is(err, scheduler.ErrDeploymentSaturated) {
+				held++
+				if d.DeploymentDraw != 0 {
+					t.Fatalf("%s: DecideDeployment drew before ErrDeploymentSaturated", name)
+				}
+				if !slices.ContainsFunc(full.Deployments, func(r scheduler.DeploymentResult) bool { return r.Held }) {
+					t.Fatalf("%s: DecideDeployment: %v; Decide held no deployment", name, err)
+				}
+				continue
 			}
 			if errFull == nil && !full.Saturated {
 				t.Fatalf("%s: DecideDeployment: %v; Decide picked %d", name, err, full.Instance)
@@ -147,6 +165,9 @@ func TestSummaryMatchesFull(t *testing.T) {
 	}
 	if fast < 400 {
 		t.Fatalf("only %d of 800 pools decided from summaries; the test covers too little", fast)
+	}
+	if held == 0 {
+		t.Fatal("no pool had a Held deployment; the test covers too little")
 	}
 }
 

@@ -157,6 +157,14 @@ var (
 	// earliest such instance's expected drain time. (Under
 	// SaturationLeastLoaded, Decide picks instead; see Decision.Saturated.)
 	ErrSaturated = errors.New("scheduler: every live instance is saturated")
+	// ErrDeploymentSaturated (it matches ErrSaturated too): under
+	// SaturationQueue the deployment drawn has no eligible instance, only
+	// full ones, while another deployment has room
+	// (DeploymentResult.Held). The router holds the pick until that
+	// deployment frees rather than send it to another deployment beyond
+	// the weights. Decision.HeldDeployment is the deployment,
+	// Decision.DrainMs its earliest drain time.
+	ErrDeploymentSaturated error = deploymentSaturated{}
 	// ErrAllWeightsZero: eligible instances exist, but only in deployments
 	// whose weight is 0 (the pool is drained).
 	ErrAllWeightsZero = errors.New("scheduler: every deployment with eligible instances has weight 0")
@@ -172,3 +180,14 @@ var (
 	// ErrInvalidArgument: Decide was given a nil *Decision or a nil RNG.
 	ErrInvalidArgument = errors.New("scheduler: invalid argument")
 )
+
+// deploymentSaturated is ErrDeploymentSaturated: its own message, and a
+// match for ErrSaturated (errors.Is) so that every caller that holds or
+// sheds a saturated pick treats it alike.
+type deploymentSaturated struct{}
+
+func (deploymentSaturated) Error() string {
+	return "scheduler: the drawn deployment is saturated (its instances are full; others have room)"
+}
+
+func (deploymentSaturated) Is(target error) bool { return target == ErrSaturated }

@@ -28,7 +28,10 @@ type flowHold struct {
 
 // holdPick decides req on a pool whose policy is on_saturation: queue: the
 // pick waits in the pool's queue (internal/flowq) while the pool is
-// saturated. The error is the scheduler's, or a status for a pick that
+// saturated, or while the deployment it draws is full (parked under that
+// deployment's name until it reports or finishes a request). Every retry
+// makes the same draws (the pick's seed), so a pick keeps its deployment
+// while the shares stay the same. The error is the scheduler's, or a status for a pick that
 // left the queue without an instance.
 func (s *Server) holdPick(ctx context.Context, pool *state.Pool, pol *scheduler.Policy, req *pb.PickRequest, sc *pickScratch, seed uint64, h *flowHold) error {
 	h.band, h.flow = auth.BindFlow(ctx, req.GetPriority(), req.GetFlowId())
@@ -36,10 +39,13 @@ func (s *Server) holdPick(ctx context.Context, pool *state.Pool, pol *scheduler.
 		h.flow = flowq.DefaultFlow
 	}
 	var err error
-	try := func() bool {
-		sc.pcg.Seed(seed, seedStream)
+	try := func() (bool, string) {
+		sc.pcg.Seed(seed, seedStream) // the same draws on every retry
 		err = pool.Pick(s.opts.Now(), &sc.in, sc.rng, &sc.pick)
-		return errors.Is(err, scheduler.ErrSaturated)
+		if d := &sc.pick.Decision; errors.Is(err, scheduler.ErrDeploymentSaturated) && d.HeldDeployment >= 0 {
+			return true, sc.pick.Snapshot.Deployments[d.HeldDeployment].Name
+		}
+		return errors.Is(err, scheduler.ErrSaturated), ""
 	}
 	l := flowq.Limits{MaxWaiting: int(pol.QueueMaxWaiting), MaxPerBand: int(pol.QueueMaxPerBand)}
 	it := flowq.Item{Flow: h.flow, Priority: h.band, Tokens: uint64(req.GetPromptTokens())}
@@ -96,8 +102,9 @@ type kickingReplicas struct {
 	s *Server
 }
 
-// Reported passes the report on and kicks its pool's queue.
+// Reported passes the report on and kicks its pool's queue: the picks
+// parked for the instance's deployment, and the next pick.
 func (k kickingReplicas) Reported(id state.Identity, m *pb.ReportLoadRequest) {
 	k.Replicator.Reported(id, m)
-	k.s.flow.Kick(id.Pool)
+	k.s.flow.KickKey(id.Pool, id.Deployment)
 }

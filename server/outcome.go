@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -25,6 +26,7 @@ const (
 type outcomeScratch struct {
 	outs  []state.Outcome
 	entry PickOutcome // the matched pick (outcome_calib.go)
+	deps  []string    // the deployments of a run's matched picks
 }
 
 var outcomeScratches = sync.Pool{New: func() any { return &outcomeScratch{outs: make([]state.Outcome, 0, 64)} }}
@@ -69,19 +71,33 @@ func (s *Server) OutcomesFor(ctx context.Context, req *pb.ReportOutcomeRequest) 
 			s.outcomes.count(ctx, "", run)
 			continue
 		}
-		sc.outs = sc.outs[:0]
+		sc.outs, sc.deps = sc.outs[:0], sc.deps[:0]
+		all := true // every outcome matched its pick: its deployment is known
 		for _, o := range run {
 			sc.outs = append(sc.outs, state.Outcome{Instance: o.GetInstanceId(), Kind: outcomeKind(o.GetStatus())})
 			if s.book.Match(name, o.GetRequestId(), o.GetInstanceId(), o.GetStatus(), o.TtftMs, &sc.entry) {
 				resp.Matched++
 				s.learn(ctx, pool, &sc.entry)
+				if !slices.Contains(sc.deps, sc.entry.Deployment) {
+					sc.deps = append(sc.deps, sc.entry.Deployment)
+				}
+			} else {
+				all = false
 			}
 		}
 		res := pool.ApplyOutcomes(now, sc.outs)
 		s.repl.Outcomes(name, sc.outs, res)
 		resp.UnknownInstances += uint32(res.Unknown)
 		s.outcomes.count(ctx, name, run)
-		s.flow.Kick(name) // a finished request may have freed capacity
+		// A finished request may have freed capacity: in the deployments
+		// of the picks matched, or anywhere when one was not.
+		if all {
+			for _, dep := range sc.deps {
+				s.flow.KickKey(name, dep)
+			}
+		} else {
+			s.flow.Kick(name)
+		}
 	}
 	clear(sc.outs)
 	sc.outs = sc.outs[:0]

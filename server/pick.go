@@ -177,6 +177,7 @@ func pickResponseAt(level pb.AuditLevel, pk *state.Pick, seed uint64, blocks int
 		dd.Deployment, dd.Weight, dd.HitRatio = snap.Deployments[i].Name, r.Weight, r.HitRatio
 		dd.Probability, dd.ExcludedReason, dd.LoadMs = r.Probability, r.Reason.String(), r.LoadMs
 		dd.MatchedBlocks, dd.EligibleInstances = uint32(r.MatchedBlocks), uint32(r.Eligible)
+		dd.FullInstances, dd.Held = uint32(r.Full), r.Held
 		calibAudit(dd, &snap.Deployments[i], &pk.Config.Policy)
 		dec.Deployments[i] = dd
 	}

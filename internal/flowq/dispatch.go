@@ -18,12 +18,14 @@ const (
 	Gone
 )
 
-// Kick grants the next ticket when none holds a grant, and returns it (nil
-// when a grant is outstanding or nothing waits). Call it when capacity may
-// have freed: a load report of the pool, an outcome, a first waiter.
+// Kick returns every parked ticket to the dispatch order and grants the
+// next ticket when none holds a grant, and returns it (nil when a grant is
+// outstanding or nothing waits). Call it when capacity may have freed
+// anywhere in the pool (KickKey when only under one key).
 func (q *Queue) Kick() *Ticket {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.unparkAll()
 	if q.inflight != nil {
 		return nil
 	}
@@ -41,17 +43,9 @@ func (q *Queue) Settle(t *Ticket, how Settlement) *Ticket {
 	q.inflight = nil
 	switch how {
 	case Saturated:
-		b := q.band(t.item.Priority, true)
-		f := b.flows[t.item.Flow]
-		if f == nil {
-			// t was its flow's last ticket: the flow keeps its counter
-			// (a requeue is not a flow that starts waiting).
-			f = t.flow
-			f.band, f.head, f.tail, f.n = b, nil, nil, 0
-			b.flows[f.id] = f
-		}
+		f := q.flowOf(t)
 		f.served -= min(f.served, t.charged)
-		q.push(b, t, true)
+		q.requeue(t)
 		q.requeueDeadline(t)
 		q.stats.Requeued++
 		return nil
@@ -94,13 +88,13 @@ func (q *Queue) grant() *Ticket {
 	return t
 }
 
-// Cancel takes a waiting t out of the queue: it leaves with err (ErrCanceled
+// Cancel takes a waiting (or parked) t out of the queue: it leaves with err (ErrCanceled
 // or ErrQueueTimeout). It returns false when t is not waiting: it holds a
 // grant (its holder must Settle it) or has left.
 func (q *Queue) Cancel(t *Ticket, err error) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if t.state != waiting {
+	if t.state != waiting && t.state != held {
 		return false
 	}
 	q.leave(t, err)
@@ -109,7 +103,11 @@ func (q *Queue) Cancel(t *Ticket, err error) bool {
 
 // leave removes the waiting t with err and counts it. Called with mu held.
 func (q *Queue) leave(t *Ticket, err error) {
-	q.unlink(t)
+	if t.state == held {
+		q.dropParked(t)
+	} else {
+		q.unlink(t)
+	}
 	t.state, t.err = left, err
 	if err == ErrQueueTimeout {
 		q.stats.Timeout++
@@ -137,7 +135,8 @@ func (q *Queue) Expired(now time.Time, dst []*Ticket) []*Ticket {
 	return dst
 }
 
-// Len is the number of waiting tickets (a granted one is not counted).
+// Len is the number of tickets waiting in the dispatch order (neither a
+// granted one nor the parked ones, Held, are counted).
 func (q *Queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()

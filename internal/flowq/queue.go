@@ -64,6 +64,7 @@ type Item struct {
 const (
 	waiting uint8 = iota
 	granted
+	held // parked (Park): waiting, out of the dispatch order
 	left // expired, canceled or dispatched: out of the queue for good
 )
 
@@ -74,8 +75,9 @@ type Ticket struct {
 	seq      uint64
 	q        *Queue
 	flow     *flow
-	prev     *Ticket // in its flow's FIFO
+	prev     *Ticket // in its flow's FIFO, or its parking
 	next     *Ticket
+	key      string // its parking's key while held
 	charged  uint64 // tokens charged to its flow at its grant
 	heapAt   int    // index in the deadline heap; -1 when not in it
 	state    uint8
@@ -127,6 +129,11 @@ type Queue struct {
 	deadline deadlineHeap
 	inflight *Ticket // the outstanding grant, or nil
 	stats    Stats
+	// parked are the held tickets by key (Park); nHeld counts them, and
+	// parkedBand by priority (for the limits).
+	parked     map[string]*parking
+	parkedBand map[int32]int
+	nHeld      int
 	// displaced are the tickets displace took out since Displaced was
 	// last called, kept only when keep is set (KeepDisplaced).
 	displaced []*Ticket
@@ -137,6 +144,9 @@ type Queue struct {
 type Stats struct {
 	Enqueued, Dispatched, Requeued             uint64
 	Full, Timeout, Canceled, Sheddable, Passed uint64
+	// Held counts the grants parked because the pick's own deployment
+	// was full (Park).
+	Held uint64
 }
 
 // New returns an empty Queue with limits l (values below 1 count as 1).
@@ -167,15 +177,21 @@ func (q *Queue) Enqueue(now time.Time, it Item) (*Ticket, error) {
 	if it.Flow == "" {
 		it.Flow = DefaultFlow
 	}
-	if q.n >= q.limits.MaxWaiting && !q.displace(it, q.bands[len(q.bands)-1]) {
+	if n := q.n + q.nHeld; n >= q.limits.MaxWaiting && (len(q.bands) == 0 || !q.displace(it, q.bands[len(q.bands)-1])) {
 		q.stats.Full++
-		return nil, fmt.Errorf("%w: %d picks already wait for this pool (limit queue_max_waiting %d)", ErrQueueFull, q.n, q.limits.MaxWaiting)
+		return nil, fmt.Errorf("%w: %d picks already wait for this pool (limit queue_max_waiting %d)", ErrQueueFull, n, q.limits.MaxWaiting)
 	}
-	if b := q.band(it.Priority, false); b != nil && b.n >= q.limits.MaxPerBand && !q.displace(it, b) {
-		q.stats.Full++
-		return nil, fmt.Errorf("%w: %d picks already wait in priority band %d (limit queue_max_per_band %d)", ErrQueueFull, b.n, it.Priority, q.limits.MaxPerBand)
+	b := q.band(it.Priority, false)
+	if n := q.parkedBand[it.Priority]; n > 0 || b != nil {
+		if b != nil {
+			n += b.n
+		}
+		if n >= q.limits.MaxPerBand && (b == nil || !q.displace(it, b)) {
+			q.stats.Full++
+			return nil, fmt.Errorf("%w: %d picks already wait in priority band %d (limit queue_max_per_band %d)", ErrQueueFull, n, it.Priority, q.limits.MaxPerBand)
+		}
 	}
-	b := q.band(it.Priority, true)
+	b = q.band(it.Priority, true)
 	q.seq++
 	t := &Ticket{item: it, enqueued: now, seq: q.seq, q: q, heapAt: -1, ready: make(chan struct{}, 1)}
 	q.push(b, t, false)

@@ -74,9 +74,29 @@ func (r *Rooms) Kick(pool string) {
 	r.mu.RLock()
 	q := r.pools[pool]
 	r.mu.RUnlock()
-	if q != nil && q.Len() > 0 {
+	if q != nil && q.waiting() {
 		q.Kick()
 	}
+}
+
+// KickKey is Kick for capacity freed under key only (a report or an
+// outcome of one deployment): it returns the picks parked under key to the
+// dispatch order, leaves those parked under other keys, and grants the
+// next pick. Cheap when nothing waits.
+func (r *Rooms) KickKey(pool, key string) {
+	r.mu.RLock()
+	q := r.pools[pool]
+	r.mu.RUnlock()
+	if q != nil && q.waiting() {
+		q.KickKey(key)
+	}
+}
+
+// waiting reports whether any ticket waits, parked or not.
+func (q *Queue) waiting() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n+q.nHeld > 0
 }
 
 // KickAll kicks every pool with waiting picks (a periodic fallback for
@@ -87,7 +107,7 @@ func (r *Rooms) KickAll() {
 	qs := make([]*Queue, 0, len(r.pools))
 	for name, q := range r.pools {
 		q.mu.Lock()
-		idle := q.n == 0 && q.inflight == nil
+		idle := q.n == 0 && q.nHeld == 0 && q.inflight == nil
 		st := q.stats
 		q.mu.Unlock()
 		if idle {
@@ -106,19 +126,25 @@ func (r *Rooms) KickAll() {
 }
 
 // Hold is one pick under on_saturation: queue. try runs the pick and
-// reports whether the pool was saturated (any other outcome, an instance or
-// an error, ends the hold: try keeps it). When nothing waits for pool, try
-// runs at once; if it is not saturated Hold returns (0, nil) without
-// touching the queue. Otherwise the pick waits in pool's Queue (limits l,
-// deadline the earlier of ttl from now and ctx's) and tries again each time
-// it is granted capacity, until try is not saturated: Hold returns the time
-// waited and nil. It returns ErrSheddable at once for a negative priority,
+// reports whether it found no capacity: saturated, with key "" when the
+// pool is saturated, or the key (the drawn deployment) whose capacity
+// alone is full, while others may have room (any other outcome, an
+// instance or an error, ends the hold: try keeps it). When nothing waits
+// in pool's dispatch order (Busy), try runs at once; if it is not
+// saturated Hold returns (0, nil) without touching the queue. Otherwise the
+// pick waits in pool's Queue (limits l, deadline the earlier of ttl from
+// now and ctx's) and tries again each time it is granted capacity, until
+// try is not saturated: Hold returns the time waited and nil. A try
+// saturated under a key parks the pick (Queue.Park) until KickKey(pool,
+// key) or Kick(pool), and the grant passes on at once. It returns ErrSheddable at once for a negative priority,
 // ErrQueueFull over a limit, ErrQueueTimeout at the deadline and
 // ErrCanceled when ctx is canceled (each wrapped with the details). Only
 // the caller's goroutine waits.
-func (r *Rooms) Hold(ctx context.Context, pool string, l Limits, ttl time.Duration, it Item, try func() (saturated bool)) (time.Duration, error) {
-	if !r.Busy(pool) && !try() {
-		return 0, nil
+func (r *Rooms) Hold(ctx context.Context, pool string, l Limits, ttl time.Duration, it Item, try func() (saturated bool, key string)) (time.Duration, error) {
+	if !r.Busy(pool) {
+		if saturated, _ := try(); !saturated {
+			return 0, nil
+		}
 	}
 	start := r.now()
 	it.Deadline = start.Add(ttl)
@@ -132,7 +158,7 @@ func (r *Rooms) Hold(ctx context.Context, pool string, l Limits, ttl time.Durati
 		return 0, err
 	}
 	if q.Len() == 1 {
-		q.Kick() // the first waiter: capacity may have freed since try
+		q.Nudge() // the first waiter: capacity may have freed since try
 	}
 	timer := time.NewTimer(it.Deadline.Sub(start))
 	defer timer.Stop()
@@ -151,16 +177,20 @@ func (r *Rooms) Hold(ctx context.Context, pool string, l Limits, ttl time.Durati
 
 // retry runs try for the granted t and settles the grant: true when the
 // pick is done. A panic in try passes the grant on before it goes up.
-func (r *Rooms) retry(q *Queue, t *Ticket, try func() bool) (done bool) {
+func (r *Rooms) retry(q *Queue, t *Ticket, try func() (bool, string)) (done bool) {
 	settled := false
 	defer func() {
 		if !settled {
 			q.Settle(t, Gone)
 		}
 	}()
-	saturated := try()
+	saturated, key := try()
 	settled = true
-	if saturated {
+	switch {
+	case saturated && key != "":
+		q.Park(t, key)
+		return false
+	case saturated:
 		q.Settle(t, Saturated)
 		return false
 	}

@@ -9,9 +9,11 @@ import (
 // BandLen is one band's waiting tickets. A plain value.
 type BandLen struct {
 	Priority int32
-	Waiting  int
-	Flows    int       // flows with a waiting ticket in the band
-	Oldest   time.Time // when the band's longest-waiting ticket entered
+	// Waiting counts the band's waiting tickets, Held the parked ones
+	// among them (Queue.Park: their deployment is full).
+	Waiting, Held int
+	Flows         int       // flows with a waiting ticket in the band
+	Oldest        time.Time // when the band's longest-waiting ticket entered
 }
 
 // FlowLen is one flow's waiting tickets in one band. A plain value.
@@ -43,15 +45,27 @@ type PoolQueue struct {
 func (s Stats) add(o Stats) Stats {
 	return Stats{Enqueued: s.Enqueued + o.Enqueued, Dispatched: s.Dispatched + o.Dispatched, Requeued: s.Requeued + o.Requeued,
 		Full: s.Full + o.Full, Timeout: s.Timeout + o.Timeout, Canceled: s.Canceled + o.Canceled,
-		Sheddable: s.Sheddable + o.Sheddable, Passed: s.Passed + o.Passed}
+		Sheddable: s.Sheddable + o.Sheddable, Passed: s.Passed + o.Passed, Held: s.Held + o.Held}
 }
 
-// Bands appends the non-empty bands, highest priority first, to dst.
+// Bands appends the non-empty bands, highest priority first, to dst; a
+// band's parked tickets count in its Waiting and Held (not in its Flows
+// and Oldest).
 func (q *Queue) Bands(dst []BandLen) []BandLen {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	from := len(dst)
 	for _, b := range q.bands {
-		dst = append(dst, BandLen{Priority: b.priority, Waiting: b.n, Flows: len(b.flows), Oldest: b.oldest()})
+		h := q.parkedBand[b.priority]
+		dst = append(dst, BandLen{Priority: b.priority, Waiting: b.n + h, Held: h, Flows: len(b.flows), Oldest: b.oldest()})
+	}
+	for p, h := range q.parkedBand {
+		if q.band(p, false) == nil {
+			dst = append(dst, BandLen{Priority: p, Waiting: h, Held: h})
+		}
+	}
+	if len(q.parkedBand) > 0 {
+		slices.SortFunc(dst[from:], func(x, y BandLen) int { return cmp.Compare(y.Priority, x.Priority) })
 	}
 	return dst
 }

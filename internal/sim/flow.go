@@ -125,6 +125,8 @@ func (e *engine) release() error {
 			}
 			i, err := e.routers[k].pick(e.now, r)
 			switch {
+			case errors.Is(err, scheduler.ErrDeploymentSaturated):
+				t = sq.q.Park(t, r.HeldBy) // the grant passes on
 			case errors.Is(err, scheduler.ErrSaturated):
 				sq.q.Settle(t, flowq.Saturated)
 				t = nil

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -95,10 +96,15 @@ func (sr *stateRouter) pick(now time.Duration, r *Request) (int, error) {
 	if err := sr.reg.ValidatePick(&sr.in); err != nil {
 		return -1, err
 	}
-	if sr.liveDraws {
+	if sr.liveDraws || sr.policy.OnSaturation == scheduler.SaturationQueue {
+		// A held pick retries with its own seed, as prefixrouted's
+		// (server/flow.go): the same deployment draw each time.
 		sr.pcg.Seed(r.ID+1, liveSeedStream)
 	}
 	if err := sr.pool.Pick(epoch.Add(now), &sr.in, sr.rng, &sr.out); err != nil {
+		if d := &sr.out.Decision; errors.Is(err, scheduler.ErrDeploymentSaturated) && d.HeldDeployment >= 0 {
+			r.HeldBy = sr.out.Snapshot.Deployments[d.HeldDeployment].Name
+		}
 		return -1, err
 	}
 	if sr.onPick != nil {

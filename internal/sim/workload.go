@@ -155,13 +155,16 @@ type Request struct {
 	// PredictedMs the router's predicted TTFT of its choice, ms (0 for
 	// baselines).
 	TargetMs, PredictedMs float64
-	Start                 time.Duration
-	FirstToken            time.Duration
-	HitTokens             uint32
-	Recomputed            uint32
-	estUncached           uint32
-	estWork               float64       // scheduler.PrefillWork of estUncached, at enqueue
-	queued                time.Duration // when it was queued on its instance
+	// HeldBy is the deployment whose fullness held the request's last
+	// pick (scheduler.ErrDeploymentSaturated), under on_saturation: queue.
+	HeldBy      string
+	Start       time.Duration
+	FirstToken  time.Duration
+	HitTokens   uint32
+	Recomputed  uint32
+	estUncached uint32
+	estWork     float64       // scheduler.PrefillWork of estUncached, at enqueue
+	queued      time.Duration // when it was queued on its instance
 	// hindsight (see engine.hindsight) and the own prefill time, ms.
 	best                      int32
 	estChosen, estBest, ownMs float32

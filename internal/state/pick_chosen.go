@@ -103,7 +103,7 @@ func (p *Pool) summariseKept(now time.Time, pol *scheduler.Policy, excl bool, ou
 			*excluded = [scheduler.NumReasons]int{} // summarise starts afresh
 			return false
 		}
-		out.sums[k] = scheduler.Summary{Eligible: int(c[scheduler.ReasonNone])}
+		out.sums[k] = scheduler.Summary{Eligible: int(c[scheduler.ReasonNone]), Full: int(c[scheduler.ReasonKVFull] + c[scheduler.ReasonQueueFull])}
 		for _, r := range counted {
 			excluded[r] += int(c[r])
 		}
@@ -117,9 +117,14 @@ func (p *Pool) summariseKept(now time.Time, pol *scheduler.Policy, excl bool, ou
 				ord := w*64 + bits.TrailingZeros64(b)
 				st := p.tstand[ord]
 				if r := scheduler.ReasonAt(st, false, true); r != st {
-					if st == scheduler.ReasonNone {
-						out.sums[p.tmpl[ord].Deployment].Eligible--
-					} else {
+					sum := &out.sums[p.tmpl[ord].Deployment]
+					switch st {
+					case scheduler.ReasonNone:
+						sum.Eligible--
+					case scheduler.ReasonKVFull, scheduler.ReasonQueueFull:
+						sum.Full--
+						excluded[st]--
+					default:
 						excluded[st]--
 					}
 					excluded[r]++
@@ -195,7 +200,7 @@ func (p *Pool) summarise(now time.Time, pol *scheduler.Policy, excl bool, out *P
 	n := len(p.order)
 	stand, tlast, tslot, tload, matched := p.tstand[:n], p.tlast[:n], p.tslot[:n], p.tload[:n], out.matched
 	for k := range out.sums {
-		eligible, best := 0, int32(0)
+		eligible, full, best := 0, 0, int32(0)
 		loads := out.loads[:0]
 		for i := p.dstart[k]; i < p.dstart[k+1]; i++ {
 			st := stand[i]
@@ -212,6 +217,9 @@ func (p *Pool) summarise(now time.Time, pol *scheduler.Policy, excl bool, out *P
 			r := scheduler.ReasonAt(st, stale, excl && out.excl[i/64]&(1<<(i%64)) != 0)
 			if r != scheduler.ReasonNone {
 				excluded[r]++
+				if r == scheduler.ReasonKVFull || r == scheduler.ReasonQueueFull {
+					full++
+				}
 				continue
 			}
 			eligible++
@@ -222,7 +230,7 @@ func (p *Pool) summarise(now time.Time, pol *scheduler.Policy, excl bool, out *P
 				loads = append(loads, tload[i])
 			}
 		}
-		s := scheduler.Summary{Eligible: eligible, MatchedBlocks: int(best)}
+		s := scheduler.Summary{Eligible: eligible, MatchedBlocks: int(best), Full: full}
 		if loadOn {
 			s.LoadMs = scheduler.SoftMinLoadMs(pol, loads)
 			out.loads = loads

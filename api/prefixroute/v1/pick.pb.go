@@ -1189,7 +1189,8 @@ type DeploymentDecision struct {
 	Deployment string                 `protobuf:"bytes,1,opt,name=deployment,proto3" json:"deployment,omitempty"`
 	// weight is the operator's weight w_d as used.
 	Weight float64 `protobuf:"fixed64,2,opt,name=weight,proto3" json:"weight,omitempty"`
-	// hit_ratio is H_d: matched_blocks / blocks of the best eligible instance.
+	// hit_ratio is H_d: matched_blocks / blocks of the best eligible instance
+	// (of the best full instance when held).
 	HitRatio float64 `protobuf:"fixed64,3,opt,name=hit_ratio,json=hitRatio,proto3" json:"hit_ratio,omitempty"`
 	// probability is P(d).
 	Probability float64 `protobuf:"fixed64,4,opt,name=probability,proto3" json:"probability,omitempty"`
@@ -1210,8 +1211,17 @@ type DeploymentDecision struct {
 	PrefillScale          float64 `protobuf:"fixed64,20,opt,name=prefill_scale,json=prefillScale,proto3" json:"prefill_scale,omitempty"`
 	DoublingContextTokens float64 `protobuf:"fixed64,21,opt,name=doubling_context_tokens,json=doublingContextTokens,proto3" json:"doubling_context_tokens,omitempty"`
 	CalibrationVersion    uint64  `protobuf:"varint,22,opt,name=calibration_version,json=calibrationVersion,proto3" json:"calibration_version,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// full_instances counts the deployment's instances excluded only for load
+	// (kv_full, queue_full).
+	FullInstances uint32 `protobuf:"varint,40,opt,name=full_instances,json=fullInstances,proto3" json:"full_instances,omitempty"`
+	// held is true under on_saturation: queue when the deployment has no
+	// eligible instance, only full ones: it still takes part in the draw by
+	// its weight (hit_ratio and load_ms over its full instances), so that a
+	// full deployment keeps its share rather than spill onto the others. A
+	// pick that draws it waits in the router's queue until it frees.
+	Held          bool `protobuf:"varint,41,opt,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeploymentDecision) Reset() {
@@ -1319,6 +1329,20 @@ func (x *DeploymentDecision) GetCalibrationVersion() uint64 {
 		return x.CalibrationVersion
 	}
 	return 0
+}
+
+func (x *DeploymentDecision) GetFullInstances() uint32 {
+	if x != nil {
+		return x.FullInstances
+	}
+	return 0
+}
+
+func (x *DeploymentDecision) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
 }
 
 // InstanceDecision is the instance level of a decision.
@@ -1611,7 +1635,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	" \x01(\x01R\n" +
 	"transferMs\x12)\n" +
 	"\x10running_requests\x18\x1e \x01(\rR\x0frunningRequests\x12'\n" +
-	"\x0finterference_ms\x18\x1f \x01(\x01R\x0einterferenceMs\"\xb1\x03\n" +
+	"\x0finterference_ms\x18\x1f \x01(\x01R\x0einterferenceMs\"\xec\x03\n" +
 	"\x12DeploymentDecision\x12\x1e\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\tR\n" +
@@ -1625,7 +1649,9 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\aload_ms\x18\b \x01(\x01R\x06loadMs\x12#\n" +
 	"\rprefill_scale\x18\x14 \x01(\x01R\fprefillScale\x126\n" +
 	"\x17doubling_context_tokens\x18\x15 \x01(\x01R\x15doublingContextTokens\x12/\n" +
-	"\x13calibration_version\x18\x16 \x01(\x04R\x12calibrationVersion\"\xba\x04\n" +
+	"\x13calibration_version\x18\x16 \x01(\x04R\x12calibrationVersion\x12%\n" +
+	"\x0efull_instances\x18( \x01(\rR\rfullInstances\x12\x12\n" +
+	"\x04held\x18) \x01(\bR\x04held\"\xba\x04\n" +
 	"\x10InstanceDecision\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1e\n" +
