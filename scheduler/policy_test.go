@@ -16,7 +16,7 @@ func TestDefaultPolicy(t *testing.T) {
 		Strategy: scheduler.Softmax, LambdaH: 10, DeltaMs: 20, ThresholdRatio: 0.1, ThresholdMinMs: 20,
 		BlockSizeTokens: 16, DefaultPrefillTokensPerSecond: 10000, DoublingContextTokens: 17000, MaxKVUsage: 0.95,
 		StaleAfter: 2 * time.Second, ForgetAfter: 30 * time.Second, DefaultKVCapacityBlocks: 16384,
-		PDMinUncachedTokens: 512, PDTransferMsPerToken: 0.005, PDFallback: scheduler.PDFallbackLocal, PDInterferenceWeight: 0.1,
+		PDMinUncachedTokens: 512, PDTransferMsPerToken: 0.005, PDFallback: scheduler.PDFallbackLocal, PDInterferenceWeight: 0.1, PDDecodeRunningMs: 5,
 		QueueTTL: 30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000,
 	}
 	if p != want {
