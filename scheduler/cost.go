@@ -13,6 +13,7 @@ type costModel struct {
 	batchWaitMs      float64
 	prefillWeight    float64      // Request.PrefillWeight, 1 when 0
 	doubling         float64      // Policy.DoublingContextTokens
+	decodeRunningMs  float64      // Policy.PDDecodeRunningMs
 	deps             []Deployment // set when a deployment's Calibration applies (withDeployments)
 }
 
@@ -26,6 +27,7 @@ func newCostModel(p *Policy, req *Request) costModel {
 		batchWaitMs:      p.BatchWaitMs,
 		prefillWeight:    max(1, req.PrefillWeight),
 		doubling:         p.DoublingContextTokens,
+		decodeRunningMs:  p.PDDecodeRunningMs,
 	}
 }
 
@@ -40,6 +42,7 @@ func newCostModel(p *Policy, req *Request) costModel {
 //	QueueMs     = (HasQueueMs ? in.QueueMs : QueuedPrefillTokens*1000/tps) + AssignedTokens*1000/tps
 //	BatchWaitMs = Policy.BatchWaitMs
 //	CostMs      = PrefillWeight*PrefillMs + QueueMs + BatchWaitMs (Request.PrefillWeight, 1 when 0)
+//	              + PDDecodeRunningMs*RunningRequests (RoleDecode instances only)
 //
 // where C is Policy.DoublingContextTokens, tps the instance's prefill
 // throughput in tokens per second, and the block size and the throughput
@@ -65,6 +68,9 @@ func (m *costModel) cost(in *Instance, r *InstanceResult) (matched int) {
 	// Field by field: a composite literal goes through a stack temporary
 	// whose copy stalls on store forwarding.
 	r.CostMs = m.prefillWeight*prefill + queue + m.batchWaitMs
+	if in.Role == RoleDecode {
+		r.CostMs += m.decodeRunningMs * float64(in.RunningRequests)
+	}
 	r.PrefillMs = prefill
 	r.QueueMs = queue
 	r.BatchWaitMs = m.batchWaitMs

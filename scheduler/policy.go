@@ -194,6 +194,11 @@ type Policy struct {
 	// R × PrefillMs against RemoteMs (PDResult.InterferenceMs). Default
 	// 0.1, 0 = off (TTFT only). Range [0, 100].
 	PDInterferenceWeight float64
+	// PDDecodeRunningMs is added to a RoleDecode instance's CostMs per
+	// running request it reports (Instance.RunningRequests): the decode
+	// level's price of a busier decode batch, in ms; 0 is off. Default
+	// DefaultPDDecodeRunningMs (5 ms), range [0, 1000] ms.
+	PDDecodeRunningMs float64
 	// QueueTTL is the longest a pick waits under SaturationQueue (the
 	// call's own deadline, when earlier, wins). Default 30s. Range
 	// [10ms, 10m].
@@ -233,6 +238,7 @@ func DefaultPolicy() Policy {
 		PDTransferMsPerToken:          DefaultPDTransferMsPerToken,
 		PDFallback:                    PDFallbackLocal,
 		PDInterferenceWeight:          DefaultPDInterferenceWeight,
+		PDDecodeRunningMs:             DefaultPDDecodeRunningMs,
 		QueueTTL:                      30 * time.Second,
 		QueueMaxWaiting:               1000,
 		QueueMaxPerBand:               1000,
@@ -280,6 +286,7 @@ func (p *Policy) valid() bool {
 		in(p.PDTransferMsPerToken, 0, MaxPDTransferMsPerToken) &&
 		p.PDFallback < numPDFallbacks &&
 		in(p.PDInterferenceWeight, 0, MaxPDInterferenceWeight) &&
+		in(p.PDDecodeRunningMs, 0, MaxPDDecodeRunningMs) &&
 		p.QueueTTL >= MinQueueTTL && p.QueueTTL <= MaxQueueTTL &&
 		p.QueueMaxWaiting >= 1 && p.QueueMaxWaiting <= MaxQueueWaiting &&
 		p.QueueMaxPerBand >= 1 && p.QueueMaxPerBand <= MaxQueueWaiting

@@ -117,6 +117,8 @@ var policyFields = []PolicyField{
 		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.PDFallback) }},
 	{Key: "pd_interference_weight", Kind: FieldFloat, Max: MaxPDInterferenceWeight,
 		Meaning: "TTFT ms per ms of decode stall", Float: func(p *Policy) *float64 { return &p.PDInterferenceWeight }},
+	{Key: "pd_decode_running_ms", Kind: FieldFloat, Unit: "ms", Max: MaxPDDecodeRunningMs,
+		Meaning: "decode instance cost per running request", Float: func(p *Policy) *float64 { return &p.PDDecodeRunningMs }},
 	{Key: "queue_ttl", Kind: FieldDuration, MinDuration: MinQueueTTL, MaxDuration: MaxQueueTTL,
 		Meaning: "queue: longest wait of a pick", Duration: func(p *Policy) *time.Duration { return &p.QueueTTL }},
 	{Key: "queue_max_waiting", Kind: FieldUint32, Unit: "picks", Min: 1, Max: MaxQueueWaiting,

@@ -26,6 +26,7 @@ const (
 	MaxPDTransferMsPerToken           = 1000
 	MaxPDMinUncachedTokens            = 10000000
 	MaxPDInterferenceWeight           = 100
+	MaxPDDecodeRunningMs              = 1000
 	MinQueueTTL                       = 10 * time.Millisecond
 	MaxQueueTTL                       = 10 * time.Minute
 	MaxQueueWaiting                   = 100000 // queue_max_waiting and queue_max_per_band

@@ -16,7 +16,7 @@ func TestDefaultPolicy(t *testing.T) {
 		Strategy: scheduler.Softmax, LambdaH: 10, DeltaMs: 20, ThresholdRatio: 0.1, ThresholdMinMs: 20,
 		BlockSizeTokens: 16, DefaultPrefillTokensPerSecond: 10000, DoublingContextTokens: 17000, MaxKVUsage: 0.95,
 		StaleAfter: 2 * time.Second, ForgetAfter: 30 * time.Second, DefaultKVCapacityBlocks: 16384,
-		PDMinUncachedTokens: 512, PDTransferMsPerToken: 0.005, PDFallback: scheduler.PDFallbackLocal, PDInterferenceWeight: 0.1,
+		PDMinUncachedTokens: 512, PDTransferMsPerToken: 0.005, PDFallback: scheduler.PDFallbackLocal, PDInterferenceWeight: 0.1, PDDecodeRunningMs: 5,
 		QueueTTL: 30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000,
 	}
 	if p != want {
@@ -63,6 +63,11 @@ func TestValidateEdges(t *testing.T) {
 		{"batch_wait_ms 60000", func(p *scheduler.Policy) { p.BatchWaitMs = 60000 }, ""},
 		{"batch_wait_ms negative", func(p *scheduler.Policy) { p.BatchWaitMs = -1 }, "batch_wait_ms must be in [0, 60000] ms, got -1"},
 		{"batch_wait_ms 1e300", func(p *scheduler.Policy) { p.BatchWaitMs = 1e300 }, "batch_wait_ms must be in [0, 60000] ms, got 1e+300"},
+		{"pd_decode_running_ms 0", func(p *scheduler.Policy) { p.PDDecodeRunningMs = 0 }, ""},
+		{"pd_decode_running_ms 1000", func(p *scheduler.Policy) { p.PDDecodeRunningMs = 1000 }, ""},
+		{"pd_decode_running_ms negative", func(p *scheduler.Policy) { p.PDDecodeRunningMs = -1e-9 }, "pd_decode_running_ms must be in [0, 1000] ms, got -1e-09"},
+		{"pd_decode_running_ms over 1000", func(p *scheduler.Policy) { p.PDDecodeRunningMs = 1000.5 }, "pd_decode_running_ms must be in [0, 1000] ms, got 1000.5"},
+		{"pd_decode_running_ms NaN", func(p *scheduler.Policy) { p.PDDecodeRunningMs = nan }, "pd_decode_running_ms must be in [0, 1000] ms, got NaN"},
 		{"batch_wait_ms over max", func(p *scheduler.Policy) { p.BatchWaitMs = 60000.001 }, "batch_wait_ms must be in [0, 60000] ms, got 60000.001"},
 		{"block_size_tokens 1", func(p *scheduler.Policy) { p.BlockSizeTokens = 1 }, ""},
 		{"block_size_tokens max", func(p *scheduler.Policy) { p.BlockSizeTokens = 1 << 20 }, ""},

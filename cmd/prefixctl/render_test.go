@@ -58,6 +58,7 @@ func defaultPolicy() *pb.Policy {
 		OnSloMiss: pb.SloOnMiss_SLO_ON_MISS_BEST_EFFORT, Calibration: pb.SloCalibration_SLO_CALIBRATION_APPLY,
 		PdMinUncachedTokens: u32(512), PdTransferMsPerToken: f64(0.005), PdFallback: pb.PdFallback_PD_FALLBACK_LOCAL,
 		PdInterferenceWeight: f64(0.1),
+		PdDecodeRunningMs:    f64(5),
 		QueueTtl:             durationpb.New(30e9), QueueMaxWaiting: u32(1000), QueueMaxPerBand: u32(1000)}
 }
 

@@ -26,6 +26,11 @@ type pdReq struct {
 	decodeEnd    time.Duration // moves later with every stall
 	stall        time.Duration // added by prefill batches on the decode instance
 	done         bool
+	// With a batch-dependent step (PDSpec.DecodeMsPerRunning > 0):
+	// left is the decode steps still to run, frozen the end of the stalls
+	// put on it (pd_decode.go).
+	left   float64
+	frozen time.Duration
 }
 
 // pdSlots is one instance's decoding: running requests and those waiting
@@ -34,6 +39,7 @@ type pdSlots struct {
 	running []*pdReq
 	waiting []*pdReq
 	head    int
+	at      time.Duration // the running decodes' left is as of at (pd_decode.go)
 }
 
 // pdEngine runs one variant of a PDScenario: the engine's fleet, workload
@@ -226,6 +232,10 @@ func (e *pdEngine) startBatchPD(k int) {
 	}
 	e.q.push(event{at: end, kind: evBatchDone, inst: int32(k)})
 	stall := time.Duration(*e.sc.PD.DecodeInterference * float64(end-e.now))
+	if e.batched() {
+		e.stallBatched(k, stall)
+		return
+	}
 	for _, pr := range e.slots[k].running {
 		pr.decodeEnd += stall
 		pr.stall += stall
@@ -263,6 +273,10 @@ func (e *pdEngine) admit(k int, pr *pdReq) {
 		return
 	}
 	pr.decodeStart = e.now
+	if e.batched() {
+		e.admitBatched(k, pr)
+		return
+	}
 	pr.decodeEnd = e.now + e.insts[k].decodeTime(pr.r)
 	s.running = append(s.running, pr)
 	e.q.push(event{at: pr.decodeEnd, kind: evDecodeDone, inst: int32(k), req: pr.r})
@@ -271,7 +285,13 @@ func (e *pdEngine) admit(k int, pr *pdReq) {
 // decodeDonePD ends pr's decode on instance k unless a stall moved its end
 // later (then it fires again at the new end), and admits the next waiter.
 func (e *pdEngine) decodeDonePD(k int, pr *pdReq) {
-	if pr.decodeEnd > e.now {
+	if e.batched() {
+		// Every move of the end pushed its own event: drop the stale ones.
+		if pr.done || pr.decodeEnd != e.now {
+			return
+		}
+		e.advance(k)
+	} else if pr.decodeEnd > e.now {
 		e.q.push(event{at: pr.decodeEnd, kind: evDecodeDone, inst: int32(k), req: pr.r})
 		return
 	}
@@ -290,5 +310,7 @@ func (e *pdEngine) decodeDonePD(k int, pr *pdReq) {
 			s.waiting, s.head = s.waiting[:0], 0
 		}
 		e.admit(k, next)
+	} else if e.batched() {
+		e.reschedule(k) // one fewer decoding: the others' steps are shorter
 	}
 }

@@ -31,8 +31,9 @@ type PDRun struct {
 	// compute.
 	ExcessP99Ms, OwnP99Ms float64
 	// TPOT is each request's decode time over its output tokens (requests
-	// with output); NominalTPOTMs its mean without stalls.
-	TPOTMeanMs, TPOTP99Ms, NominalTPOTMs float64
+	// with output); NominalTPOTMs its mean without stalls (decode_per_token:
+	// with decode_ms_per_running, without the batch's growth either).
+	TPOTP50Ms, TPOTMeanMs, TPOTP99Ms, NominalTPOTMs float64
 	// StallMsPerToken is the decode interference: the mean over requests
 	// of their stall (prefill batches on their decode instance) per output
 	// token, ms; TPOT impact. StalledShare is the share of requests
@@ -112,7 +113,7 @@ func (e *pdEngine) result(variant string, wall time.Duration) *PDRun {
 	slices.Sort(own)
 	out.ExcessP99Ms, out.OwnP99Ms = percentile(excess, 0.99), percentile(own, 0.99)
 	out.TTFTP50Ms, out.TTFTP99Ms, out.TTFTMeanMs = percentile(ttft, 0.5), percentile(ttft, 0.99), pdMean(ttft)
-	out.TPOTMeanMs, out.TPOTP99Ms = pdMean(tpot), percentile(tpot, 0.99)
+	out.TPOTP50Ms, out.TPOTMeanMs, out.TPOTP99Ms = percentile(tpot, 0.5), pdMean(tpot), percentile(tpot, 0.99)
 	out.SlotWaitP99Ms = percentile(wait, 0.99)
 	if decoded > 0 {
 		out.NominalTPOTMs = nominal / float64(decoded)

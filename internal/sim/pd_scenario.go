@@ -45,6 +45,13 @@ type PDSpec struct {
 	// of T on an instance stalls each decode running there when the batch
 	// starts by κ·T (1: decode steps stop while the batch runs). Default 1.
 	DecodeInterference *float64 `yaml:"decode_interference"`
+	// DecodeMsPerRunning makes the decode step grow with the decode batch:
+	// with n requests decoding on an instance, every one of them advances
+	// one token per decode_per_token + DecodeMsPerRunning·(n−1) ms (vLLM's
+	// step reads the weights once and each request's KV, SIMULATION.md
+	// section 8 gives the source). Default 0: the step is decode_per_token
+	// whatever the batch (then the decode end is computed as before).
+	DecodeMsPerRunning float64 `yaml:"decode_ms_per_running"`
 	// Deciders maps a variant to the prefill decision it applies:
 	// "router" (default: the router's decision as is), "always" (every
 	// request prefills on a prefill instance: SGLang's gateway, FlexLB),
@@ -129,6 +136,8 @@ func (sc *PDScenario) validatePD() error {
 		return fmt.Errorf("decode_slots %d: want 1–100000", p.DecodeSlots)
 	case *p.DecodeInterference < 0 || *p.DecodeInterference > 10:
 		return fmt.Errorf("decode_interference %g: want 0–10", *p.DecodeInterference)
+	case !(p.DecodeMsPerRunning >= 0 && p.DecodeMsPerRunning <= 1000):
+		return fmt.Errorf("decode_ms_per_running %g: want 0–1000 ms", p.DecodeMsPerRunning)
 	}
 	for v, d := range p.Deciders {
 		if !slices.ContainsFunc(sc.Variants, func(x Variant) bool { return x.Name == v }) {

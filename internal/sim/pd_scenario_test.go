@@ -18,6 +18,8 @@ func TestParsePDScenarioErrors(t *testing.T) {
 		{"transfer", "transfer_ms_per_token: 0.01", "transfer_ms_per_token: -1", "transfer_ms_per_token -1: want 0–1000 ms"},
 		{"slots", "decode_slots: 4", "decode_slots: -2", "decode_slots -2: want 1–100000"},
 		{"interference", "decode_interference: 1", "decode_interference: 11", "decode_interference 11: want 0–10"},
+		{"decode step", "decode_interference: 1", "decode_interference: 1\n  decode_ms_per_running: 1001", "decode_ms_per_running 1001: want 0–1000 ms"},
+		{"decode step negative", "decode_interference: 1", "decode_interference: 1\n  decode_ms_per_running: -0.1", "decode_ms_per_running -0.1: want 0–1000 ms"},
 		{"decode throughput", "decode_prefill_tokens_per_second: 5000", "decode_prefill_tokens_per_second: -5", "decode_prefill_tokens_per_second -5"},
 		{"baseline picker", "variants: [{name: v}]", "variants: [{name: v, picker: random}]", `picker "random": a pd scenario needs the router`},
 		{"unknown field", "decode_slots: 4", "decode_slot: 4", "field decode_slot not found"},

@@ -14,12 +14,12 @@ type PDSummary struct {
 	Seeds            []uint64
 	Runs             []*PDRun
 	// RemoteShare is Remote / Requests.
-	RemoteShare                                  float64
-	TTFTP50Ms, TTFTP99Ms, TTFTMeanMs             float64
-	ExcessP99Ms, OwnP99Ms                        float64
-	TPOTMeanMs, TPOTP99Ms, NominalTPOTMs         float64
-	StallMsPerToken, StalledShare, SlotWaitP99Ms float64
-	PrefillBusy, LocalBusy                       float64
+	RemoteShare                                     float64
+	TTFTP50Ms, TTFTP99Ms, TTFTMeanMs                float64
+	ExcessP99Ms, OwnP99Ms                           float64
+	TPOTP50Ms, TPOTMeanMs, TPOTP99Ms, NominalTPOTMs float64
+	StallMsPerToken, StalledShare, SlotWaitP99Ms    float64
+	PrefillBusy, LocalBusy                          float64
 }
 
 // RunPDSeeds runs every variant of sc (or those named) once per seed,
@@ -79,6 +79,7 @@ func RunPDSeeds(sc *PDScenario, variants []string, seeds []uint64, duration time
 			TTFTMeanMs:      med(func(r *PDRun) float64 { return r.TTFTMeanMs }),
 			ExcessP99Ms:     med(func(r *PDRun) float64 { return r.ExcessP99Ms }),
 			OwnP99Ms:        med(func(r *PDRun) float64 { return r.OwnP99Ms }),
+			TPOTP50Ms:       med(func(r *PDRun) float64 { return r.TPOTP50Ms }),
 			TPOTMeanMs:      med(func(r *PDRun) float64 { return r.TPOTMeanMs }),
 			TPOTP99Ms:       med(func(r *PDRun) float64 { return r.TPOTP99Ms }),
 			NominalTPOTMs:   med(func(r *PDRun) float64 { return r.NominalTPOTMs }),

@@ -155,7 +155,9 @@ func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
 // TestPDMooncakeSeeded runs the first 60 s of pd-mooncake with seed 2
 // under each decider: every variant sees the same 122 requests (after
 // the warmup) and the same router decisions up to its own overrides'
-// effects; the figures are exact for the seed.
+// effects; the figures are exact for the seed (with the file's
+// batch-dependent decode step, decode_ms_per_running 0.2, and the
+// default pd_decode_running_ms 5 ms).
 func TestPDMooncakeSeeded(t *testing.T) {
 	sc, err := LoadPDScenario("testdata/pd-mooncake.yaml")
 	if err != nil {
@@ -167,13 +169,13 @@ func TestPDMooncakeSeeded(t *testing.T) {
 		reasons                        map[string]int
 		p50, p99, stall                float64
 	}{
-		{"ours", 122, 82, 82, map[string]int{"below_threshold": 16, "disaggregated": 82, "local_cheaper": 24}, 705.87, 21264.963, 0.601},
-		{"always", 122, 122, 81, map[string]int{"below_threshold": 16, "disaggregated": 81, "local_cheaper": 25}, 1116.331, 21274.792, 0},
-		{"llm-d", 122, 122, 81, map[string]int{"below_threshold": 16, "disaggregated": 81, "local_cheaper": 25}, 1116.331, 21274.792, 0},
-		{"dynamo", 122, 92, 81, map[string]int{"below_threshold": 16, "disaggregated": 81, "local_cheaper": 25}, 904.741, 21201.06, 0.194},
+		{"ours", 122, 83, 83, map[string]int{"below_threshold": 16, "disaggregated": 83, "local_cheaper": 23}, 705.87, 21240.418, 0.754},
+		{"always", 122, 122, 82, map[string]int{"below_threshold": 16, "disaggregated": 82, "local_cheaper": 24}, 1179.025, 21264.963, 0},
+		{"llm-d", 122, 122, 82, map[string]int{"below_threshold": 16, "disaggregated": 82, "local_cheaper": 24}, 1179.025, 21264.963, 0},
+		{"dynamo", 122, 92, 83, map[string]int{"below_threshold": 16, "disaggregated": 83, "local_cheaper": 23}, 915.526, 21201.06, 0.215},
 		// The default interference weight (0.1) sends 5 more of ours' requests
 		// remote than weight 0, and stalls its decodes less.
-		{"ours-w0", 122, 77, 77, map[string]int{"below_threshold": 16, "disaggregated": 77, "local_cheaper": 29}, 688.325, 21201.06, 0.734},
+		{"ours-w0", 122, 77, 77, map[string]int{"below_threshold": 16, "disaggregated": 77, "local_cheaper": 29}, 688.325, 21201.06, 0.866},
 	}
 	for _, c := range cases {
 		t.Run(c.variant, func(t *testing.T) {
@@ -243,6 +245,50 @@ func TestPDInterferenceWeight(t *testing.T) {
 			if r2.Prefill != c.prefill || round3(r2.TTFTMs) != c.ttft || round3(r1.StallMs) != c.stall {
 				t.Errorf("request 2 prefilled on %s, TTFT %v ms, request 1 stalled %v ms; want %s, %v, %v",
 					r2.Prefill, round3(r2.TTFTMs), round3(r1.StallMs), c.prefill, c.ttft, c.stall)
+			}
+		})
+	}
+}
+
+// TestPDBatchedDecode checks the batch-dependent decode step exactly
+// (decode_ms_per_running 1: 10 ms alone, 11 ms with two decoding).
+// Request 1 decodes from 22.6 ms, alone for 192.4 ms (19.24 steps);
+// request 2 decodes from 215 ms, 10 steps of 11 ms (TPOT 11, ends at
+// 325 ms), while request 1 runs 10 more; its last 70.76 steps take
+// 707.6 ms alone: TPOT 1010/100 ms. Local: request 1 decodes from 37 ms
+// (6.3 steps alone), is frozen by request 2's 205 ms batch until 305 ms;
+// then both decode at 11 ms a step (request 2: TPOT 11, ends at 415 ms;
+// request 1 runs 10 steps) and request 1's last 83.7 steps take 837 ms
+// alone: TPOT 1215/100 ms, of which 205 ms stall.
+func TestPDBatchedDecode(t *testing.T) {
+	cases := []struct {
+		decider string
+		tpot    [2]float64
+		stall   [2]float64
+	}{
+		{"always", [2]float64{10.1, 11}, [2]float64{0, 0}},
+		{"local", [2]float64{12.15, 11}, [2]float64{205, 0}},
+	}
+	for _, c := range cases {
+		t.Run(c.decider, func(t *testing.T) {
+			y := strings.NewReplacer("DECIDER", c.decider, "SLOTS", "4",
+				"decode_interference: 1", "decode_interference: 1\n  decode_ms_per_running: 1").Replace(pdTinyYAML)
+			sc, err := ParsePDScenario([]byte(y))
+			if err != nil {
+				t.Fatal(err)
+			}
+			reqs := []*Request{pdReqAt(1, 0, 160, 100, 0), pdReqAt(2, 100, 1000, 10, 1000)}
+			res, err := RunPD(sc, "v", RunOptions{Workload: &pdList{reqs: reqs}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Records) != 2 {
+				t.Fatalf("%d records, want 2", len(res.Records))
+			}
+			for _, rec := range res.Records {
+				if got := [2]float64{round3(rec.TPOTMs), round3(rec.StallMs)}; got != [2]float64{c.tpot[rec.ID-1], c.stall[rec.ID-1]} {
+					t.Errorf("request %d: TPOT, stall %v, want %v, %v", rec.ID, got, c.tpot[rec.ID-1], c.stall[rec.ID-1])
+				}
 			}
 		})
 	}

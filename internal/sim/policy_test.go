@@ -40,7 +40,7 @@ variants: [{name: v}]`, func(p *scheduler.Policy) {
 				DeploymentDeltaMs: 40, StaleAfter: 3 * time.Second, ForgetAfter: time.Minute, DefaultKVCapacityBlocks: 99,
 				OnSaturation: scheduler.SaturationShed, DoublingContextTokens: 33000,
 				PDMinUncachedTokens: 16, PDTransferMsPerToken: 0.01, PDFallback: scheduler.PDFallbackFail,
-				PDInterferenceWeight: 0.3, QueueTTL: 30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000} // absent: the defaults
+				PDInterferenceWeight: 0.3, PDDecodeRunningMs: 5, QueueTTL: 30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000} // absent: the defaults
 		}},
 		{"variant over scenario", "policy: {delta_ms: 7, lambda_h: 3}\nvariants: [{name: v, policy: {delta_ms: 9}}]",
 			func(p *scheduler.Policy) { p.DeltaMs, p.LambdaH = 9, 3 }},
@@ -103,6 +103,7 @@ func TestPolicyProtoSpeed(t *testing.T) {
 		OnSloMiss: pb.SloOnMiss_SLO_ON_MISS_BEST_EFFORT, Calibration: pb.SloCalibration_SLO_CALIBRATION_APPLY,
 		PdMinUncachedTokens: proto.Uint32(512), PdTransferMsPerToken: proto.Float64(0.0025), PdFallback: pb.PdFallback_PD_FALLBACK_LOCAL,
 		QueueTtl: durationpb.New(30 * time.Second), QueueMaxWaiting: proto.Uint32(1000), QueueMaxPerBand: proto.Uint32(1000),
+		PdDecodeRunningMs:    proto.Float64(2.5), // ms per running request: scaled
 		PdInterferenceWeight: proto.Float64(0.1)} // ms per ms: not scaled
 	if !proto.Equal(got, want) {
 		t.Fatalf("policyProto = %v\nwant %v", got, want)

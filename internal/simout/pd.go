@@ -10,14 +10,14 @@ import (
 // WritePDMarkdown writes the PD comparison: one row per variant, each
 // figure the median over its seeds (sim.PDRun defines them).
 func WritePDMarkdown(w io.Writer, sums []sim.PDSummary) error {
-	_, err := fmt.Fprint(w, "| variant | decider | remote | TTFT p50 | TTFT p99 | TTFT mean | excess p99 | own p99 | TPOT mean | TPOT p99 | stall | stalled | slot wait p99 | prefill busy | local busy |\n"+
-		"|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	_, err := fmt.Fprint(w, "| variant | decider | remote | TTFT p50 | TTFT p99 | TTFT mean | excess p99 | own p99 | TPOT p50 | TPOT mean | TPOT p99 | stall | stalled | slot wait p99 | prefill busy | local busy |\n"+
+		"|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	if err != nil {
 		return err
 	}
 	for _, s := range sums {
-		_, err := fmt.Fprintf(w, "| %s | %s | %.0f %% | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.2f ms | %.2f ms | %.3f ms/token | %.0f %% | %.0f ms | %.0f %% | %.0f %% |\n",
-			s.Variant, s.Decider, 100*s.RemoteShare, s.TTFTP50Ms, s.TTFTP99Ms, s.TTFTMeanMs, s.ExcessP99Ms, s.OwnP99Ms, s.TPOTMeanMs, s.TPOTP99Ms,
+		_, err := fmt.Fprintf(w, "| %s | %s | %.0f %% | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.2f ms | %.2f ms | %.2f ms | %.3f ms/token | %.0f %% | %.0f ms | %.0f %% | %.0f %% |\n",
+			s.Variant, s.Decider, 100*s.RemoteShare, s.TTFTP50Ms, s.TTFTP99Ms, s.TTFTMeanMs, s.ExcessP99Ms, s.OwnP99Ms, s.TPOTP50Ms, s.TPOTMeanMs, s.TPOTP99Ms,
 			s.StallMsPerToken, 100*s.StalledShare, s.SlotWaitP99Ms, 100*s.PrefillBusy, 100*s.LocalBusy)
 		if err != nil {
 			return err

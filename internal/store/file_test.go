@@ -146,8 +146,8 @@ func TestPolicyJSONDefaults(t *testing.T) {
 				OnSaturation:          scheduler.SaturationShed,
 				DoublingContextTokens: scheduler.DefaultDoublingContextTokens, // absent from that file: the default
 				PDMinUncachedTokens:   scheduler.DefaultPDMinUncachedTokens, PDTransferMsPerToken: scheduler.DefaultPDTransferMsPerToken,
-				PDInterferenceWeight: scheduler.DefaultPDInterferenceWeight,
-				QueueTTL:             30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000}
+				PDInterferenceWeight: scheduler.DefaultPDInterferenceWeight, PDDecodeRunningMs: scheduler.DefaultPDDecodeRunningMs,
+				QueueTTL: 30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000}
 		}},
 		{`{"doubling_context_tokens": 0}`, func(p *scheduler.Policy) { p.DoublingContextTokens = 0 }}, // off, not "absent"
 		{`{"doubling_context_tokens": 33000}`, func(p *scheduler.Policy) { p.DoublingContextTokens = 33000 }},

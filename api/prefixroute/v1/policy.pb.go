@@ -391,6 +391,11 @@ type Policy struct {
 	// pd_interference_weight × R × prefill_ms against remote_ms
 	// (PdDecision.interference_ms). Default 0.1, 0 = off, range [0, 100].
 	PdInterferenceWeight *float64 `protobuf:"fixed64,33,opt,name=pd_interference_weight,json=pdInterferenceWeight,proto3,oneof" json:"pd_interference_weight,omitempty"`
+	// pd_decode_running_ms is added to a decode instance's cost_ms per
+	// running request it reports (LoadReport.running_requests): the decode
+	// level's price of a fuller decode batch, whose every step is slower.
+	// Default 5, 0 = off, range [0, 1000] ms.
+	PdDecodeRunningMs *float64 `protobuf:"fixed64,34,opt,name=pd_decode_running_ms,json=pdDecodeRunningMs,proto3,oneof" json:"pd_decode_running_ms,omitempty"`
 	// queue_ttl is the longest a pick waits under on_saturation: queue (the
 	// call's own deadline, when earlier, wins). Default 30s, range
 	// [10ms, 10m].
@@ -591,6 +596,13 @@ func (x *Policy) GetPdInterferenceWeight() float64 {
 	return 0
 }
 
+func (x *Policy) GetPdDecodeRunningMs() float64 {
+	if x != nil && x.PdDecodeRunningMs != nil {
+		return *x.PdDecodeRunningMs
+	}
+	return 0
+}
+
 func (x *Policy) GetQueueTtl() *durationpb.Duration {
 	if x != nil {
 		return x.QueueTtl
@@ -616,7 +628,7 @@ var File_prefixroute_v1_policy_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xd0\r\n" +
+	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\x9f\x0e\n" +
 	"\x06Policy\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12\x1e\n" +
 	"\blambda_h\x18\x02 \x01(\x01H\x00R\alambdaH\x88\x01\x01\x12\x1e\n" +
@@ -645,10 +657,11 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\x18pd_transfer_ms_per_token\x18\x1f \x01(\x01H\rR\x14pdTransferMsPerToken\x88\x01\x01\x12;\n" +
 	"\vpd_fallback\x18  \x01(\x0e2\x1a.prefixroute.v1.PdFallbackR\n" +
 	"pdFallback\x129\n" +
-	"\x16pd_interference_weight\x18! \x01(\x01H\x0eR\x14pdInterferenceWeight\x88\x01\x01\x126\n" +
+	"\x16pd_interference_weight\x18! \x01(\x01H\x0eR\x14pdInterferenceWeight\x88\x01\x01\x124\n" +
+	"\x14pd_decode_running_ms\x18\" \x01(\x01H\x0fR\x11pdDecodeRunningMs\x88\x01\x01\x126\n" +
 	"\tqueue_ttl\x18( \x01(\v2\x19.google.protobuf.DurationR\bqueueTtl\x12/\n" +
-	"\x11queue_max_waiting\x18) \x01(\rH\x0fR\x0fqueueMaxWaiting\x88\x01\x01\x120\n" +
-	"\x12queue_max_per_band\x18* \x01(\rH\x10R\x0fqueueMaxPerBand\x88\x01\x01B\v\n" +
+	"\x11queue_max_waiting\x18) \x01(\rH\x10R\x0fqueueMaxWaiting\x88\x01\x01\x120\n" +
+	"\x12queue_max_per_band\x18* \x01(\rH\x11R\x0fqueueMaxPerBand\x88\x01\x01B\v\n" +
 	"\t_lambda_hB\v\n" +
 	"\t_delta_msB\x12\n" +
 	"\x10_threshold_ratioB\x13\n" +
@@ -663,7 +676,8 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\x18_doubling_context_tokensB\x19\n" +
 	"\x17_pd_min_uncached_tokensB\x1b\n" +
 	"\x19_pd_transfer_ms_per_tokenB\x19\n" +
-	"\x17_pd_interference_weightB\x14\n" +
+	"\x17_pd_interference_weightB\x17\n" +
+	"\x15_pd_decode_running_msB\x14\n" +
 	"\x12_queue_max_waitingB\x15\n" +
 	"\x13_queue_max_per_band*g\n" +
 	"\bStrategy\x12\x18\n" +
