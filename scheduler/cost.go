@@ -39,7 +39,7 @@ func newCostModel(p *Policy, req *Request) costModel {
 //	cached      = PromptTokens - uncached
 //	WorkTokens  = PrefillWork(uncached, cached, C), rounded
 //	PrefillMs   = PrefillWork(uncached, cached, C) * 1000/tps   (PrefillMs)
-//	QueueMs     = (HasQueueMs ? in.QueueMs : QueuedPrefillTokens*1000/tps) + AssignedTokens*1000/tps
+//	QueueMs     = ((HasQueueMs ? in.QueueMs : QueuedPrefillTokens*1000/tps) + AssignedTokens*1000/tps) * QueueScale
 //	BatchWaitMs = Policy.BatchWaitMs
 //	CostMs      = PrefillWeight*PrefillMs + QueueMs + BatchWaitMs (Request.PrefillWeight, 1 when 0)
 //	              + PDDecodeRunningMs*RunningRequests (RoleDecode instances only)
@@ -51,7 +51,8 @@ func newCostModel(p *Policy, req *Request) costModel {
 // AssignedTokens are work tokens already (the WorkTokens of the picks), so
 // the queue the router adds counts the attention term too. Under
 // CalibrationApply a deployment with a Calibration has its own C and a
-// prefill scale (calibration.go). The caller has
+// prefill scale, and QueueScale is its Calibration.QueueScale (1 without
+// one; calibration.go). The caller has
 // validated in and the policy, so tps > 0; CostMs can still overflow to
 // +Inf for an absurdly small throughput, which the caller checks.
 func (m *costModel) cost(in *Instance, r *InstanceResult) (matched int) {
@@ -109,6 +110,9 @@ func (m *costModel) queue(in *Instance) (msPerTok, queue float64) {
 		queue = in.QueueMs + queue
 	} else {
 		queue = float64(in.QueuedPrefillTokens)*msPerTok + queue
+	}
+	if m.deps != nil {
+		queue *= m.queueScale(in)
 	}
 	return msPerTok, queue
 }

@@ -32,13 +32,26 @@ type Summary struct {
 // ReasonQueueFull or ReasonNone; see ReasonAt), and its load
 // QueueMs + BatchWaitMs as Decide computes them. ok is false when in's
 // figures are not valid (see Decide) or its cost can overflow for some
-// request: such an instance needs Decide. p must be valid.
+// request: such an instance needs Decide. p must be valid. It is
+// StandingCalibrated without a calibration.
 func Standing(p *Policy, in *Instance) (reason Reason, loadMs float64, ok bool) {
+	return StandingCalibrated(p, nil, in)
+}
+
+// StandingCalibrated is Standing for an instance of a deployment whose
+// Calibration is c (nil: none): its queue estimate is multiplied by
+// c.AppliedQueueScale(p), as Decide does.
+func StandingCalibrated(p *Policy, c *Calibration, in *Instance) (reason Reason, loadMs float64, ok bool) {
 	if badFigure(in.PrefillTokensPerSecond) || badFigure(in.QueueMs) || !validKV(in) {
 		return ReasonNone, 0, false
 	}
 	m := newCostModel(p, &Request{})
 	msPerTok, queue := m.queue(in)
+	if c != nil {
+		if qs := c.AppliedQueueScale(p); qs != 1 {
+			queue *= qs
+		}
+	}
 	// The prefill part is at most MaxUint32 tokens: monotone, so the worst
 	// case bounds every request's cost.
 	if !(float64(math.MaxUint32)*msPerTok+queue+m.batchWaitMs <= math.MaxFloat64) {

@@ -25,9 +25,13 @@ func bookFeatures(e *PickOutcome, pk *state.Pick, promptTokens uint32) {
 		e.TPS = pol.DefaultPrefillTokensPerSecond
 	}
 	e.BatchWaitMs, e.PredictedTTFTMs, e.PriorDoubling = r.BatchWaitMs, r.PredictedTTFTMs(), pol.DoublingContextTokens
+	c := &pk.Snapshot.Deployments[in.Deployment].Calibration
 	if pol.Calibration == scheduler.CalibrationApply {
-		e.CalibrationVersion = pk.Snapshot.Deployments[d.Deployment].Calibration.Version
+		e.CalibrationVersion = c.Version
 	}
+	// The fit learns the queue correction against the queue as reported,
+	// not as corrected by the previous fit.
+	e.RawQueueMs = r.QueueMs / c.AppliedQueueScale(pol)
 	e.QueueSeen = !d.Saturated && in.ReportAge.Milliseconds() <= calib.MaxQueueSeenAgeMs
 	e.TTFTTargetMs, e.SLOMet = d.TTFTTargetMs, d.SLOMet
 }
@@ -42,7 +46,7 @@ func (s *Server) learn(ctx context.Context, pool *state.Pool, e *PickOutcome) {
 		return
 	}
 	s.outcomes.predicted(ctx, e)
-	smp := calib.Sample{Uncached: e.Uncached, Cached: e.Cached, TPS: e.TPS, QueueMs: e.QueueMs, BatchWaitMs: e.BatchWaitMs,
+	smp := calib.Sample{Uncached: e.Uncached, Cached: e.Cached, TPS: e.TPS, QueueMs: e.RawQueueMs, BatchWaitMs: e.BatchWaitMs,
 		ActualMs: e.TTFTMs, QueueSeen: e.QueueSeen && e.Tried == e.Instance}
 	if cal, publish, _ := s.fits.Add(e.Pool, e.Deployment, e.PriorDoubling, &smp); publish {
 		_ = pool.SetCalibration(e.Deployment, cal) // in range by construction; a full pool keeps the prior

@@ -50,8 +50,14 @@ const (
 	// MaxQueueSeenAge: a pick whose chosen instance's report was older
 	// than this saw a stale queue; its outcome is not a sample.
 	MaxQueueSeenAgeMs = 1000
-	// Bounds of the queue correction θ3.
-	MinQueueScale, MaxQueueScale = 0.25, 4
+	// Bounds of the queue correction θ3: the scheduler's (a published
+	// fit's Calibration.QueueScale).
+	MinQueueScale, MaxQueueScale = scheduler.MinQueueScale, scheduler.MaxQueueScale
+	// ResidualFloorMs is the least denominator of a sample's relative
+	// residual in MeanAbsRelResidual, in ms: |actual − fit| / max(actual,
+	// fit, 10 ms), so that a near-zero prediction or TTFT does not blow the
+	// mean up (each sample's term is in [0, 1]).
+	ResidualFloorMs = 10
 	// priorVar is the initial variance of each (relative) coefficient.
 	priorVar = 1.0
 	// maxVar bounds the covariance's diagonal.
@@ -135,7 +141,7 @@ func (f *Fitter) Add(s *Sample) bool {
 	y *= norm
 	fit := f.theta[0]*x[0] + f.theta[1]*x[1] + f.theta[2]*x[2]
 	e := y - fit
-	f.absRes += (math.Abs(e) - f.absRes) / 32
+	f.absRes += (relResidual(s.ActualMs, fit/norm+s.BatchWaitMs) - f.absRes) / 32
 	// Asymmetric Huber (docs/model.md): a late residual pulls by at most
 	// LateClip of the fit's prediction, an early one by at most
 	// EarlyClip; w = ψ(e)/e weighs the sample in the covariance too
@@ -167,6 +173,12 @@ func (f *Fitter) Add(s *Sample) bool {
 		f.version++
 	}
 	return true
+}
+
+// relResidual returns |actual − pred| / max(actual, pred, ResidualFloorMs),
+// in [0, 1] for figures >= 0 (ms).
+func relResidual(actual, pred float64) float64 {
+	return math.Abs(actual-pred) / max(actual, pred, ResidualFloorMs)
 }
 
 // boundCovariance scales the rows and columns of P whose variance grew

@@ -106,3 +106,39 @@ func TestFitOutliersBothWays(t *testing.T) {
 }
 
 func rel(got, want float64) float64 { return math.Abs(got-want) / want }
+
+// TestRelResidualEdges: a sample's term of MeanAbsRelResidual at the edges
+// of its denominator max(actual, pred, ResidualFloorMs).
+func TestRelResidualEdges(t *testing.T) {
+	for _, tc := range []struct {
+		actual, pred, want float64
+	}{
+		{0, 0, 0},
+		{5, 0, 0.5},     // both under the floor: /10 ms
+		{0, 10, 1},      // a zero TTFT against the floor
+		{10, 0, 1},      // a zero prediction: /actual, not /0
+		{10.0001, 0, 1}, // just over the floor: still 1
+		{1000, 0.001, 0.999999},
+		{0.001, 1000, 0.999999},
+		{100, 50, 0.5},
+		{50, 100, 0.5}, // symmetric
+		{100, 100, 0},
+	} {
+		if got := relResidual(tc.actual, tc.pred); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("relResidual(%v, %v) = %v, want %v", tc.actual, tc.pred, got, tc.want)
+		}
+	}
+}
+
+// TestMeanResidualNearZero: samples with a near-zero prediction (no new
+// tokens, an empty queue) and a TTFT of 50 ms keep MeanAbsRelResidual
+// within [0, 1]; before the floor each added 50/32 to it.
+func TestMeanResidualNearZero(t *testing.T) {
+	f := NewFitter(0)
+	for range 200 {
+		f.Add(&Sample{Uncached: 0, TPS: 10000, ActualMs: 50, QueueSeen: true})
+	}
+	if r := f.Status().MeanAbsRelResidual; !(r >= 0 && r <= 1) {
+		t.Fatalf("MeanAbsRelResidual %v after 200 near-zero predictions, want in [0, 1]", r)
+	}
+}

@@ -12,10 +12,13 @@ type Status struct {
 	Accepted, Ignored, Clipped uint64
 	// PrefillScale multiplies the prior's prefill time; DoublingContextTokens
 	// is the fitted C; QueueScale the fitted correction of the queue
-	// estimate (reported only: see docs/model.md).
+	// estimate (reported only, not published to the scheduler: applied,
+	// it let placements join longer queues in the noisy burst; see
+	// TestDispatchWithinLimitCalibrated).
 	PrefillScale, DoublingContextTokens, QueueScale float64
-	// MeanAbsRelResidual is the running mean |actual − fit| / prior
-	// prediction, a fraction.
+	// MeanAbsRelResidual is the running mean (over about the last 32
+	// samples) of |actual − fit| / max(actual, fit, ResidualFloorMs), the
+	// fit's TTFT prediction before the sample, a fraction in [0, 1].
 	MeanAbsRelResidual float64
 }
 

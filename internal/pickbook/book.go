@@ -44,11 +44,14 @@ type Entry struct {
 	// new and cached prompt tokens on the chosen instance, the throughput
 	// (tokens/s) and batch wait (ms) used, the predicted TTFT (ms), the
 	// policy's doubling context (tokens) and the calibration version
-	// the costs used; QueueSeen is false when the router could not see the
-	// queue the request met (a saturated pick, or a report older than
+	// the costs used; RawQueueMs is QueueMs before the calibration's queue
+	// correction (scheduler.Calibration.QueueScale), what the fit learns
+	// from; QueueSeen is false when the router could not see the queue the
+	// request met (a saturated pick, or a report older than
 	// internal/calib.MaxQueueSeenAgeMs).
 	Uncached, Cached                                 uint32
 	TPS, BatchWaitMs, PredictedTTFTMs, PriorDoubling float64
+	RawQueueMs                                       float64
 	CalibrationVersion                               uint64
 	QueueSeen                                        bool
 	// TTFTTargetMs is the pick's target (0: none); SLOMet whether the pick

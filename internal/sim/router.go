@@ -115,7 +115,7 @@ func (sr *stateRouter) pick(now time.Duration, r *Request) (int, error) {
 	r.PredictedHit = r.PromptTokens - d.Instances[d.Instance].UncachedTokens
 	r.PredictedMs = d.Instances[d.Instance].PredictedTTFTMs()
 	if sr.learn != nil {
-		sr.learn.features(r, &sr.out)
+		sr.learn.features(now, r, &sr.out)
 	}
 	if sr.formula {
 		if err := sr.sessions[i].Report(epoch.Add(sr.lastAt[i]), &sr.lastRep[i]); err != nil {

@@ -169,8 +169,11 @@ type Request struct {
 	best                      int32
 	estChosen, estBest, ownMs float32
 	aheadMs                   float32 // the instance's exact queue when it was queued, ms
-	// The pick's features for the fit of Variant.Outcomes (outcomes.go).
+	// The pick's features for the fit of Variant.Outcomes (outcomes.go),
+	// and when the pick was made (the gateway's ttft_ms counts from there:
+	// a flow-queued request's wait is not in it).
 	sample     calib.Sample
+	picked     time.Duration
 	deployment string
 	prior      float64
 }

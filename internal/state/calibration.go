@@ -20,9 +20,10 @@ const MaxCalibratedDeployments = 256
 func (p *Pool) SetCalibration(deployment string, c scheduler.Calibration) error {
 	if c.Version > 0 && !(c.PrefillScale >= scheduler.MinPrefillScale && c.PrefillScale <= scheduler.MaxPrefillScale &&
 		(c.DoublingContextTokens == 0 || (c.DoublingContextTokens >= scheduler.MinDoublingContextTokens &&
-			c.DoublingContextTokens <= scheduler.MaxDoublingContextTokens))) {
-		return fmt.Errorf("%w: calibration of deployment %q out of range: prefill scale %v, doubling context %v tokens",
-			ErrInvalidName, deployment, c.PrefillScale, c.DoublingContextTokens)
+			c.DoublingContextTokens <= scheduler.MaxDoublingContextTokens)) &&
+		(c.QueueScale == 0 || (c.QueueScale >= scheduler.MinQueueScale && c.QueueScale <= scheduler.MaxQueueScale))) {
+		return fmt.Errorf("%w: calibration of deployment %q out of range: prefill scale %v, doubling context %v tokens, queue scale %v",
+			ErrInvalidName, deployment, c.PrefillScale, c.DoublingContextTokens, c.QueueScale)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -36,6 +37,11 @@ func (p *Pool) SetCalibration(deployment string, c scheduler.Calibration) error 
 	for k := range p.deps {
 		if p.deps[k].name == deployment {
 			p.deps[k].calib = c
+			// The queue correction moves the instances' standing loads
+			// and max_queue_ms reasons (scheduler.StandingCalibrated).
+			for i := p.dstart[k]; i < p.dstart[k+1]; i++ {
+				p.syncStanding(i)
+			}
 		}
 	}
 	return nil

@@ -169,7 +169,7 @@ const standOdd = scheduler.NumReasons
 // tslot are set.
 func (p *Pool) syncStanding(ord int) {
 	si := &p.tmpl[ord]
-	r, load, ok := scheduler.Standing(&p.cfg.Load().Policy, si)
+	r, load, ok := scheduler.StandingCalibrated(&p.cfg.Load().Policy, &p.deps[si.Deployment].calib, si)
 	if !ok {
 		r = standOdd
 	}
