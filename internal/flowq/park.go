@@ -126,17 +126,7 @@ func (q *Queue) unparkBand(p int32) {
 // and out of the deadline heap. Called with mu held.
 func (q *Queue) dropParked(t *Ticket) {
 	pk := q.parked[t.key]
-	if t.prev == nil {
-		pk.head = t.next
-	} else {
-		t.prev.next = t.next
-	}
-	if t.next == nil {
-		pk.tail = t.prev
-	} else {
-		t.next.prev = t.prev
-	}
-	t.prev, t.next = nil, nil
+	cut(&pk.head, &pk.tail, t)
 	if pk.n--; pk.n == 0 {
 		delete(q.parked, t.key)
 	}

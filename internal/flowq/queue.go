@@ -332,17 +332,7 @@ func (b *band) minServed() uint64 {
 // and drops the flow and band when they empty.
 func (q *Queue) unlink(t *Ticket) {
 	f := t.flow
-	if t.prev == nil {
-		f.head = t.next
-	} else {
-		t.prev.next = t.next
-	}
-	if t.next == nil {
-		f.tail = t.prev
-	} else {
-		t.next.prev = t.prev
-	}
-	t.prev, t.next = nil, nil
+	cut(&f.head, &f.tail, t)
 	f.n--
 	f.band.n--
 	q.n--
@@ -356,4 +346,20 @@ func (q *Queue) unlink(t *Ticket) {
 	if t.heapAt >= 0 {
 		q.deadline.remove(t)
 	}
+}
+
+// cut removes t from the doubly linked list with ends *head and *tail (a
+// flow's FIFO or a parking), in O(1).
+func cut(head, tail **Ticket, t *Ticket) {
+	if t.prev == nil {
+		*head = t.next
+	} else {
+		t.prev.next = t.next
+	}
+	if t.next == nil {
+		*tail = t.prev
+	} else {
+		t.next.prev = t.prev
+	}
+	t.prev, t.next = nil, nil
 }
