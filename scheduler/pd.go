@@ -57,6 +57,29 @@ var pdFallbackNames = [numPDFallbacks]string{PDFallbackLocal: "local", PDFallbac
 // String returns "local" or "fail", and "PDFallback(N)" for an unknown value.
 func (f PDFallback) String() string { return nameOf(pdFallbackNames[:], int(f), "PDFallback") }
 
+// PDMode says which picks of a deployment with prefill instances go to a
+// prefill instance. A plain value.
+type PDMode uint8
+
+const (
+	// PDConditional disaggregates a pick when it pays (the default): at
+	// least max(1, Policy.PDMinUncachedTokens) tokens uncached on the
+	// decode instance, and RemoteMs < LocalMs + InterferenceMs.
+	PDConditional PDMode = iota
+	// PDAlways disaggregates every pick that has an eligible prefill
+	// instance, for decode engines that never prefill (SGLang's
+	// --disaggregation-mode decode, Dynamo's --router-mode direct).
+	// PDFallback decides when there is none.
+	PDAlways
+	numPDModes
+)
+
+var pdModeNames = [numPDModes]string{PDConditional: "conditional", PDAlways: "always"}
+
+// String returns "conditional" or "always", and "PDMode(N)" for an unknown
+// value.
+func (m PDMode) String() string { return nameOf(pdModeNames[:], int(m), "PDMode") }
+
 // PDReason is the outcome of the prefill stage. A plain value.
 type PDReason uint8
 
@@ -67,7 +90,8 @@ const (
 	// the stage did not run.
 	PDNone PDReason = iota
 	// PDBelowThreshold: fewer than max(1, Policy.PDMinUncachedTokens)
-	// prompt tokens are uncached on the decode instance.
+	// prompt tokens are uncached on the decode instance (PDConditional
+	// only).
 	PDBelowThreshold
 	// PDNoPrefillInstance: no prefill instance is eligible, none only for
 	// load.
@@ -78,7 +102,7 @@ const (
 	// PDLocalCheaper: prefilling on the decode instance, with the stall it
 	// puts on the decodes running there, costs no more than the best prefill
 	// instance plus the KV transfer (PDResult: LocalMs + InterferenceMs ≤
-	// RemoteMs).
+	// RemoteMs; PDConditional only).
 	PDLocalCheaper
 	// PDDisaggregated: a prefill instance was chosen.
 	PDDisaggregated
@@ -153,7 +177,8 @@ func (r *PDResult) LocalCostMs() float64 { return r.LocalMs + r.InterferenceMs }
 // deployment d.Deployment was drawn. When that deployment has RolePrefill
 // instances it decides, in this order: below the threshold → local; no
 // eligible prefill instance → local under PDFallbackLocal, else the error;
-// LocalMs + InterferenceMs ≤ RemoteMs → local; else it weighs the eligible prefill
+// LocalMs + InterferenceMs ≤ RemoteMs → local (PDAlways skips the first
+// and the last); else it weighs the eligible prefill
 // instances by their CostMs under p.Strategy (as instanceWeights does) and
 // draws one with a third draw from rng (drawPrefill).
 // Without prefill instances it only sets d.PD to PDNone. On error
@@ -197,8 +222,9 @@ func decidePD(p *Policy, snap *Snapshot, rng RNG, d *Decision) error {
 	if best >= 0 {
 		pd.RemoteMs = ttft(&d.Instances[best]) + pd.TransferMs
 	}
+	conditional := p.PDMode == PDConditional
 	switch {
-	case rd.UncachedTokens < max(1, p.PDMinUncachedTokens):
+	case conditional && rd.UncachedTokens < max(1, p.PDMinUncachedTokens):
 		pd.Reason = PDBelowThreshold
 	case best < 0:
 		pd.Reason = PDNoPrefillInstance
@@ -214,7 +240,7 @@ func decidePD(p *Policy, snap *Snapshot, rng RNG, d *Decision) error {
 			return fmt.Errorf("%w: deployment %q: %d prefill instances, none eligible (pd_fallback: fail)",
 				ErrNoPrefillInstance, snap.Deployments[dep].Name, pd.PrefillInstances)
 		}
-	case pd.LocalCostMs() <= pd.RemoteMs:
+	case conditional && pd.LocalCostMs() <= pd.RemoteMs:
 		pd.Reason = PDLocalCheaper
 	default:
 		pd.Reason = PDDisaggregated

@@ -90,6 +90,25 @@ func TestDecidePD(t *testing.T) {
 		{name: "fail fallback does not fail a short prompt", pol: pdPolicy(func(p *scheduler.Policy) { p.PDFallback = scheduler.PDFallbackFail }),
 			insts:  []scheduler.Instance{dec(100, 100), stale},
 			reason: scheduler.PDBelowThreshold, calls: 2, local: 144.8, uncached: 448},
+		// pd_mode always: neither the threshold nor a cheaper local prefill
+		// keeps a pick on its decode instance; the fallback still decides.
+		{name: "always: fully cached prompt", pol: pdPolicy(func(p *scheduler.Policy) { p.PDMode = scheduler.PDAlways }),
+			insts: []scheduler.Instance{dec(500, 128), pre("p0", 0)}, draws: []float64{0, 0, 0.5},
+			reason: scheduler.PDDisaggregated, prefill: "p0", prob: 1, calls: 3, local: 500, remote: 204.8, uncached: 0, eligibleP: 1},
+		{name: "always: short prompt", pol: pdPolicy(func(p *scheduler.Policy) { p.PDMode = scheduler.PDAlways }),
+			insts: []scheduler.Instance{dec(100, 120), pre("p0", 0)}, draws: []float64{0, 0, 0.5},
+			reason: scheduler.PDDisaggregated, prefill: "p0", prob: 1, calls: 3, local: 112.8, remote: 204.8 + 0.64, uncached: 128, eligibleP: 1},
+		{name: "always: local cheaper", pol: pdPolicy(func(p *scheduler.Policy) { p.PDMode = scheduler.PDAlways }),
+			insts: []scheduler.Instance{dec(0, 0), pre("p0", 0)}, draws: []float64{0, 0, 0.5},
+			reason: scheduler.PDDisaggregated, prefill: "p0", prob: 1, calls: 3, local: 204.8, remote: 215.04, uncached: 2048, eligibleP: 1},
+		{name: "always: no prefill instance, local fallback", pol: pdPolicy(func(p *scheduler.Policy) { p.PDMode = scheduler.PDAlways }),
+			insts:  []scheduler.Instance{dec(100, 100), stale},
+			reason: scheduler.PDNoPrefillInstance, calls: 2, local: 144.8, uncached: 448},
+		{name: "always: no prefill instance, fail", pol: pdPolicy(func(p *scheduler.Policy) {
+			p.PDMode, p.PDFallback = scheduler.PDAlways, scheduler.PDFallbackFail
+		}),
+			insts: []scheduler.Instance{dec(100, 100), stale}, wantErr: scheduler.ErrNoPrefillInstance,
+			reason: scheduler.PDNoPrefillInstance, calls: 2, local: 144.8, uncached: 448},
 		{name: "argmin prefill", pol: pdPolicy(func(p *scheduler.Policy) { p.Strategy = scheduler.Argmin }),
 			insts: []scheduler.Instance{dec(100, 0), pre("p0", 5), pre("p1", 0)}, draws: []float64{0, 0, 0},
 			reason: scheduler.PDDisaggregated, prefill: "p1", prob: 1, calls: 3,
@@ -329,5 +348,19 @@ func TestDecidePDProperties(t *testing.T) {
 		if outcomes[r] == 0 {
 			t.Errorf("no decision had outcome %q: %v", r, outcomes)
 		}
+	}
+}
+
+// TestPDModeValidate: an unknown pd_mode is named in the error, as every
+// enum field's is.
+func TestPDModeValidate(t *testing.T) {
+	p := pdPolicy(func(p *scheduler.Policy) { p.PDMode = scheduler.PDMode(2) })
+	err := p.Validate()
+	if !errors.Is(err, scheduler.ErrInvalidPolicy) || err.Error() != "invalid policy: pd_mode must be conditional or always, got PDMode(2)" {
+		t.Fatalf("Validate = %v", err)
+	}
+	p.PDMode = scheduler.PDAlways
+	if err := p.Validate(); err != nil {
+		t.Fatalf("Validate(always) = %v", err)
 	}
 }

@@ -199,6 +199,10 @@ type Policy struct {
 	// level's price of a busier decode batch, in ms; 0 is off. Default
 	// DefaultPDDecodeRunningMs (5 ms), range [0, 1000] ms.
 	PDDecodeRunningMs float64
+	// PDMode says which picks go to a prefill instance: PDConditional
+	// (when it pays; the default) or PDAlways (every pick, for decode
+	// engines that never prefill).
+	PDMode PDMode
 	// QueueTTL is the longest a pick waits under SaturationQueue (the
 	// call's own deadline, when earlier, wins). Default 30s. Range
 	// [10ms, 10m].
@@ -239,6 +243,7 @@ func DefaultPolicy() Policy {
 		PDFallback:                    PDFallbackLocal,
 		PDInterferenceWeight:          DefaultPDInterferenceWeight,
 		PDDecodeRunningMs:             DefaultPDDecodeRunningMs,
+		PDMode:                        PDConditional,
 		QueueTTL:                      30 * time.Second,
 		QueueMaxWaiting:               1000,
 		QueueMaxPerBand:               1000,
@@ -287,6 +292,7 @@ func (p *Policy) valid() bool {
 		p.PDFallback < numPDFallbacks &&
 		in(p.PDInterferenceWeight, 0, MaxPDInterferenceWeight) &&
 		in(p.PDDecodeRunningMs, 0, MaxPDDecodeRunningMs) &&
+		p.PDMode < numPDModes &&
 		p.QueueTTL >= MinQueueTTL && p.QueueTTL <= MaxQueueTTL &&
 		p.QueueMaxWaiting >= 1 && p.QueueMaxWaiting <= MaxQueueWaiting &&
 		p.QueueMaxPerBand >= 1 && p.QueueMaxPerBand <= MaxQueueWaiting

@@ -18,7 +18,8 @@ const (
 	FieldUint64
 	// FieldDuration is a time.Duration (PolicyField.Duration).
 	FieldDuration
-	// FieldEnum is a Strategy, a Saturation, an SLOMiss or a CalibrationMode, named by PolicyField.Names
+	// FieldEnum is a Strategy, a Saturation, an SLOMiss, a CalibrationMode,
+	// a PDFallback or a PDMode, named by PolicyField.Names
 	// (PolicyField.Enum).
 	FieldEnum
 )
@@ -119,6 +120,8 @@ var policyFields = []PolicyField{
 		Meaning: "TTFT ms per ms of decode stall", Float: func(p *Policy) *float64 { return &p.PDInterferenceWeight }},
 	{Key: "pd_decode_running_ms", Kind: FieldFloat, Unit: "ms", Max: MaxPDDecodeRunningMs,
 		Meaning: "decode instance cost per running request", Float: func(p *Policy) *float64 { return &p.PDDecodeRunningMs }},
+	{Key: "pd_mode", Kind: FieldEnum, Names: pdModeNames[:], enumType: "PDMode", Meaning: "prefill instance: conditional, always",
+		Enum: func(p *Policy) *uint8 { return (*uint8)(&p.PDMode) }},
 	{Key: "queue_ttl", Kind: FieldDuration, MinDuration: MinQueueTTL, MaxDuration: MaxQueueTTL,
 		Meaning: "queue: longest wait of a pick", Duration: func(p *Policy) *time.Duration { return &p.QueueTTL }},
 	{Key: "queue_max_waiting", Kind: FieldUint32, Unit: "picks", Min: 1, Max: MaxQueueWaiting,

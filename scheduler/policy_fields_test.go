@@ -137,6 +137,7 @@ func TestPolicyFieldEnums(t *testing.T) {
 	}{
 		{"strategy", "softmax, threshold or argmin", []string{"softmax", "threshold", "argmin"}},
 		{"on_saturation", "least_loaded, shed or queue", []string{"least_loaded", "shed", "queue"}},
+		{"pd_mode", "conditional or always", []string{"conditional", "always"}},
 	} {
 		f, _ := scheduler.PolicyFieldByKey(tc.key)
 		if got := f.NameList(); got != tc.list {

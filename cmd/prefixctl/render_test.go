@@ -59,6 +59,7 @@ func defaultPolicy() *pb.Policy {
 		PdMinUncachedTokens: u32(512), PdTransferMsPerToken: f64(0.005), PdFallback: pb.PdFallback_PD_FALLBACK_LOCAL,
 		PdInterferenceWeight: f64(0.1),
 		PdDecodeRunningMs:    f64(5),
+		PdMode:               pb.PdMode_PD_MODE_CONDITIONAL,
 		QueueTtl:             durationpb.New(30e9), QueueMaxWaiting: u32(1000), QueueMaxPerBand: u32(1000)}
 }
 

@@ -2,6 +2,7 @@ package nginx
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -33,15 +34,22 @@ var spoofed = map[string]string{
 // nginx's static list (fail-open on).
 func startPDFleet(t *testing.T, allowed func(string) bool) (*fleet, *standIn, map[string]*standIn) {
 	t.Helper()
+	return startPDFleetNamed(t, allowed, "p-1", [2]string{"d-1", "d-2"})
+}
+
+// startPDFleetNamed is startPDFleet with the instances' ids and nginx.conf
+// edits of its own (startNginx's).
+func startPDFleetNamed(t *testing.T, allowed func(string) bool, prefill string, decode [2]string, edits ...[2]string) (*fleet, *standIn, map[string]*standIn) {
+	t.Helper()
 	f := startSidecar(t)
-	pre := newRoleStandIn(t, f.cc, "pd", "d", "p-1", pb.PdRole_PD_ROLE_PREFILL, prefillTPS)
+	pre := newRoleStandIn(t, f.cc, "pd", "d", prefill, pb.PdRole_PD_ROLE_PREFILL, prefillTPS)
 	dec := map[string]*standIn{}
 	var list []string
-	for _, name := range []string{"d-1", "d-2"} {
+	for _, name := range decode {
 		dec[name] = newRoleStandIn(t, f.cc, "pd", "d", name, pb.PdRole_PD_ROLE_DECODE, decodeTPS)
 		list = append(list, name+"="+dec[name].addr)
 	}
-	servertest.Eventually(t, "the sidecar lists p-1 (prefill), d-1 and d-2 (decode) as reporting", func() bool {
+	servertest.Eventually(t, fmt.Sprintf("the sidecar lists %s (prefill), %s and %s (decode) as reporting", prefill, decode[0], decode[1]), func() bool {
 		resp, err := f.sidecar.Admin.ListInstances(context.Background(), &pb.ListInstancesRequest{Pool: "pd"})
 		if err != nil {
 			return false
@@ -55,7 +63,7 @@ func startPDFleet(t *testing.T, allowed func(string) bool) (*fleet, *standIn, ma
 		return ok == 3
 	})
 	f.nginx = startNginx(t, f.sidecar.HTTPAddr(), allowed,
-		[2]string{staticListLine, `default "` + strings.Join(list, " ") + `";`})
+		append([][2]string{{staticListLine, `default "` + strings.Join(list, " ") + `";`}}, edits...)...)
 	return f, pre, dec
 }
 

@@ -55,6 +55,7 @@ function passOn(r, reply, reason) {
 // ends (njs), so the caller must not answer r itself afterwards.
 function proxy(r, addrs) {
     r.variables.prefixroute_upstream = addrs[0];
+    r.variables.prefixroute_try_instance = instanceOf(r, addrs[0]);
     r.variables.prefixroute_fallbacks = addrs.slice(1).join(',');
     r.internalRedirect('@prefixroute_upstream');
 }
@@ -116,6 +117,13 @@ async function next(r) {
 // while its reporter still says ok costs one failed connect, not one per
 // request: a connect_failed keeps it out of picks for a 5 s back-off.
 
+// instanceOf is the instance id of address addr in the latest answer
+// ($prefixroute_ids: "addr=id,..."), '' when it names none.
+function instanceOf(r, addr) {
+    const pair = (r.variables.prefixroute_ids || '').split(',').find(p => p.startsWith(addr + '='));
+    return pair ? pair.slice(addr.length + 1) : '';
+}
+
 // rememberPick keeps what reportFailedTry needs of the sidecar's /v1/route
 // answer: the pool, and each listed address with its instance id.
 function rememberPick(r, reply) {
@@ -146,9 +154,7 @@ function tryStatus(r) {
 // connects to the prefill instance (the decode pod's routing sidecar
 // does), so a failed try says nothing about it (docs/nginx.md).
 async function reportFailedTry(r) {
-    const addr = r.variables.prefixroute_upstream;
-    const pair = (r.variables.prefixroute_ids || '').split(',').find(p => p.startsWith(addr + '='));
-    const instance = pair ? pair.slice(addr.length + 1) : '';
+    const instance = r.variables.prefixroute_try_instance;
     const pool = r.variables.prefixroute_pool;
     if (!pool || !instance) {
         return;
@@ -220,6 +226,7 @@ function staticFallback(r, cause) {
     const ranked = rank(eps, key === '' ? '' : model + '\n' + key);
     r.variables.prefixroute_fallback = FALLBACK;
     r.variables.prefixroute_instance = ranked[0].id;
+    r.variables.prefixroute_ids = ranked.map(e => e.addr + '=' + e.id).join(',');
     r.warn('prefixroute: ' + cause + '; fail-open: static choice ' + ranked[0].addr +
         (key === '' ? ' (no prompt prefix to hash: random)' : ''));
     proxy(r, ranked.map(e => e.addr));

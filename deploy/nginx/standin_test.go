@@ -49,6 +49,10 @@ type standIn struct {
 	// stand-in sends more, which buffering anywhere would prevent).
 	gateMu sync.Mutex
 	gate   chan struct{}
+	// frontend, when set, checks a request's header before it is served,
+	// as an engine's own frontend would: an error is answered 500 with
+	// the error's text as an OpenAI error (the Dynamo test).
+	frontend atomic.Pointer[func(http.Header) error]
 }
 
 // newStandIn starts the stand-in of instance name (pool, deployment) and
@@ -179,10 +183,19 @@ func (s *standIn) complete(w http.ResponseWriter, r *http.Request) {
 		s.vanish() // closes this connection too, before any answer
 		return
 	}
-	s.served.Add(1)
 	s.lastMu.Lock()
 	s.lastHeader = r.Header.Clone()
 	s.lastMu.Unlock()
+	if check := s.frontend.Load(); check != nil {
+		if err := (*check)(r.Header); err != nil {
+			msg, _ := json.Marshal(err.Error())
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, `{"error":{"message":%s,"type":"internal_server_error"}}`, msg)
+			return
+		}
+	}
+	s.served.Add(1)
 	var pr pb.PickRequest
 	if err := s.mapper.Map(gateway.Request{Path: r.URL.Path, Body: body}, &pr); err == nil {
 		s.rep.Stored(pr.GetPrefixHashes()...)

@@ -79,6 +79,7 @@ func everyPolicyField() scheduler.Policy {
 		PDMinUncachedTokens: 2048, PDTransferMsPerToken: 0.02, PDFallback: scheduler.PDFallbackFail,
 		PDInterferenceWeight: 0.3,
 		PDDecodeRunningMs:    7,
+		PDMode:               scheduler.PDAlways,
 		QueueTTL:             5 * time.Second, QueueMaxWaiting: 77, QueueMaxPerBand: 55}
 }
 
@@ -103,6 +104,7 @@ func TestPolicyRoundTrip(t *testing.T) {
 		PdMinUncachedTokens: proto.Uint32(2048), PdTransferMsPerToken: proto.Float64(0.02), PdFallback: pb.PdFallback_PD_FALLBACK_FAIL,
 		PdInterferenceWeight: proto.Float64(0.3),
 		PdDecodeRunningMs:    proto.Float64(7),
+		PdMode:               pb.PdMode_PD_MODE_ALWAYS,
 		QueueTtl:             durationpb.New(5 * time.Second), QueueMaxWaiting: proto.Uint32(77), QueueMaxPerBand: proto.Uint32(55)}
 	if !proto.Equal(m, want) {
 		t.Fatalf("PolicyProto = %v\nwant %v", m, want)

@@ -104,6 +104,7 @@ func TestPolicyProtoSpeed(t *testing.T) {
 		PdMinUncachedTokens: proto.Uint32(512), PdTransferMsPerToken: proto.Float64(0.0025), PdFallback: pb.PdFallback_PD_FALLBACK_LOCAL,
 		QueueTtl: durationpb.New(30 * time.Second), QueueMaxWaiting: proto.Uint32(1000), QueueMaxPerBand: proto.Uint32(1000),
 		PdDecodeRunningMs:    proto.Float64(2.5), // ms per running request: scaled
+		PdMode:               pb.PdMode_PD_MODE_CONDITIONAL,
 		PdInterferenceWeight: proto.Float64(0.1)} // ms per ms: not scaled
 	if !proto.Equal(got, want) {
 		t.Fatalf("policyProto = %v\nwant %v", got, want)

@@ -315,6 +315,68 @@ func (PdFallback) EnumDescriptor() ([]byte, []int) {
 	return file_prefixroute_v1_policy_proto_rawDescGZIP(), []int{4}
 }
 
+// PdMode says which picks of a deployment with prefill instances go to a
+// prefill instance.
+type PdMode int32
+
+const (
+	// PD_MODE_UNSPECIFIED keeps the current value (default conditional).
+	PdMode_PD_MODE_UNSPECIFIED PdMode = 0
+	// PD_MODE_CONDITIONAL disaggregates a pick when it pays: at least
+	// pd_min_uncached_tokens uncached on the decode instance, and the best
+	// prefill instance plus the transfer predicted faster than prefilling on
+	// the decode instance (PdDecision.local_ms, interference_ms, remote_ms).
+	PdMode_PD_MODE_CONDITIONAL PdMode = 1
+	// PD_MODE_ALWAYS sends every pick to a prefill instance, cached or short
+	// prompts included: for decode engines that never prefill, such as
+	// SGLang's --disaggregation-mode decode (it rejects a request without a
+	// bootstrap room) and NVIDIA Dynamo's frontend in --router-mode direct
+	// (it rejects a request without x-dynamo-prefill-instance-id).
+	// pd_fallback still decides when no prefill instance is eligible.
+	PdMode_PD_MODE_ALWAYS PdMode = 2
+)
+
+// Enum value maps for PdMode.
+var (
+	PdMode_name = map[int32]string{
+		0: "PD_MODE_UNSPECIFIED",
+		1: "PD_MODE_CONDITIONAL",
+		2: "PD_MODE_ALWAYS",
+	}
+	PdMode_value = map[string]int32{
+		"PD_MODE_UNSPECIFIED": 0,
+		"PD_MODE_CONDITIONAL": 1,
+		"PD_MODE_ALWAYS":      2,
+	}
+)
+
+func (x PdMode) Enum() *PdMode {
+	p := new(PdMode)
+	*p = x
+	return p
+}
+
+func (x PdMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PdMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_prefixroute_v1_policy_proto_enumTypes[5].Descriptor()
+}
+
+func (PdMode) Type() protoreflect.EnumType {
+	return &file_prefixroute_v1_policy_proto_enumTypes[5]
+}
+
+func (x PdMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PdMode.Descriptor instead.
+func (PdMode) EnumDescriptor() ([]byte, []int) {
+	return file_prefixroute_v1_policy_proto_rawDescGZIP(), []int{5}
+}
+
 // Policy holds a pool's scheduling parameters. In SetPolicy, unset fields
 // keep their current value; in responses every field is set.
 type Policy struct {
@@ -396,6 +458,8 @@ type Policy struct {
 	// level's price of a fuller decode batch, whose every step is slower.
 	// Default 5, 0 = off, range [0, 1000] ms.
 	PdDecodeRunningMs *float64 `protobuf:"fixed64,34,opt,name=pd_decode_running_ms,json=pdDecodeRunningMs,proto3,oneof" json:"pd_decode_running_ms,omitempty"`
+	// pd_mode: see PdMode. Default conditional.
+	PdMode PdMode `protobuf:"varint,35,opt,name=pd_mode,json=pdMode,proto3,enum=prefixroute.v1.PdMode" json:"pd_mode,omitempty"`
 	// queue_ttl is the longest a pick waits under on_saturation: queue (the
 	// call's own deadline, when earlier, wins). Default 30s, range
 	// [10ms, 10m].
@@ -603,6 +667,13 @@ func (x *Policy) GetPdDecodeRunningMs() float64 {
 	return 0
 }
 
+func (x *Policy) GetPdMode() PdMode {
+	if x != nil {
+		return x.PdMode
+	}
+	return PdMode_PD_MODE_UNSPECIFIED
+}
+
 func (x *Policy) GetQueueTtl() *durationpb.Duration {
 	if x != nil {
 		return x.QueueTtl
@@ -628,7 +699,7 @@ var File_prefixroute_v1_policy_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\x9f\x0e\n" +
+	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xd0\x0e\n" +
 	"\x06Policy\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12\x1e\n" +
 	"\blambda_h\x18\x02 \x01(\x01H\x00R\alambdaH\x88\x01\x01\x12\x1e\n" +
@@ -658,7 +729,8 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\vpd_fallback\x18  \x01(\x0e2\x1a.prefixroute.v1.PdFallbackR\n" +
 	"pdFallback\x129\n" +
 	"\x16pd_interference_weight\x18! \x01(\x01H\x0eR\x14pdInterferenceWeight\x88\x01\x01\x124\n" +
-	"\x14pd_decode_running_ms\x18\" \x01(\x01H\x0fR\x11pdDecodeRunningMs\x88\x01\x01\x126\n" +
+	"\x14pd_decode_running_ms\x18\" \x01(\x01H\x0fR\x11pdDecodeRunningMs\x88\x01\x01\x12/\n" +
+	"\apd_mode\x18# \x01(\x0e2\x16.prefixroute.v1.PdModeR\x06pdMode\x126\n" +
 	"\tqueue_ttl\x18( \x01(\v2\x19.google.protobuf.DurationR\bqueueTtl\x12/\n" +
 	"\x11queue_max_waiting\x18) \x01(\rH\x10R\x0fqueueMaxWaiting\x88\x01\x01\x120\n" +
 	"\x12queue_max_per_band\x18* \x01(\rH\x11R\x0fqueueMaxPerBand\x88\x01\x01B\v\n" +
@@ -702,7 +774,11 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"PdFallback\x12\x1b\n" +
 	"\x17PD_FALLBACK_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PD_FALLBACK_LOCAL\x10\x01\x12\x14\n" +
-	"\x10PD_FALLBACK_FAIL\x10\x02B\xbf\x01\n" +
+	"\x10PD_FALLBACK_FAIL\x10\x02*N\n" +
+	"\x06PdMode\x12\x17\n" +
+	"\x13PD_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13PD_MODE_CONDITIONAL\x10\x01\x12\x12\n" +
+	"\x0ePD_MODE_ALWAYS\x10\x02B\xbf\x01\n" +
 	"\x12com.prefixroute.v1B\vPolicyProtoP\x01ZCgithub.com/prefixroute/prefixroute/api/prefixroute/v1;prefixroutev1\xa2\x02\x03PXX\xaa\x02\x0ePrefixroute.V1\xca\x02\x0ePrefixroute\\V1\xe2\x02\x1aPrefixroute\\V1\\GPBMetadata\xea\x02\x0fPrefixroute::V1b\x06proto3"
 
 var (
@@ -717,7 +793,7 @@ func file_prefixroute_v1_policy_proto_rawDescGZIP() []byte {
 	return file_prefixroute_v1_policy_proto_rawDescData
 }
 
-var file_prefixroute_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_prefixroute_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
 var file_prefixroute_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_prefixroute_v1_policy_proto_goTypes = []any{
 	(Strategy)(0),               // 0: prefixroute.v1.Strategy
@@ -725,23 +801,25 @@ var file_prefixroute_v1_policy_proto_goTypes = []any{
 	(SloOnMiss)(0),              // 2: prefixroute.v1.SloOnMiss
 	(SloCalibration)(0),         // 3: prefixroute.v1.SloCalibration
 	(PdFallback)(0),             // 4: prefixroute.v1.PdFallback
-	(*Policy)(nil),              // 5: prefixroute.v1.Policy
-	(*durationpb.Duration)(nil), // 6: google.protobuf.Duration
+	(PdMode)(0),                 // 5: prefixroute.v1.PdMode
+	(*Policy)(nil),              // 6: prefixroute.v1.Policy
+	(*durationpb.Duration)(nil), // 7: google.protobuf.Duration
 }
 var file_prefixroute_v1_policy_proto_depIdxs = []int32{
 	0, // 0: prefixroute.v1.Policy.strategy:type_name -> prefixroute.v1.Strategy
-	6, // 1: prefixroute.v1.Policy.stale_after:type_name -> google.protobuf.Duration
-	6, // 2: prefixroute.v1.Policy.forget_after:type_name -> google.protobuf.Duration
+	7, // 1: prefixroute.v1.Policy.stale_after:type_name -> google.protobuf.Duration
+	7, // 2: prefixroute.v1.Policy.forget_after:type_name -> google.protobuf.Duration
 	1, // 3: prefixroute.v1.Policy.on_saturation:type_name -> prefixroute.v1.OnSaturation
 	2, // 4: prefixroute.v1.Policy.on_slo_miss:type_name -> prefixroute.v1.SloOnMiss
 	3, // 5: prefixroute.v1.Policy.calibration:type_name -> prefixroute.v1.SloCalibration
 	4, // 6: prefixroute.v1.Policy.pd_fallback:type_name -> prefixroute.v1.PdFallback
-	6, // 7: prefixroute.v1.Policy.queue_ttl:type_name -> google.protobuf.Duration
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	5, // 7: prefixroute.v1.Policy.pd_mode:type_name -> prefixroute.v1.PdMode
+	7, // 8: prefixroute.v1.Policy.queue_ttl:type_name -> google.protobuf.Duration
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_prefixroute_v1_policy_proto_init() }
@@ -755,7 +833,7 @@ func file_prefixroute_v1_policy_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_prefixroute_v1_policy_proto_rawDesc), len(file_prefixroute_v1_policy_proto_rawDesc)),
-			NumEnums:      5,
+			NumEnums:      6,
 			NumMessages:   1,
 			NumExtensions: 0,
 			NumServices:   0,
