@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bufio"
+	"container/heap"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -66,17 +67,56 @@ func WriteTrace(w io.Writer, wl Workload) (int, error) {
 	}
 }
 
-// traceWorkload replays a JSONL trace.
+// traceWorkload replays a JSONL trace. It reads the trace one group of
+// lines sharing a time at a time, spreads each group over
+// WorkloadSpec.TraceSpread, and yields the pending requests in arrival order
+// (ties in line order) once no later group can arrive before them.
 type traceWorkload struct {
 	f        io.Closer
 	sc       *bufio.Scanner
 	line     int
 	end      time.Duration
-	last     time.Duration
 	next     uint64
 	poolSeed uint64
 	speed    float64 // WorkloadSpec.TraceSpeed
+	spreadMs float64 // WorkloadSpec.TraceSpread, ms of the trace's time
 	block    uint32  // Scenario.BlockTokens
+
+	peeked  *traceLine // the first line of the next group; nil at the end or on err
+	err     error      // reading the line after the pending ones failed
+	started bool       // the first line has been read into peeked
+	lastMs  float64    // the time of the last line read
+	pending pendingHeap
+	seq     uint64 // line order of the pending requests
+}
+
+// traceLine is one parsed line of a trace, at ms of the trace's time.
+type traceLine struct {
+	ms float64
+	r  *Request // without its ID and Arrival
+}
+
+// pendingReq is a request read and spread, not yet yielded.
+type pendingReq struct {
+	at  time.Duration
+	seq uint64
+	r   *Request
+}
+
+// pendingHeap is a min-heap of pendingReq by (at, seq).
+type pendingHeap []pendingReq
+
+func (h pendingHeap) Len() int { return len(h) }
+func (h pendingHeap) Less(i, j int) bool {
+	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].seq < h[j].seq)
+}
+func (h pendingHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *pendingHeap) Push(x any)   { *h = append(*h, x.(pendingReq)) }
+func (h *pendingHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // openTrace opens sc's trace file (relative to the scenario file).
@@ -95,7 +135,8 @@ func openTrace(sc *Scenario) (*traceWorkload, error) {
 func newTraceWorkload(r io.Reader, sc *Scenario) *traceWorkload {
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 1<<16), 64<<20)
-	t := &traceWorkload{sc: s, end: sc.Duration.D(), poolSeed: poolSeed(sc.Pool), speed: 1, block: uint32(max(sc.BlockTokens, 1))}
+	t := &traceWorkload{sc: s, end: sc.Duration.D(), poolSeed: poolSeed(sc.Pool), speed: 1, block: uint32(max(sc.BlockTokens, 1)),
+		spreadMs: float64(sc.Workload.TraceSpread.D()) / 1e6}
 	if v := sc.Workload.TraceSpeed; v > 0 {
 		t.speed = v
 	}
@@ -105,7 +146,54 @@ func newTraceWorkload(r io.Reader, sc *Scenario) *traceWorkload {
 	return t
 }
 
+// arrival is the replay's time of ms of the trace's time.
+func (t *traceWorkload) arrival(ms float64) time.Duration {
+	return time.Duration(math.Round(ms / t.speed * 1e6))
+}
+
 func (t *traceWorkload) Next() (*Request, error) {
+	if !t.started {
+		t.started = true
+		t.err = t.peek()
+	}
+	for {
+		// Every line not yet read arrives at or after the next group's time.
+		// A line that failed to read is reported after the lines before it.
+		if len(t.pending) > 0 && (t.peeked == nil || t.pending[0].at <= t.arrival(t.peeked.ms)) {
+			p := heap.Pop(&t.pending).(pendingReq)
+			if p.at >= t.end {
+				return nil, nil
+			}
+			p.r.ID, p.r.Arrival = t.next, p.at
+			t.next++
+			return p.r, nil
+		}
+		if t.err != nil {
+			return nil, t.err
+		}
+		if t.peeked == nil || t.arrival(t.peeked.ms) >= t.end {
+			return nil, nil
+		}
+		// Read the next group: the lines sharing the peeked line's time.
+		group := []*Request{t.peeked.r}
+		ms := t.peeked.ms
+		for {
+			if t.err = t.peek(); t.peeked == nil || t.peeked.ms != ms {
+				break
+			}
+			group = append(group, t.peeked.r)
+		}
+		n := float64(len(group))
+		for k, r := range group {
+			heap.Push(&t.pending, pendingReq{at: t.arrival(ms + t.spreadMs*float64(k)/n), seq: t.seq, r: r})
+			t.seq++
+		}
+	}
+}
+
+// peek reads the trace's next line into t.peeked (nil at its end).
+func (t *traceWorkload) peek() error {
+	t.peeked = nil
 	for t.sc.Scan() {
 		t.line++
 		b := t.sc.Bytes()
@@ -114,24 +202,20 @@ func (t *traceWorkload) Next() (*Request, error) {
 		}
 		var rec TraceRecord
 		if err := json.Unmarshal(b, &rec); err != nil {
-			return nil, fmt.Errorf("trace line %d: %w", t.line, err)
+			return fmt.Errorf("trace line %d: %w", t.line, err)
 		}
 		ms := rec.TMs
 		if rec.Timestamp != nil {
 			ms = *rec.Timestamp
 		}
-		if math.IsNaN(ms) || ms < 0 {
-			return nil, fmt.Errorf("trace line %d: time %v ms: want >= 0", t.line, ms)
+		if math.IsNaN(ms) || ms < 0 || math.IsInf(ms, 0) {
+			return fmt.Errorf("trace line %d: time %v ms: want a finite number >= 0", t.line, ms)
 		}
-		at := time.Duration(math.Round(ms / t.speed * 1e6))
-		if at < t.last {
-			return nil, fmt.Errorf("trace line %d: time %v ms is before the previous line's", t.line, ms)
+		if ms < t.lastMs {
+			return fmt.Errorf("trace line %d: time %v ms is before the previous line's", t.line, ms)
 		}
-		if at >= t.end {
-			return nil, nil
-		}
-		t.last = at
-		r := &Request{ID: t.next, Arrival: at, Class: rec.Class, PromptTokens: max(rec.PromptTokens, rec.InputLength),
+		t.lastMs = ms
+		r := &Request{Class: rec.Class, PromptTokens: max(rec.PromptTokens, rec.InputLength),
 			OutputTokens: max(rec.OutputTokens, rec.OutputLength), Hashes: rec.Hashes, DecodeHashes: rec.DecodeHashes}
 		if len(r.Hashes) == 0 && len(rec.HashIDs) > 0 {
 			ids := rec.HashIDs[:min(len(rec.HashIDs), int(r.PromptTokens/t.block))]
@@ -142,13 +226,13 @@ func (t *traceWorkload) Next() (*Request, error) {
 				r.Hashes[i] = h
 			}
 		}
-		t.next++
-		return r, nil
+		t.peeked = &traceLine{ms: ms, r: r}
+		return nil
 	}
 	if err := t.sc.Err(); err != nil {
-		return nil, fmt.Errorf("trace line %d: %w", t.line+1, err)
+		return fmt.Errorf("trace line %d: %w", t.line+1, err)
 	}
-	return nil, nil
+	return nil
 }
 
 // Close closes the trace file.

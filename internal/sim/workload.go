@@ -28,11 +28,22 @@ type WorkloadSpec struct {
 	// TraceSpeed replays the trace that many times faster (its times are
 	// divided by it). Default 1.
 	TraceSpeed float64 `yaml:"trace_speed"`
+	// TraceSpread spreads the trace's simultaneous requests over a window:
+	// the k-th (from 0) of the n lines sharing a time t arrives at
+	// t + TraceSpread*k/n instead of t. It is in the trace's own time, before
+	// TraceSpeed divides it (3s at trace_speed 1.7 spreads a burst over
+	// 1.76 s of the replay). Lines moved past later ones are replayed in
+	// arrival order. Deterministic; 0 (the default) keeps the trace's
+	// times. At most 1h; only with a trace.
+	TraceSpread Duration `yaml:"trace_spread"`
 	// TTFTSLOMs is every request's TTFT target in ms (PickRequest.ttft_slo_ms;
 	// the policy's on_slo_miss decides what the router does when none can
 	// meet it). 0: none. At most scheduler.MaxTTFTTargetMs.
 	TTFTSLOMs float64 `yaml:"ttft_slo_ms"`
 }
+
+// MaxTraceSpread is the largest WorkloadSpec.TraceSpread.
+const MaxTraceSpread = time.Hour
 
 // RateStep sets the arrival rate from At on.
 type RateStep struct {
@@ -78,6 +89,9 @@ func (w *WorkloadSpec) validate() error {
 	if t := w.TTFTSLOMs; t != 0 && !(t > 0 && t <= scheduler.MaxTTFTTargetMs) {
 		return fmt.Errorf("ttft_slo_ms is %v: want 0 (none) or a number of ms in (0, %d]", t, scheduler.MaxTTFTTargetMs)
 	}
+	if d := w.TraceSpread; d < 0 || d > Duration(MaxTraceSpread) {
+		return fmt.Errorf("trace_spread is %v: want a duration in [0, %v]", d, MaxTraceSpread)
+	}
 	if w.Trace != "" {
 		if w.Rate != 0 || len(w.Classes) > 0 || len(w.RateSchedule) > 0 {
 			return errors.New("trace replaces rate, rate_schedule and classes; give one or the other")
@@ -86,6 +100,9 @@ func (w *WorkloadSpec) validate() error {
 			return errors.New("trace_speed must be a finite number > 0 (0: 1)")
 		}
 		return nil
+	}
+	if w.TraceSpread != 0 {
+		return errors.New("trace_spread spreads a trace's simultaneous lines: it needs a trace")
 	}
 	if !(w.Rate > 0) || math.IsInf(w.Rate, 0) {
 		return errors.New("rate must be > 0")
