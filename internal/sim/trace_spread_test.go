@@ -128,7 +128,11 @@ func TestTraceSpreadMooncake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer wl.(interface{ Close() error }).Close()
+	t.Cleanup(func() {
+		if err := wl.(interface{ Close() error }).Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	for k := range 11 {
 		r, err := wl.Next()
 		if err != nil || r == nil {
