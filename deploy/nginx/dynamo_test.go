@@ -25,6 +25,8 @@ const (
 
 // errDynamoNoPrefill is the error text of Dynamo's PrefillRouter in
 // --router-mode direct for a request that names no prefill worker.
+//
+//lint:ignore ST1005 Dynamo's own error text, verbatim.
 var errDynamoNoPrefill = errors.New("Prefill worker ID required in Direct routing mode but none found in request. " +
 	"Expected prefill_worker_id to be set via x-dynamo-prefill-instance-id header by external router (e.g., EPP).")
 
