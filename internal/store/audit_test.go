@@ -42,7 +42,7 @@ func TestAuditLog(t *testing.T) {
 			"stale_after": "2s", "forget_after": "30s", "default_kv_capacity_blocks": json.Number("16384"),
 			"on_saturation": "least_loaded", "doubling_context_tokens": json.Number("17000"),
 			"on_slo_miss": "best_effort", "calibration": "apply",
-			"pd_min_uncached_tokens": json.Number("512"), "pd_transfer_ms_per_token": json.Number("0.005"), "pd_fallback": "local",
+			"pd_min_uncached_tokens": json.Number("512"), "pd_transfer_ms_per_token": json.Number("0.005"), "pd_fallback": "local", "pd_mode": "conditional",
 			"pd_interference_weight": json.Number("0.1"), "pd_decode_running_ms": json.Number("5"),
 			"queue_ttl": "30s", "queue_max_waiting": json.Number("1000"), "queue_max_per_band": json.Number("1000"),
 		}

@@ -189,6 +189,8 @@ func TestPolicyJSONCoversEveryField(t *testing.T) {
 			f.Set(reflect.ValueOf(scheduler.CalibrationObserve))
 		case f.Type() == reflect.TypeFor[scheduler.PDFallback]():
 			f.Set(reflect.ValueOf(scheduler.PDFallbackFail))
+		case f.Type() == reflect.TypeFor[scheduler.PDMode]():
+			f.Set(reflect.ValueOf(scheduler.PDAlways))
 		case f.Type() == reflect.TypeFor[time.Duration]():
 			f.SetInt(int64(time.Duration(i+1)*time.Second + 7*time.Millisecond))
 		case f.CanFloat() && f.Float() != 0:
