@@ -90,8 +90,10 @@ const (
 	// the stage did not run.
 	PDNone PDReason = iota
 	// PDBelowThreshold: fewer than max(1, Policy.PDMinUncachedTokens)
-	// prompt tokens are uncached on the decode instance (PDConditional
-	// only).
+	// prompt tokens are uncached on the decode instance, and the stall a
+	// local prefill puts on the decodes running there does not outweigh
+	// the best prefill instance (PDResult: InterferenceMs ≤ RemoteMs, or no
+	// eligible prefill instance; PDConditional only).
 	PDBelowThreshold
 	// PDNoPrefillInstance: no prefill instance is eligible, none only for
 	// load.
@@ -169,13 +171,23 @@ type PDResult struct {
 	InterferenceMs  float64
 }
 
+// stallsLocal reports whether a prefill below the threshold still goes to
+// a prefill instance: there is an eligible one (eligible) and the stall
+// a local prefill would put on the running decodes alone costs more than
+// the whole remote path (InterferenceMs > RemoteMs). Without it, a decode
+// pool near its limit keeps prefilling short turns locally, each stall
+// makes every running decode hold its slot longer, and the slots fill
+// (SIMULATION.md section 8, pd-mixed-busy).
+func (r *PDResult) stallsLocal(eligible bool) bool { return eligible && r.InterferenceMs > r.RemoteMs }
+
 // LocalCostMs is what the stage weighs a local prefill at against RemoteMs:
 // LocalMs + InterferenceMs, in ms.
 func (r *PDResult) LocalCostMs() float64 { return r.LocalMs + r.InterferenceMs }
 
 // decidePD runs the prefill stage after the decode instance d.Instance of
 // deployment d.Deployment was drawn. When that deployment has RolePrefill
-// instances it decides, in this order: below the threshold → local; no
+// instances it decides, in this order: below the threshold, unless
+// InterferenceMs > RemoteMs (stallsLocal) → local; no
 // eligible prefill instance → local under PDFallbackLocal, else the error;
 // LocalMs + InterferenceMs ≤ RemoteMs → local (PDAlways skips the first
 // and the last); else it weighs the eligible prefill
@@ -224,7 +236,7 @@ func decidePD(p *Policy, snap *Snapshot, rng RNG, d *Decision) error {
 	}
 	conditional := p.PDMode == PDConditional
 	switch {
-	case conditional && rd.UncachedTokens < max(1, p.PDMinUncachedTokens):
+	case conditional && rd.UncachedTokens < max(1, p.PDMinUncachedTokens) && !pd.stallsLocal(best >= 0):
 		pd.Reason = PDBelowThreshold
 	case best < 0:
 		pd.Reason = PDNoPrefillInstance

@@ -43,6 +43,8 @@ func TestDecidePDSLOMet(t *testing.T) {
 // its running requests adds weight × 204.8 ms to the local side: at 0.05,
 // one request ties (10.24 ms, 215.04 ≤ 215.04: local) and two flip it to
 // disaggregated (20.48 ms, 225.28 > 215.04); at the default 0.1 one does.
+// Below the threshold only the stall itself is weighed against the remote
+// path (PDResult.stallsLocal).
 func TestDecidePDInterference(t *testing.T) {
 	dec := func(running uint32, matched int) scheduler.Instance {
 		in := pdInst("dec", 0, scheduler.RoleDecode, 0, matched)
@@ -75,8 +77,18 @@ func TestDecidePDInterference(t *testing.T) {
 			reason: scheduler.PDLocalCheaper, local: 204.8, interference: 10.24, remote: 215.04},
 		{name: "weight 0.01, 6 running: disaggregated", pol: weight(0.01), dec: dec(6, 0),
 			reason: scheduler.PDDisaggregated, local: 204.8, interference: 12.288, remote: 215.04},
-		{name: "below threshold ignores interference", pol: weight(100), dec: dec(64, 120),
-			reason: scheduler.PDBelowThreshold, local: 12.8, interference: 81920, remote: 204.8 + 0.64},
+		// Below the threshold (128 uncached tokens, 12.8 ms) a pick stays
+		// local until its stall alone costs more than the remote path
+		// (204.8 + 0.64 ms): 0.25 × 64 × 12.8 = 204.8 ms does not,
+		// 0.251 × 64 × 12.8 = 205.6192 ms does.
+		{name: "below threshold, default weight, 64 running: local", pol: pdPolicy(nil), dec: dec(64, 120),
+			reason: scheduler.PDBelowThreshold, local: 12.8, interference: 81.92, remote: 204.8 + 0.64},
+		{name: "below threshold, stall 204.8 ms <= remote: local", pol: weight(0.25), dec: dec(64, 120),
+			reason: scheduler.PDBelowThreshold, local: 12.8, interference: 204.8, remote: 204.8 + 0.64},
+		{name: "below threshold, stall 205.6192 ms > remote: disaggregated", pol: weight(0.251), dec: dec(64, 120),
+			reason: scheduler.PDDisaggregated, local: 12.8, interference: 205.6192, remote: 204.8 + 0.64},
+		{name: "below threshold, weight 100: disaggregated", pol: weight(100), dec: dec(64, 120),
+			reason: scheduler.PDDisaggregated, local: 12.8, interference: 81920, remote: 204.8 + 0.64},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
