@@ -1062,7 +1062,9 @@ type PdDecision struct {
 	// running_requests is the decode instance's last reported running
 	// requests; interference_ms = pd_interference_weight × running_requests ×
 	// the decode instance's prefill_ms, in ms. The prefill stays local
-	// (local_cheaper) iff local_ms + interference_ms ≤ remote_ms.
+	// (local_cheaper) iff local_ms + interference_ms ≤ remote_ms; below the
+	// threshold (below_threshold) iff interference_ms ≤ remote_ms or no
+	// prefill instance is eligible.
 	RunningRequests uint32  `protobuf:"varint,30,opt,name=running_requests,json=runningRequests,proto3" json:"running_requests,omitempty"`
 	InterferenceMs  float64 `protobuf:"fixed64,31,opt,name=interference_ms,json=interferenceMs,proto3" json:"interference_ms,omitempty"`
 	unknownFields   protoimpl.UnknownFields

@@ -437,9 +437,11 @@ type Policy struct {
 	Calibration SloCalibration `protobuf:"varint,21,opt,name=calibration,proto3,enum=prefixroute.v1.SloCalibration" json:"calibration,omitempty"`
 	// pd_min_uncached_tokens: a request is considered for a prefill instance
 	// (disaggregated prefill) only when at least this many of its prompt
-	// tokens are uncached on the chosen decode instance (and at least 1).
-	// Default 512, range [0, 10000000] tokens. Only deployments with
-	// prefill instances read it.
+	// tokens are uncached on the chosen decode instance (and at least 1),
+	// or when its stall on the decode instance alone costs more than the
+	// remote path (PdDecision.interference_ms > remote_ms). Default 512,
+	// range [0, 10000000] tokens. Only deployments with prefill instances
+	// read it.
 	PdMinUncachedTokens *uint32 `protobuf:"varint,30,opt,name=pd_min_uncached_tokens,json=pdMinUncachedTokens,proto3,oneof" json:"pd_min_uncached_tokens,omitempty"`
 	// pd_transfer_ms_per_token is the KV transfer time from a prefill
 	// instance to the decode instance, per uncached token, in ms. Default
