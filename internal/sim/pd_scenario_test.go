@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestParsePDScenarioErrors: every bad pd section fails with a message
@@ -42,5 +44,30 @@ func TestParsePDScenarioErrors(t *testing.T) {
 	}
 	if sc.PD.DecodeSlots != 64 || *sc.PD.DecodeInterference != 1 {
 		t.Errorf("defaults: slots %d, interference %g; want 64, 1", sc.PD.DecodeSlots, *sc.PD.DecodeInterference)
+	}
+}
+
+// TestPDScenarioFilesLoad: every committed PD scenario (testdata/pd-*.yaml)
+// parses and validates, each variant's policy included, and serves requests
+// after the warm-up in 40 s of its router variant (seed 1).
+func TestPDScenarioFilesLoad(t *testing.T) {
+	files, err := filepath.Glob("testdata/pd-*.yaml")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("testdata/pd-*.yaml: %v, %d files; want at least pd-mixed, pd-mixed-busy, pd-mooncake", err, len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			sc, err := LoadPDScenario(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := RunPD(sc, "ours", RunOptions{Seed: 1, Duration: 40 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Records) == 0 {
+				t.Fatalf("%s: no request served after the warm-up in 40 s", f)
+			}
+		})
 	}
 }
