@@ -88,13 +88,15 @@ func dynamoLines(t *testing.T) string {
 // included; a retry on the fallback decode instance carries the
 // fallback's worker id, not the failed one's. Under pd_mode conditional a
 // short prompt is prefilled locally and the frontend refuses it, as Dynamo
-// would: that is why the docs say to set always.
+// would: that is why the docs say to set always. Failed open, a request
+// still names the worker that serves it.
 func TestNginxDynamoDirect(t *testing.T) {
 	const prefillLine = "proxy_set_header x-prefixroute-prefill-instance $prefixroute_prefill_instance;"
 	var deadAddr string
+	sidecarDown := false
 	f, pre, dec := startPDFleetNamed(t, func(line string) bool {
-		return deadAddr != "" && strings.Contains(line, "(111: Connection refused) while connecting to upstream") &&
-			strings.Contains(line, deadAddr)
+		return strings.Contains(line, "(111: Connection refused) while connecting to upstream") &&
+			(deadAddr != "" && strings.Contains(line, deadAddr) || sidecarDown && strings.Contains(line, "/v1/route"))
 	}, "7001", [2]string{"7101", "7102"}, [2]string{prefillLine, prefillLine + "\n            " + dynamoLines(t)})
 	check := dynamoDirect
 	for _, in := range dec {
@@ -153,8 +155,27 @@ func TestNginxDynamoDirect(t *testing.T) {
 	// worker.
 	setMode(pb.PdMode_PD_MODE_CONDITIONAL)
 	a := f.send(chat("pd", "", "hello again", false))
-	msg, _ := strconv.Unquote(strconv.Quote(errDynamoNoPrefill.Error()))
-	if a.status != http.StatusInternalServerError || !strings.Contains(a.body, msg) {
+	if msg := errDynamoNoPrefill.Error(); a.status != http.StatusInternalServerError || !strings.Contains(a.body, msg) {
 		t.Fatalf("short prompt under pd_mode conditional: %d %s; want 500 with Dynamo's %q", a.status, a.body, msg)
+	}
+
+	// Fail-open (the sidecar stopped): the static list's instance ids name
+	// each try, so the decode instance that serves still gets its own
+	// worker id (and no prefill id: an aggregated Dynamo fleet's case).
+	for _, in := range dec {
+		in.frontend.Store(nil)
+	}
+	sidecarDown = true
+	f.sidecar.Stop()
+	a = f.send(long)
+	in := dec[a.header.Get("X-Served-By")]
+	if a.status != http.StatusOK || in == nil || a.header.Get(fallbackHeader) != "static" {
+		t.Fatalf("sidecar down: %d %v %s; want 200 from a decode instance by the static list", a.status, a.header, a.body)
+	}
+	if got := in.received(dynamoWorkerHeader); !slices.Equal(got, []string{in.name}) {
+		t.Errorf("failed open: %s received %s %q, want its own id", in.name, dynamoWorkerHeader, got)
+	}
+	if got := in.received(dynamoPrefillHeader); len(got) != 0 {
+		t.Errorf("failed open: %s received %s %q, want none", in.name, dynamoPrefillHeader, got)
 	}
 }
