@@ -62,9 +62,10 @@ func (f PDFallback) String() string { return nameOf(pdFallbackNames[:], int(f), 
 type PDMode uint8
 
 const (
-	// PDConditional disaggregates a pick when it pays (the default): at
-	// least max(1, Policy.PDMinUncachedTokens) tokens uncached on the
-	// decode instance, and RemoteMs < LocalMs + InterferenceMs.
+	// PDConditional disaggregates a pick when it pays (the default):
+	// RemoteMs < LocalMs + InterferenceMs, with at least
+	// max(1, Policy.PDMinUncachedTokens) tokens uncached on the decode
+	// instance or, below that, InterferenceMs > RemoteMs (decidePD).
 	PDConditional PDMode = iota
 	// PDAlways disaggregates every pick that has an eligible prefill
 	// instance, for decode engines that never prefill (SGLang's

@@ -322,10 +322,12 @@ type PdMode int32
 const (
 	// PD_MODE_UNSPECIFIED keeps the current value (default conditional).
 	PdMode_PD_MODE_UNSPECIFIED PdMode = 0
-	// PD_MODE_CONDITIONAL disaggregates a pick when it pays: at least
-	// pd_min_uncached_tokens uncached on the decode instance, and the best
+	// PD_MODE_CONDITIONAL disaggregates a pick when it pays: the best
 	// prefill instance plus the transfer predicted faster than prefilling on
-	// the decode instance (PdDecision.local_ms, interference_ms, remote_ms).
+	// the decode instance with its stall (remote_ms < local_ms +
+	// interference_ms), with at least pd_min_uncached_tokens uncached on the
+	// decode instance or, below that, interference_ms > remote_ms
+	// (PdDecision).
 	PdMode_PD_MODE_CONDITIONAL PdMode = 1
 	// PD_MODE_ALWAYS sends every pick to a prefill instance, cached or short
 	// prompts included: for decode engines that never prefill, such as
