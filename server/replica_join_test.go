@@ -14,6 +14,7 @@ import (
 	"github.com/prefixroute/prefixroute/daemon"
 	"github.com/prefixroute/prefixroute/internal/natstest"
 	"github.com/prefixroute/prefixroute/internal/servertest"
+	"github.com/prefixroute/prefixroute/internal/testwait"
 	"github.com/prefixroute/prefixroute/pkg/client"
 )
 
@@ -178,9 +179,11 @@ func TestReplicaLateJoinCatchUp(t *testing.T) {
 	const n, m = 200, 1000
 	f := startJoinFleet(t, n, m)
 	r3, want := f.join(t)
-	if len(f.logs[2].find("snapshot applied")) == 0 {
-		t.Errorf("no snapshot applied on replica 3")
-	}
+	// Replica 3 lists every instance once the last one is imported, a
+	// moment before it logs the snapshot as applied: wait for the line.
+	testwait.EventuallyWithin(t, joinBound, "replica 3 logs \"snapshot applied\"", func() bool {
+		return len(f.logs[2].find("snapshot applied")) > 0
+	})
 	got := instances(r3, "chat")
 	for id, w := range want {
 		g := got[id]
