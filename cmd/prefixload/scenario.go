@@ -22,8 +22,10 @@ Plays each simulator scenario (a file, or a built-in name: prefixsim list)
 against real prefixrouted over gRPC in wall-clock time: its emulated
 instances report load, gateway workers call Pick, its weight schedule goes
 through SetWeights. Each router variant runs in a pool of its own against a
-fresh set of --replicas routers started here (or the one at --addr); the
-simulator's baselines are skipped. It writes DIR/<scenario>-live/ with the
+fresh set of --replicas routers started here (or the one at --addr); a
+simulator baseline (llm-d-style and the others) runs on the same traffic
+with its picker in this process, fed the same reports, without the gRPC
+round trip; formula-only variants are skipped. It writes DIR/<scenario>-live/ with the
 files prefixsim run writes (per-variant CSV series, summary.md,
 summary.json, tail.csv, the plots) plus <variant>-routes.csv, the
 arrival-to-queued times prefixsim run --route-delays replays. --compare
@@ -110,7 +112,7 @@ func playScenario(ctx context.Context, name string, f *scenarioFlags, stdout, st
 	start := time.Now()
 	var runs []*sim.Result
 	for _, v := range sc.Variants {
-		if v.Baseline() || (v.Optimistic != nil && !*v.Optimistic) || (f.variants != "" && !slices.Contains(strings.Split(f.variants, ","), v.Name)) {
+		if (v.Optimistic != nil && !*v.Optimistic) || (f.variants != "" && !slices.Contains(strings.Split(f.variants, ","), v.Name)) {
 			continue
 		}
 		res, err := playVariant(ctx, sc, v, f, stderr)
@@ -120,7 +122,7 @@ func playScenario(ctx context.Context, name string, f *scenarioFlags, stdout, st
 		runs = append(runs, res)
 	}
 	if len(runs) == 0 {
-		return fmt.Errorf("%s: no router variant to run live (baselines cannot)", sc.Name)
+		return fmt.Errorf("%s: no variant to run live (formula-only variants cannot; --variants %q)", sc.Name, f.variants)
 	}
 	report := *sc
 	report.Name = sc.Name + "-live"
@@ -157,7 +159,7 @@ func playScenario(ctx context.Context, name string, f *scenarioFlags, stdout, st
 // started for it, in a pool of its own.
 func playVariant(ctx context.Context, sc *sim.Scenario, v sim.Variant, f *scenarioFlags, stderr io.Writer) (*sim.Result, error) {
 	addrs := []string{f.addr}
-	if f.addr == "" {
+	if f.addr == "" && !v.Baseline() { // a baseline picks in this process
 		interval := sc.ReportInterval.D()
 		if v.ReportInterval > 0 {
 			interval = v.ReportInterval.D()

@@ -12,15 +12,19 @@ import (
 	"github.com/prefixroute/prefixroute/internal/natstest"
 )
 
-// liveRow matches the softmax row of the gRPC table with no pick errors
-// and nothing unfinished.
-var liveRow = regexp.MustCompile(`(?m)^\| softmax \| [1-9][0-9]* \| 0 \| .* \| 0 \|$`)
+// liveRow and baselineRow match the softmax and round-robin rows of the
+// gRPC table with no pick errors and nothing unfinished.
+var (
+	liveRow     = regexp.MustCompile(`(?m)^\| softmax \| [1-9][0-9]* \| 0 \| .* \| 0 \|$`)
+	baselineRow = regexp.MustCompile(`(?m)^\| round-robin \| [1-9][0-9]* \| 0 \| .* \| 0 \|$`)
+)
 
 // TestScenarioCommand plays the smoke scenario for one second against a
 // prefixrouted started as a child process: it writes the files prefixsim
 // run writes (the CSV series, summary.md, summary.json, tail.csv) plus
-// the routes CSV, skips the round-robin baseline, prints both tables, and
-// with --compare tables the run against its simulation.
+// the routes CSV, plays the round-robin baseline in process on the same
+// traffic, prints both tables, and with --compare tables the runs against
+// their simulations.
 func TestScenarioCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
@@ -32,16 +36,16 @@ func TestScenarioCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	for _, f := range []string{"softmax.csv", "softmax-routes.csv", "summary.md", "summary.json", "tail.csv", "compare.md"} {
+	for _, f := range []string{"softmax.csv", "softmax-routes.csv", "round-robin.csv", "round-robin-routes.csv", "summary.md",
+		"summary.json", "tail.csv", "compare.md"} {
 		if st, err := os.Stat(filepath.Join(dir, "smoke-live", f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "smoke-live", "round-robin.csv")); err == nil {
-		t.Error("the round-robin baseline ran live")
-	}
-	if !strings.Contains(out.String(), "## smoke-live (1 variants") || !liveRow.MatchString(out.String()) ||
-		!strings.Contains(out.String(), "| softmax | simulated | ") || !strings.Contains(out.String(), "| softmax | simulated, live delays and draws replayed | ") {
+	if !strings.Contains(out.String(), "## smoke-live (2 variants") || !liveRow.MatchString(out.String()) ||
+		!baselineRow.MatchString(out.String()) || !strings.Contains(out.String(), "| softmax | simulated | ") ||
+		!strings.Contains(out.String(), "| softmax | simulated, live delays and draws replayed | ") ||
+		!strings.Contains(out.String(), "| round-robin | simulated | ") {
 		t.Errorf("summary:\n%s", out.String())
 	}
 }
@@ -66,7 +70,7 @@ func TestScenarioReplicas(t *testing.T) {
 }
 
 // TestScenarioRefuses: bad flags exit 2 before anything starts; an
-// unknown scenario or one without a router variant exits 1.
+// unknown scenario or one with only formula-only variants exits 1.
 func TestScenarioRefuses(t *testing.T) {
 	norouter := filepath.Join(t.TempDir(), "rr.yaml")
 	if err := os.WriteFile(norouter, []byte(`
@@ -74,7 +78,7 @@ name: rr
 duration: 5s
 deployments: [{name: a, instances: 1, prefill_tokens_per_second: 1000, kv_blocks: 100}]
 workload: {rate: 1, classes: [{name: c, share: 1}]}
-variants: [{name: rr, picker: round_robin}]
+variants: [{name: f, optimistic: false}]
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +94,7 @@ variants: [{name: rr, picker: round_robin}]
 		{"zero speed", []string{"--speed", "0", "smoke"}, 2, "want positive"},
 		{"unknown flag", []string{"--live", "smoke"}, 2, "flag provided but not defined: -live"},
 		{"unknown scenario", []string{"nosuch"}, 1, "nosuch"},
-		{"baselines only", []string{norouter}, 1, "rr: no router variant to run live"},
+		{"formula-only", []string{norouter}, 1, "rr: no variant to run live (formula-only variants cannot"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer

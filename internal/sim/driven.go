@@ -30,10 +30,11 @@ type DrivenOptions struct {
 // it is handed and queues the request on the chosen instance. Its events
 // (batches, decodes, weight steps, the per-second samples) fire as in Run;
 // no reports are sent. Not safe for concurrent use: the driving loop owns
-// it.
+// it (its Local router is).
 type Driven struct {
-	e  *engine
-	rc *runConfig
+	e     *engine
+	rc    *runConfig
+	local *LocalRouter // a baseline variant's picker; nil for a router variant
 }
 
 // DrivenInstance names one emulated instance.
@@ -42,16 +43,14 @@ type DrivenInstance struct {
 }
 
 // NewDriven builds variant's fleet and workload for a driving loop. A
-// simulator baseline or a formula-only variant (optimistic: false) cannot
-// be driven: only the simulator's own router can be those. Close releases
-// the workload.
+// simulator baseline is driven with its picker in the loop's process
+// (Local); a formula-only variant (optimistic: false) cannot be driven:
+// only the simulator's own router can be that. Close releases the
+// workload.
 func NewDriven(sc *Scenario, variant string, opts DrivenOptions) (*Driven, error) {
 	rc, err := sc.variantConfig(variant)
 	if err != nil {
 		return nil, err
-	}
-	if rc.variant.Baseline() {
-		return nil, fmt.Errorf("variant %q is a simulator baseline; live mode needs the router", variant)
 	}
 	if o := rc.variant.Optimistic; o != nil && !*o {
 		return nil, fmt.Errorf("variant %q is formula-only (optimistic: false), which only the simulator's router can be", variant)
@@ -72,7 +71,15 @@ func NewDriven(sc *Scenario, variant string, opts DrivenOptions) (*Driven, error
 	if opts.MaxRequests > 0 {
 		e.wl = &limited{Workload: e.wl, left: opts.MaxRequests}
 	}
-	return &Driven{e: e, rc: rc}, nil
+	d := &Driven{e: e, rc: rc}
+	if rc.variant.Baseline() {
+		seed := sc.Seed
+		if opts.Seed != 0 {
+			seed = opts.Seed
+		}
+		d.local = newLocalRouter(rc, e.insts, seed)
+	}
+	return d, nil
 }
 
 // Close closes the workload when it holds a file.

@@ -26,8 +26,8 @@ func (lr *liveRun) loop(start time.Time) error {
 	})
 	var wg sync.WaitGroup
 	for i := range lr.opts.Workers {
-		rep := i % len(lr.pickers) // workers spread over the replicas
-		wg.Go(func() { lr.worker(rep, work, inbox) })
+		rep := i % max(len(lr.pickers), 1) // workers spread over the replicas
+		wg.Go(func() { lr.worker(rep, work, inbox, virt) })
 	}
 	defer func() {
 		close(work)
@@ -48,8 +48,8 @@ func (lr *liveRun) loop(start time.Time) error {
 			lr.accept(m)
 		}
 		pending = pending[:0]
-		for k := range lr.insts {
-			lr.publish(k)
+		if err := lr.publishAll(); err != nil {
+			return err
 		}
 		next, more := d.Next()
 		if !more && dispatched == returned {
@@ -62,6 +62,9 @@ func (lr *liveRun) loop(start time.Time) error {
 		wait := time.Second
 		if more {
 			wait = min(wait, time.Duration(float64(next-virt())/speed))
+		}
+		if lr.local != nil { // the baseline's next reports are due then
+			wait = min(wait, time.Until(lr.localNext))
 		}
 		timer.Reset(max(wait, 0))
 		select {
@@ -76,8 +79,17 @@ func (lr *liveRun) loop(start time.Time) error {
 }
 
 // worker is one gateway worker of replica rep: it asks the router where
-// each request goes, with the workload's TTFT target (wall-clock ms).
-func (lr *liveRun) worker(rep int, work <-chan *sim.Request, inbox chan<- routed) {
+// each request goes, with the workload's TTFT target (wall-clock ms), or
+// the local baseline at the virtual time virt gives.
+func (lr *liveRun) worker(rep int, work <-chan *sim.Request, inbox chan<- routed, virt func() time.Duration) {
+	if lr.local != nil {
+		for r := range work {
+			t := time.Now()
+			k, err := lr.local.Pick(virt(), r)
+			inbox <- routed{r: r, inst: k, err: err, lat: time.Since(t)}
+		}
+		return
+	}
 	picker := lr.pickers[rep]
 	for r := range work {
 		seed := r.ID + 1

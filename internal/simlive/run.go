@@ -105,15 +105,13 @@ func (l *liveLoad) get() client.Load {
 // ReportLoad through a client.Reporter (with its cache events when the
 // variant has them), gateway workers call Pick through a client.Picker, and
 // the weight schedule is applied with AdminService.SetWeights. The policy
-// is set with SetPolicy first. Baseline variants cannot run live. RunLive
+// is set with SetPolicy first. A baseline variant (llm-d-style, random,
+// round_robin, affinity) runs on the same wall-clock traffic with its
+// picker in this process (sim.LocalRouter, no gRPC: Addr is not used),
+// fed the instances' reports at the variant's report interval. RunLive
 // is not deterministic (it depends on timing); it is safe for concurrent
 // use only with distinct pools.
 func RunLive(ctx context.Context, sc *sim.Scenario, variant string, opts Options) (*sim.Result, error) {
-	for _, a := range append([]string{opts.Addr}, opts.Replicas...) {
-		if err := CheckLoopback(a); err != nil {
-			return nil, err
-		}
-	}
 	opts.defaults()
 	pool := opts.Pool
 	if pool == "" {
@@ -125,6 +123,14 @@ func RunLive(ctx context.Context, sc *sim.Scenario, variant string, opts Options
 		return nil, err
 	}
 	defer func() { _ = d.Close() }() // the workload's trace, opened for reading: nothing to lose
+	if l := d.Local(); l != nil {
+		return runLocal(ctx, d, l, opts)
+	}
+	for _, a := range append([]string{opts.Addr}, opts.Replicas...) {
+		if err := CheckLoopback(a); err != nil {
+			return nil, err
+		}
+	}
 	var conns []*grpc.ClientConn
 	defer func() {
 		for _, c := range conns {
@@ -179,16 +185,23 @@ func (o *Options) defaults() {
 
 // liveRun is the state of one RunLive.
 type liveRun struct {
-	d         *sim.Driven
-	insts     []sim.DrivenInstance
-	opts      Options
-	ctx       context.Context
-	admin     pb.AdminServiceClient
-	pickers   []*client.Picker // one per replica
-	reporters []*client.Reporter
-	loads     []*liveLoad
-	index     map[string]int
-	rep       state.Report
+	d       *sim.Driven
+	insts   []sim.DrivenInstance
+	opts    Options
+	ctx     context.Context
+	admin   pb.AdminServiceClient
+	pickers []*client.Picker // one per replica
+	// local is a baseline variant's picker (runLocal), nil otherwise; it
+	// gets every instance's report once per localEvery (wall clock), next
+	// at localNext, localReports in all (the loop's goroutine only).
+	local        *sim.LocalRouter
+	localEvery   time.Duration
+	localNext    time.Time
+	localReports uint64
+	reporters    []*client.Reporter
+	loads        []*liveLoad
+	index        map[string]int
+	rep          state.Report
 	// target is every request's TTFT target, virtual ms (0: none);
 	// outcomes whether the variant reports outcomes, through
 	// outReporters (one per replica), picked holding the replica of each
@@ -324,6 +337,7 @@ func (lr *liveRun) stats() *sim.LiveStats {
 	if n := len(lr.latencies); n > 0 {
 		st.PickMax = lr.latencies[n-1]
 	}
+	st.Reports, st.Acks = lr.localReports, lr.localReports
 	for _, r := range lr.reporters {
 		s := r.Stats()
 		st.Reports, st.Acks, st.ReportStreams = st.Reports+s.Reports, st.Acks+s.Acks, st.ReportStreams+s.Streams
