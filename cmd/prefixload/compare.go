@@ -22,12 +22,13 @@ const compareTolerance = 0.10
 // share, and, when a variant has predictions or targets, the router's
 // prediction error and the target attainment (simout.Prediction); each
 // simulated figure with its relative difference from the live one, marked
-// "!" past compareTolerance.
+// "!" past compareTolerance; and, request by request, how many the replay
+// placed and timed as the live run did (pairRuns).
 func compareRuns(sc *sim.Scenario, live []*sim.Result, seed uint64) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Live against simulated (same seed and virtual duration; \"!\": more than %.0f %% apart):\n\n", 100*compareTolerance)
 	b.WriteString("| variant | run | TTFT p50 ms | TTFT p99 ms | hit ratio | max instance share |\n|---|---|---:|---:|---:|---:|\n")
-	var pred strings.Builder
+	var pred, pairs strings.Builder
 	for _, l := range live {
 		plain, err := sim.Run(sc, l.Variant.Name, sim.RunOptions{Seed: seed, Duration: l.Duration})
 		if err != nil {
@@ -37,6 +38,7 @@ func compareRuns(sc *sim.Scenario, live []*sim.Result, seed uint64) (string, err
 		if err != nil {
 			return "", err
 		}
+		writePairs(&pairs, l.Variant.Name, pairRuns(l, replayed))
 		ls := simout.Summarise(l)
 		hasPred := ls.Prediction.N > 0 || ls.Prediction.WithTarget > 0 || ls.Prediction.Shed > 0
 		if hasPred {
@@ -64,6 +66,10 @@ func compareRuns(sc *sim.Scenario, live []*sim.Result, seed uint64) (string, err
 		b.WriteString("| variant | run | median error | p90 error | slowest 10 %: predicted/actual | attainment | shed |\n|---|---|---:|---:|---:|---:|---:|\n")
 		b.WriteString(pred.String())
 	}
+	b.WriteString("\nRequest by request, live against the replay (served in both, after the warm-up): placed on the same instance, " +
+		"TTFT within 10 %, and the live p90 prediction error of the requests placed alike and of the others:\n\n")
+	b.WriteString("| variant | requests | same instance | TTFT within 10 % | p90 error, same instance | p90 error, other instance |\n|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString(pairs.String())
 	return b.String(), nil
 }
 

@@ -17,6 +17,8 @@ import (
 var (
 	liveRow     = regexp.MustCompile(`(?m)^\| softmax \| [1-9][0-9]* \| 0 \| .* \| 0 \|$`)
 	baselineRow = regexp.MustCompile(`(?m)^\| round-robin \| [1-9][0-9]* \| 0 \| .* \| 0 \|$`)
+	// pairsRow is the softmax row of the request-by-request table.
+	pairsRow = regexp.MustCompile(`(?m)^\| softmax \| [1-9][0-9]* \| [0-9.]+ % \| [0-9.]+ % \| ([0-9.]+ %|—) \| ([0-9.]+ %|—) \|$`)
 )
 
 // TestScenarioCommand plays the smoke scenario for one second against a
@@ -45,7 +47,7 @@ func TestScenarioCommand(t *testing.T) {
 	if !strings.Contains(out.String(), "## smoke-live (2 variants") || !liveRow.MatchString(out.String()) ||
 		!baselineRow.MatchString(out.String()) || !strings.Contains(out.String(), "| softmax | simulated | ") ||
 		!strings.Contains(out.String(), "| softmax | simulated, live delays and draws replayed | ") ||
-		!strings.Contains(out.String(), "| round-robin | simulated | ") {
+		!strings.Contains(out.String(), "| round-robin | simulated | ") || !pairsRow.MatchString(out.String()) {
 		t.Errorf("summary:\n%s", out.String())
 	}
 }

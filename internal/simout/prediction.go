@@ -35,6 +35,16 @@ func (p *Prediction) Attainment() float64 {
 	return float64(p.Met) / float64(p.WithTarget)
 }
 
+// PredictionError is r's |predicted − actual| / actual TTFT, and false
+// when r has no prediction (a baseline's pick) or no TTFT.
+func PredictionError(r *sim.Record) (float64, bool) {
+	act := float64(r.TTFT) / 1e6
+	if !(r.PredictedMs > 0) || !(act > 0) {
+		return 0, false
+	}
+	return math.Abs(float64(r.PredictedMs)-act) / act, true
+}
+
 // predictionOf computes res's Prediction.
 func predictionOf(res *sim.Result) Prediction {
 	var p Prediction
@@ -52,7 +62,7 @@ func predictionOf(res *sim.Result) Prediction {
 				p.Met++
 			}
 		}
-		if r.PredictedMs > 0 && act > 0 {
+		if _, ok := PredictionError(r); ok {
 			xs = append(xs, pa{float64(r.PredictedMs), act})
 		}
 	}
