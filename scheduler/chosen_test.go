@@ -29,6 +29,9 @@ func TestChosenOnlyMatchesFull(t *testing.T) {
 			if seed%5 == 0 {
 				p.MaxQueueMs = 250
 			}
+			if seed%3 == 2 { // a short lane that refuses about half the prefills
+				p.ShortLanes, p.ShortLaneMaxPrefillMs = uint32(1+seed%4), 20
+			}
 		})
 		req := scheduler.Request{PromptTokens: uint32(blocks*16 + rng.IntN(16)), Blocks: blocks}
 		var full, chosen scheduler.Decision
@@ -59,7 +62,7 @@ func compareChosen(t *testing.T, name string, snap *scheduler.Snapshot, full, ch
 	}
 	for r := range full.Excluded {
 		reason := scheduler.Reason(r)
-		if reason != scheduler.ReasonThreshold && reason != scheduler.ReasonNotMinimum && full.Excluded[r] != chosen.Excluded[r] {
+		if !strategyReason(reason) && full.Excluded[r] != chosen.Excluded[r] {
 			t.Fatalf("%s: Excluded[%v] = %d, full %d", name, reason, chosen.Excluded[r], full.Excluded[r])
 		}
 	}
@@ -75,7 +78,7 @@ func compareChosen(t *testing.T, name string, snap *scheduler.Snapshot, full, ch
 		if c.Probability != 0 || c.Joint != 0 {
 			t.Fatalf("%s: instance %d outside the chosen deployment has probability %v, joint %v", name, i, c.Probability, c.Joint)
 		}
-		if f.Reason == scheduler.ReasonThreshold || f.Reason == scheduler.ReasonNotMinimum {
+		if strategyReason(f.Reason) {
 			f.Reason = scheduler.ReasonNone
 		}
 		f.Probability, f.Joint = 0, 0
@@ -83,6 +86,12 @@ func compareChosen(t *testing.T, name string, snap *scheduler.Snapshot, full, ch
 			t.Fatalf("%s: instance %d: chosen-only %+v, full %+v", name, i, c, f)
 		}
 	}
+}
+
+// strategyReason reports whether r is set by the instance level, which a
+// ChosenOnly decision runs for the drawn deployment only.
+func strategyReason(r scheduler.Reason) bool {
+	return r == scheduler.ReasonThreshold || r == scheduler.ReasonNotMinimum || r == scheduler.ReasonShortLane
 }
 
 // TestChosenOnlyDoesNotAllocate: a reused Decision makes a ChosenOnly

@@ -69,6 +69,9 @@ type InstanceResult struct {
 	// deployment may not have been drawn); otherwise the eligibility or
 	// strategy reason for its probability 0.
 	Reason Reason
+	// ShortLane is true when the instance is in its deployment's short
+	// lane (Policy.ShortLanes, lanes.go).
+	ShortLane bool
 }
 
 // Decision is the outcome of Decide with its full audit. Its zero value is
@@ -152,6 +155,19 @@ type depState struct {
 	// predicted to meet it, their least cost, the least predicted TTFT.
 	slo, meets           int
 	minMeetCost, minTTFT float64
+	// The short lane (lanes.go): the smallest LaneKeys of the
+	// deployment's lane candidates, ascending (laneN of them, at most
+	// Policy.ShortLanes + 1), and laneCut, the largest key in the lane
+	// (lanes 0 when the deployment has no instance to spare). Of the
+	// eligible instances the lane does not refuse the request: how many,
+	// and their least cost, over all (kept, minKept) and over those
+	// predicted to meet the TTFT target (keptMeet, minKeptMeet).
+	laneKeys             [MaxShortLanes + 1]uint64
+	laneN                int
+	laneCut              uint64
+	lanes                bool
+	kept, keptMeet       int
+	minKept, minKeptMeet float64
 }
 
 // reset empties d for a snapshot of nd deployments and ni instances.

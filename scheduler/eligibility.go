@@ -125,6 +125,10 @@ func assess(p *Policy, req *Request, snap *Snapshot, d *Decision) (int, error) {
 	m := newCostModel(p, req)
 	m.withDeployments(p, snap.Deployments)
 	eligible, target := 0, req.TTFTTargetMs
+	lanes := p.ShortLanes > 0
+	if lanes {
+		markLanes(p, snap, d, -1)
+	}
 	for i := range snap.Instances {
 		in, r := &snap.Instances[i], &d.Instances[i]
 		if !validInstance(in, nd) {
@@ -134,6 +138,7 @@ func assess(p *Policy, req *Request, snap *Snapshot, d *Decision) (int, error) {
 			}
 		}
 		matched := m.cost(in, r)
+		r.ShortLane = lanes && d.deps[in.Deployment].inLane(in)
 		if !(r.CostMs <= math.MaxFloat64) { // +Inf, or NaN from 0 * (1000/tiny tps)
 			err := costOverflow(i, in, r)
 			clear(d.Instances[i:])
@@ -166,6 +171,9 @@ func assess(p *Policy, req *Request, snap *Snapshot, d *Decision) (int, error) {
 		dr.Eligible++
 		if target > 0 {
 			st.noteSLO(r, target)
+		}
+		if lanes {
+			st.noteLane(p, r, target)
 		}
 	}
 	return eligible, nil

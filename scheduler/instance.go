@@ -30,6 +30,7 @@ func instanceWeights(p *Policy, snap *Snapshot, d *Decision, only int) {
 		}
 		st := &d.deps[k]
 		minCost := st.minCost
+		kept, minKept := st.kept, st.minKept
 		if st.meets > 0 {
 			if r.PredictedTTFTMs() > d.TTFTTargetMs {
 				r.Probability = 0
@@ -38,6 +39,16 @@ func instanceWeights(p *Policy, snap *Snapshot, d *Decision, only int) {
 				continue
 			}
 			minCost = st.minMeetCost
+			kept, minKept = st.keptMeet, st.minKeptMeet
+		}
+		if kept > 0 { // the short lane refuses some instance (lanes.go)
+			if laneRefuses(p, r) {
+				r.Probability = 0
+				r.Reason = ReasonShortLane
+				d.Excluded[ReasonShortLane]++
+				continue
+			}
+			minCost = minKept
 		}
 		diff := r.CostMs - minCost
 		w := 1.0

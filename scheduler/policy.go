@@ -203,6 +203,16 @@ type Policy struct {
 	// (when it pays; the default) or PDAlways (every pick, for decode
 	// engines that never prefill).
 	PDMode PDMode
+	// ShortLanes is how many instances of each deployment form its short
+	// lane: they take no request whose prefill on them exceeds
+	// ShortLaneMaxPrefillMs while another instance of the deployment can
+	// take it (ReasonShortLane), so a short prompt always finds instances
+	// that no long one occupies (lanes.go). 0, the default, is off. Range
+	// [0, 8]; a deployment keeps at least one instance out of its lane.
+	ShortLanes uint32
+	// ShortLaneMaxPrefillMs is the longest prefill, in ms, the short lane
+	// takes. Default 400 ms. Range [1, 1000000] ms.
+	ShortLaneMaxPrefillMs float64
 	// QueueTTL is the longest a pick waits under SaturationQueue (the
 	// call's own deadline, when earlier, wins). Default 30s. Range
 	// [10ms, 10m].
@@ -244,6 +254,7 @@ func DefaultPolicy() Policy {
 		PDInterferenceWeight:          DefaultPDInterferenceWeight,
 		PDDecodeRunningMs:             DefaultPDDecodeRunningMs,
 		PDMode:                        PDConditional,
+		ShortLaneMaxPrefillMs:         DefaultShortLaneMaxPrefillMs,
 		QueueTTL:                      30 * time.Second,
 		QueueMaxWaiting:               1000,
 		QueueMaxPerBand:               1000,
@@ -293,6 +304,8 @@ func (p *Policy) valid() bool {
 		in(p.PDInterferenceWeight, 0, MaxPDInterferenceWeight) &&
 		in(p.PDDecodeRunningMs, 0, MaxPDDecodeRunningMs) &&
 		p.PDMode < numPDModes &&
+		p.ShortLanes <= MaxShortLanes &&
+		in(p.ShortLaneMaxPrefillMs, MinShortLaneMaxPrefillMs, MaxShortLaneMaxPrefillMs) &&
 		p.QueueTTL >= MinQueueTTL && p.QueueTTL <= MaxQueueTTL &&
 		p.QueueMaxWaiting >= 1 && p.QueueMaxWaiting <= MaxQueueWaiting &&
 		p.QueueMaxPerBand >= 1 && p.QueueMaxPerBand <= MaxQueueWaiting

@@ -27,6 +27,9 @@ const (
 	MaxPDMinUncachedTokens            = 10000000
 	MaxPDInterferenceWeight           = 100
 	MaxPDDecodeRunningMs              = 1000
+	MaxShortLanes                     = 8
+	MinShortLaneMaxPrefillMs          = 1
+	MaxShortLaneMaxPrefillMs          = 1e6
 	MinQueueTTL                       = 10 * time.Millisecond
 	MaxQueueTTL                       = 10 * time.Minute
 	MaxQueueWaiting                   = 100000 // queue_max_waiting and queue_max_per_band

@@ -17,7 +17,7 @@ func TestDefaultPolicy(t *testing.T) {
 		BlockSizeTokens: 16, DefaultPrefillTokensPerSecond: 10000, DoublingContextTokens: 17000, MaxKVUsage: 0.95,
 		StaleAfter: 2 * time.Second, ForgetAfter: 30 * time.Second, DefaultKVCapacityBlocks: 16384,
 		PDMinUncachedTokens: 512, PDTransferMsPerToken: 0.005, PDFallback: scheduler.PDFallbackLocal, PDInterferenceWeight: 0.1, PDDecodeRunningMs: 5,
-		QueueTTL: 30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000,
+		ShortLaneMaxPrefillMs: 400, QueueTTL: 30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000,
 	}
 	if p != want {
 		t.Fatalf("DefaultPolicy() = %+v, want %+v", p, want)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ func randomPool(rng *rand.Rand, n, nd, blocks int) *scheduler.Snapshot {
 		if rng.IntN(10) == 0 {
 			in.Draining = true
 		}
+		in.LaneKey = scheduler.LaneKey(strconv.Itoa(i)) // no draw: the pools stay as they were
 		snap.Instances[i] = in
 	}
 	return snap

@@ -30,6 +30,7 @@ const (
 	ReasonThreshold                        // instance, threshold strategy: cost outside the band
 	ReasonNotMinimum                       // instance, argmin strategy: cost above the minimum
 	ReasonSLOMiss                          // instance: predicted to miss the request's TTFT target while another of its deployment meets it
+	ReasonShortLane                        // instance: in its deployment's short lane, and the request's prefill there is over Policy.ShortLaneMaxPrefillMs
 	ReasonZeroWeight                       // deployment: weight 0
 	ReasonUnweighted                       // deployment: missing from the configured weights
 	ReasonNoEligibleInstance               // deployment: no eligible instance
@@ -49,6 +50,7 @@ var reasonNames = [NumReasons]string{
 	ReasonThreshold:          "outside_threshold",
 	ReasonNotMinimum:         "not_minimum",
 	ReasonSLOMiss:            "slo_miss",
+	ReasonShortLane:          "short_lane",
 	ReasonZeroWeight:         "zero_weight",
 	ReasonUnweighted:         "not_in_weights",
 	ReasonNoEligibleInstance: "no_eligible_instance",
@@ -85,5 +87,5 @@ func (r Reason) IsEligibility() bool {
 // IsInstance reports whether r can be an instance's reason (eligibility or
 // strategy); the others, but ReasonNone, are deployment reasons.
 func (r Reason) IsInstance() bool {
-	return r >= ReasonPrefillRole && r <= ReasonSLOMiss
+	return r >= ReasonPrefillRole && r <= ReasonShortLane
 }

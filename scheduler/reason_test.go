@@ -25,10 +25,11 @@ func TestReasonString(t *testing.T) {
 		{scheduler.ReasonThreshold, "outside_threshold", true, false},
 		{scheduler.ReasonNotMinimum, "not_minimum", true, false},
 		{scheduler.ReasonSLOMiss, "slo_miss", true, false},
+		{scheduler.ReasonShortLane, "short_lane", true, false},
 		{scheduler.ReasonZeroWeight, "zero_weight", false, false},
 		{scheduler.ReasonUnweighted, "not_in_weights", false, false},
 		{scheduler.ReasonNoEligibleInstance, "no_eligible_instance", false, false},
-		{scheduler.NumReasons, "Reason(15)", false, false},
+		{scheduler.NumReasons, "Reason(16)", false, false},
 		{200, "Reason(200)", false, false},
 	}
 	if len(tests) != int(scheduler.NumReasons)+2 {

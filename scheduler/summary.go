@@ -214,6 +214,10 @@ func DecideInstance(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision
 	st := &d.deps[dep]
 	st.slo, st.meets = 0, 0
 	nd, eligible := len(snap.Deployments), 0
+	lanes := p.ShortLanes > 0
+	if lanes {
+		markLanes(p, snap, d, dep)
+	}
 	for i := range snap.Instances {
 		in, r := &snap.Instances[i], &d.Instances[i]
 		if in.Deployment != dep || !validInstance(in, nd) {
@@ -225,6 +229,7 @@ func DecideInstance(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision
 				ErrInvalidSnapshot, in.ID, i, in.Deployment, dep)
 		}
 		m.cost(in, r)
+		r.ShortLane = lanes && st.inLane(in)
 		if !(r.CostMs <= math.MaxFloat64) {
 			err := costOverflow(i, in, r)
 			clear(d.Instances[i:])
@@ -239,6 +244,9 @@ func DecideInstance(p *Policy, req Request, snap *Snapshot, rng RNG, d *Decision
 		eligible++
 		if req.TTFTTargetMs > 0 {
 			st.noteSLO(r, req.TTFTTargetMs)
+		}
+		if lanes {
+			st.noteLane(p, r, req.TTFTTargetMs)
 		}
 	}
 	if eligible != d.Deployments[dep].Eligible {

@@ -128,6 +128,10 @@ type Instance struct {
 	// instance is never the pick's instance (ReasonPrefillRole); the
 	// prefill stage may choose it (Decision.PD).
 	Role Role
+	// LaneKey places the instance in its deployment's short lane: the
+	// Policy.ShortLanes lane candidates with the smallest keys form it.
+	// Set it to LaneKey(ID), so every replica forms the same lane.
+	LaneKey uint64
 	// RunningRequests is the number of requests the instance last reported
 	// running (decoding or prefilling). The prefill stage charges a local
 	// prefill's stall of these decodes (Policy.PDInterferenceWeight).

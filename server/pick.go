@@ -215,6 +215,7 @@ func instanceDecision(dst *pb.InstanceDecision, pk *state.Pick, i int) {
 	dst.ExcludedReason, dst.UncachedTokens = r.Reason.String(), r.UncachedTokens
 	dst.PredictedTtftMs = r.PrefillMs + r.QueueMs + r.BatchWaitMs
 	dst.PrefillWeight = pk.Decision.PrefillWeight
+	dst.ShortLane = r.ShortLane
 	dst.PrefillTokensPerSecond = in.PrefillTokensPerSecond
 	if dst.PrefillTokensPerSecond == 0 {
 		dst.PrefillTokensPerSecond = pk.Config.Policy.DefaultPrefillTokensPerSecond

@@ -83,13 +83,21 @@ func renderPick(w io.Writer, r *pb.PickResponse, explain bool) {
 		if in.GetInstanceId() == r.GetInstanceId() && dep == r.GetDeployment() {
 			mark = "* "
 		}
+		note := in.GetExcludedReason()
+		if note == "" && in.GetShortLane() {
+			note = "lane"
+		}
 		it.add(mark+in.GetInstanceId(), fmtBlocks(in.GetMatchedBlocks()), fmtMs(in.GetPrefillMs()),
 			fmtMs(in.GetQueueMs()), fmtMs(in.GetCostMs()), fmtPct(in.GetProbability()), fmtPct(in.GetJointProbability()),
-			in.GetExcludedReason())
+			note)
 	}
 	it.write(w)
 	line("* chosen; COST = %s x PREFILL + QUEUE + batch wait (%s); predicted TTFT = PREFILL + QUEUE + batch wait; "+
 		"P = P(d) x P(i|d)", fmtWeightFactor(weight), fmtMs(p.GetBatchWaitMs()))
+	if p.GetShortLanes() > 0 {
+		line("short lane (lane, short_lane): %d instance(s) per deployment that take prefills up to %s", p.GetShortLanes(),
+			fmtMs(p.GetShortLaneMaxPrefillMs()))
+	}
 	if t := d.GetTtftSloMs(); t > 0 {
 		met := "missed"
 		if d.GetSloMet() {

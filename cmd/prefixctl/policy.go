@@ -20,7 +20,7 @@ import (
 // policyKey describes one Policy field for the table and the parser.
 type policyKey struct {
 	name    string // the proto field name
-	unit    string // "", "ms", "%", "tok", "tok/s", "blk", "picks", "dur"
+	unit    string // "", "ms", "%", "tok", "tok/s", "blk", "picks", "inst", "dur"
 	zeroOff bool   // 0 turns it off (shown as "off")
 	meaning string
 }
@@ -28,7 +28,7 @@ type policyKey struct {
 // policyKeys lists every Policy field in proto order, from
 // scheduler.PolicyFields (a test checks it against the descriptor).
 var policyKeys = func() []policyKey {
-	units := map[string]string{"ms": "ms", "tokens": "tok", "tokens/s": "tok/s", "blocks": "blk", "picks": "picks"}
+	units := map[string]string{"ms": "ms", "tokens": "tok", "tokens/s": "tok/s", "blocks": "blk", "picks": "picks", "instances": "inst"}
 	var keys []policyKey
 	for _, f := range scheduler.PolicyFields() {
 		k := policyKey{name: f.Key, unit: units[f.Unit], zeroOff: f.ZeroOff, meaning: f.Meaning}
@@ -194,12 +194,15 @@ func policyValue(p *pb.Policy, key *policyKey) string {
 		return fmtNum(v.Float()) + " ms"
 	case "tok/s":
 		return fmtNum(v.Float()) + " tok/s"
-	case "tok", "blk", "picks":
+	case "tok", "blk", "picks", "inst":
 		if fd.Kind() == protoreflect.DoubleKind { // doubling_context_tokens
 			if v.Float() == 0 && key.zeroOff {
 				return "off"
 			}
 			return fmtNum(v.Float()) + " " + key.unit
+		}
+		if v.Uint() == 0 && key.zeroOff { // short_lanes
+			return "off"
 		}
 		return strconv.FormatUint(v.Uint(), 10) + " " + key.unit
 	case "dur":

@@ -60,7 +60,8 @@ func defaultPolicy() *pb.Policy {
 		PdInterferenceWeight: f64(0.1),
 		PdDecodeRunningMs:    f64(5),
 		PdMode:               pb.PdMode_PD_MODE_CONDITIONAL,
-		QueueTtl:             durationpb.New(30e9), QueueMaxWaiting: u32(1000), QueueMaxPerBand: u32(1000)}
+		ShortLanes:           u32(0), ShortLaneMaxPrefillMs: f64(400),
+		QueueTtl: durationpb.New(30e9), QueueMaxWaiting: u32(1000), QueueMaxPerBand: u32(1000)}
 }
 
 // seedPick is the seed's cutover example: weights 1:9, A holding the whole
@@ -210,6 +211,15 @@ func TestRenderGolden(t *testing.T) {
 		{"pick_explain_slo", func(b *bytes.Buffer) {
 			r := seedPick()
 			r.Decision.TtftSloMs, r.Decision.SloMet = 250, true
+			renderPick(b, r, true)
+		}},
+		{"pick_explain_lane", func(b *bytes.Buffer) {
+			r := seedPick()
+			r.Decision.Policy.ShortLanes = u32(1)
+			r.Decision.Instances[0].ShortLane = true // takes part: its prefill is short
+			in := r.Decision.Instances[1]
+			in.ShortLane, in.ExcludedReason, in.Probability, in.JointProbability = true, "short_lane", 0, 0
+			r.Decision.Instances[2].Probability, r.Decision.Instances[2].JointProbability = 1, 9.0/1033
 			renderPick(b, r, true)
 		}},
 		{"ramp_running", func(b *bytes.Buffer) { renderRamp(b, "m", longRamp(pb.RampState_RAMP_STATE_RUNNING, 5)) }},

@@ -80,7 +80,8 @@ func everyPolicyField() scheduler.Policy {
 		PDInterferenceWeight: 0.3,
 		PDDecodeRunningMs:    7,
 		PDMode:               scheduler.PDAlways,
-		QueueTTL:             5 * time.Second, QueueMaxWaiting: 77, QueueMaxPerBand: 55}
+		ShortLanes:           2, ShortLaneMaxPrefillMs: 250,
+		QueueTTL: 5 * time.Second, QueueMaxWaiting: 77, QueueMaxPerBand: 55}
 }
 
 // TestPolicyRoundTrip: every field is rendered, and merging the message
@@ -105,7 +106,8 @@ func TestPolicyRoundTrip(t *testing.T) {
 		PdInterferenceWeight: proto.Float64(0.3),
 		PdDecodeRunningMs:    proto.Float64(7),
 		PdMode:               pb.PdMode_PD_MODE_ALWAYS,
-		QueueTtl:             durationpb.New(5 * time.Second), QueueMaxWaiting: proto.Uint32(77), QueueMaxPerBand: proto.Uint32(55)}
+		ShortLanes:           proto.Uint32(2), ShortLaneMaxPrefillMs: proto.Float64(250),
+		QueueTtl: durationpb.New(5 * time.Second), QueueMaxWaiting: proto.Uint32(77), QueueMaxPerBand: proto.Uint32(55)}
 	if !proto.Equal(m, want) {
 		t.Fatalf("PolicyProto = %v\nwant %v", m, want)
 	}

@@ -33,14 +33,15 @@ func TestPolicySpec(t *testing.T) {
   batch_wait_ms: 2, block_size_tokens: 64, default_prefill_tokens_per_second: 1234, max_kv_usage: 0.9, max_queue_ms: 500,
   deployment_delta_ms: 40, stale_after: 3s, forget_after: 1m, default_kv_capacity_blocks: 99, on_saturation: shed,
   doubling_context_tokens: 33000, pd_min_uncached_tokens: 16, pd_transfer_ms_per_token: 0.01, pd_fallback: fail,
-  pd_interference_weight: 0.3}
+  pd_interference_weight: 0.3, short_lanes: 1, short_lane_max_prefill_ms: 300}
 variants: [{name: v}]`, func(p *scheduler.Policy) {
 			*p = scheduler.Policy{Strategy: scheduler.Threshold, LambdaH: 3, DeltaMs: 7, ThresholdRatio: 0.2, ThresholdMinMs: 11,
 				BatchWaitMs: 2, BlockSizeTokens: 64, DefaultPrefillTokensPerSecond: 1234, MaxKVUsage: 0.9, MaxQueueMs: 500,
 				DeploymentDeltaMs: 40, StaleAfter: 3 * time.Second, ForgetAfter: time.Minute, DefaultKVCapacityBlocks: 99,
 				OnSaturation: scheduler.SaturationShed, DoublingContextTokens: 33000,
 				PDMinUncachedTokens: 16, PDTransferMsPerToken: 0.01, PDFallback: scheduler.PDFallbackFail,
-				PDInterferenceWeight: 0.3, PDDecodeRunningMs: 5, QueueTTL: 30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000} // absent: the defaults
+				PDInterferenceWeight: 0.3, PDDecodeRunningMs: 5, ShortLanes: 1, ShortLaneMaxPrefillMs: 300,
+				QueueTTL: 30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000} // absent: the defaults
 		}},
 		{"variant over scenario", "policy: {delta_ms: 7, lambda_h: 3}\nvariants: [{name: v, policy: {delta_ms: 9}}]",
 			func(p *scheduler.Policy) { p.DeltaMs, p.LambdaH = 9, 3 }},
@@ -103,8 +104,9 @@ func TestPolicyProtoSpeed(t *testing.T) {
 		OnSloMiss: pb.SloOnMiss_SLO_ON_MISS_BEST_EFFORT, Calibration: pb.SloCalibration_SLO_CALIBRATION_APPLY,
 		PdMinUncachedTokens: proto.Uint32(512), PdTransferMsPerToken: proto.Float64(0.0025), PdFallback: pb.PdFallback_PD_FALLBACK_LOCAL,
 		QueueTtl: durationpb.New(30 * time.Second), QueueMaxWaiting: proto.Uint32(1000), QueueMaxPerBand: proto.Uint32(1000),
-		PdDecodeRunningMs:    proto.Float64(2.5), // ms per running request: scaled
-		PdMode:               pb.PdMode_PD_MODE_CONDITIONAL,
+		PdDecodeRunningMs: proto.Float64(2.5), // ms per running request: scaled
+		PdMode:            pb.PdMode_PD_MODE_CONDITIONAL,
+		ShortLanes:        proto.Uint32(0), ShortLaneMaxPrefillMs: proto.Float64(200), // a prefill's ms: scaled
 		PdInterferenceWeight: proto.Float64(0.1)} // ms per ms: not scaled
 	if !proto.Equal(got, want) {
 		t.Fatalf("policyProto = %v\nwant %v", got, want)

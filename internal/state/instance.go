@@ -41,7 +41,8 @@ type instance struct {
 	slot           uint32
 	ord            int // index into Pool.order and the snapshot template
 	id             Identity
-	dep            int // index into Pool.deps
+	laneKey        uint64 // scheduler.LaneKey(id.Instance)
+	dep            int    // index into Pool.deps
 	last           Report
 	reported       bool // at least one report applied
 	lastReport     time.Time
@@ -121,7 +122,7 @@ func (p *Pool) ConnectIf(now time.Time, id Identity, covers Covers) (*Session, e
 		}
 		// lastReport stays zero until the first report: a new instance is
 		// stale, never picked on load figures it has not sent yet.
-		in = &instance{slot: p.freeSlot(), id: id}
+		in = &instance{slot: p.freeSlot(), id: id, laneKey: scheduler.LaneKey(id.Instance)}
 		in.cache = newBlockLRU(0)
 		p.slots[in.slot] = in
 		p.byID[id.Instance] = in

@@ -172,7 +172,7 @@ func checkTemplate(p *Pool) error {
 			QueuedPrefillTokens: l.QueuedPrefillTokens, AssignedTokens: in.assigned, KVUsage: l.KVCacheUsage,
 			AssignedKVUsage: scheduler.AssignedKVUsage(in.assignedKV, l.KVCapacityBlocks),
 			Disconnected:    !in.connected, Draining: l.Draining, Unreachable: in.unreachable, Role: l.Role,
-			RunningRequests: l.RunningRequests}
+			RunningRequests: l.RunningRequests, LaneKey: scheduler.LaneKey(in.id.Instance)}
 		if p.tmpl[i] != want {
 			return fmt.Errorf("template: instance %s is %+v, want %+v", in.id.Instance, p.tmpl[i], want)
 		}

@@ -122,6 +122,7 @@ func (p *Pool) syncInstance(in *instance) {
 	si := &p.tmpl[in.ord]
 	*si = scheduler.Instance{}
 	si.ID = in.id.Instance
+	si.LaneKey = in.laneKey
 	si.Deployment = in.dep
 	si.Disconnected = !in.connected
 	p.addrs[in.ord] = in.id.Address

@@ -147,7 +147,8 @@ func TestPolicyJSONDefaults(t *testing.T) {
 				DoublingContextTokens: scheduler.DefaultDoublingContextTokens, // absent from that file: the default
 				PDMinUncachedTokens:   scheduler.DefaultPDMinUncachedTokens, PDTransferMsPerToken: scheduler.DefaultPDTransferMsPerToken,
 				PDInterferenceWeight: scheduler.DefaultPDInterferenceWeight, PDDecodeRunningMs: scheduler.DefaultPDDecodeRunningMs,
-				QueueTTL: 30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000}
+				ShortLaneMaxPrefillMs: scheduler.DefaultShortLaneMaxPrefillMs,
+				QueueTTL:              30 * time.Second, QueueMaxWaiting: 1000, QueueMaxPerBand: 1000}
 		}},
 		{`{"doubling_context_tokens": 0}`, func(p *scheduler.Policy) { p.DoublingContextTokens = 0 }}, // off, not "absent"
 		{`{"doubling_context_tokens": 33000}`, func(p *scheduler.Policy) { p.DoublingContextTokens = 33000 }},
@@ -191,6 +192,8 @@ func TestPolicyJSONCoversEveryField(t *testing.T) {
 			f.Set(reflect.ValueOf(scheduler.PDFallbackFail))
 		case f.Type() == reflect.TypeFor[scheduler.PDMode]():
 			f.Set(reflect.ValueOf(scheduler.PDAlways))
+		case name == "ShortLanes":
+			f.SetUint(3) // in [0, 8]
 		case f.Type() == reflect.TypeFor[time.Duration]():
 			f.SetInt(int64(time.Duration(i+1)*time.Second + 7*time.Millisecond))
 		case f.CanFloat() && f.Float() != 0:

@@ -1378,7 +1378,9 @@ type InstanceDecision struct {
 	// disconnected, stale, unreachable (a gateway reported a failed connect,
 	// PickService.ReportOutcome), draining, excluded_by_request, kv_full, queue_full,
 	// outside_threshold, not_minimum, slo_miss (predicted to miss the
-	// request's ttft_slo_ms while another instance of its deployment meets it).
+	// request's ttft_slo_ms while another instance of its deployment meets it),
+	// short_lane (in its deployment's short lane, with prefill_ms over
+	// policy.short_lane_max_prefill_ms, while another instance can take it).
 	ExcludedReason string `protobuf:"bytes,11,opt,name=excluded_reason,json=excludedReason,proto3" json:"excluded_reason,omitempty"`
 	UncachedTokens uint32 `protobuf:"varint,12,opt,name=uncached_tokens,json=uncachedTokens,proto3" json:"uncached_tokens,omitempty"`
 	// predicted_ttft_ms is the request's predicted time to first token on
@@ -1392,8 +1394,11 @@ type InstanceDecision struct {
 	// router-added part of queue_ms were computed at: the instance's
 	// reported one, or the policy's default_prefill_tokens_per_second.
 	PrefillTokensPerSecond float64 `protobuf:"fixed64,15,opt,name=prefill_tokens_per_second,json=prefillTokensPerSecond,proto3" json:"prefill_tokens_per_second,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// short_lane is true when the instance is in its deployment's short lane
+	// (policy.short_lanes).
+	ShortLane     bool `protobuf:"varint,16,opt,name=short_lane,json=shortLane,proto3" json:"short_lane,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InstanceDecision) Reset() {
@@ -1531,6 +1536,13 @@ func (x *InstanceDecision) GetPrefillTokensPerSecond() float64 {
 	return 0
 }
 
+func (x *InstanceDecision) GetShortLane() bool {
+	if x != nil {
+		return x.ShortLane
+	}
+	return false
+}
+
 var File_prefixroute_v1_pick_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_pick_proto_rawDesc = "" +
@@ -1653,7 +1665,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\x17doubling_context_tokens\x18\x15 \x01(\x01R\x15doublingContextTokens\x12/\n" +
 	"\x13calibration_version\x18\x16 \x01(\x04R\x12calibrationVersion\x12%\n" +
 	"\x0efull_instances\x18( \x01(\rR\rfullInstances\x12\x12\n" +
-	"\x04held\x18) \x01(\bR\x04held\"\xba\x04\n" +
+	"\x04held\x18) \x01(\bR\x04held\"\xd9\x04\n" +
 	"\x10InstanceDecision\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1e\n" +
@@ -1674,7 +1686,9 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\x0funcached_tokens\x18\f \x01(\rR\x0euncachedTokens\x12*\n" +
 	"\x11predicted_ttft_ms\x18\r \x01(\x01R\x0fpredictedTtftMs\x12%\n" +
 	"\x0eprefill_weight\x18\x0e \x01(\x01R\rprefillWeight\x129\n" +
-	"\x19prefill_tokens_per_second\x18\x0f \x01(\x01R\x16prefillTokensPerSecond*\xca\x01\n" +
+	"\x19prefill_tokens_per_second\x18\x0f \x01(\x01R\x16prefillTokensPerSecond\x12\x1d\n" +
+	"\n" +
+	"short_lane\x18\x10 \x01(\bR\tshortLane*\xca\x01\n" +
 	"\rOutcomeStatus\x12\x1e\n" +
 	"\x1aOUTCOME_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15OUTCOME_STATUS_SERVED\x10\x01\x12!\n" +

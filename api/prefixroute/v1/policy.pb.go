@@ -464,6 +464,19 @@ type Policy struct {
 	PdDecodeRunningMs *float64 `protobuf:"fixed64,34,opt,name=pd_decode_running_ms,json=pdDecodeRunningMs,proto3,oneof" json:"pd_decode_running_ms,omitempty"`
 	// pd_mode: see PdMode. Default conditional.
 	PdMode PdMode `protobuf:"varint,35,opt,name=pd_mode,json=pdMode,proto3,enum=prefixroute.v1.PdMode" json:"pd_mode,omitempty"`
+	// short_lanes is how many instances of each deployment form its short
+	// lane: the candidates (not prefill, disconnected, draining or
+	// unreachable) with the smallest lane key, a hash of the instance id,
+	// so every replica forms the same lane. A lane instance refuses
+	// (excluded_reason short_lane) a request whose prefill_ms on it exceeds
+	// short_lane_max_prefill_ms while another eligible instance of its
+	// deployment can take it, so short prompts never queue behind long
+	// ones there. A deployment keeps at least one instance out of its lane.
+	// Default 0 (off), range [0, 8] instances.
+	ShortLanes *uint32 `protobuf:"varint,36,opt,name=short_lanes,json=shortLanes,proto3,oneof" json:"short_lanes,omitempty"`
+	// short_lane_max_prefill_ms is the longest prefill the short lane takes.
+	// Default 400, range [1, 1000000] ms.
+	ShortLaneMaxPrefillMs *float64 `protobuf:"fixed64,37,opt,name=short_lane_max_prefill_ms,json=shortLaneMaxPrefillMs,proto3,oneof" json:"short_lane_max_prefill_ms,omitempty"`
 	// queue_ttl is the longest a pick waits under on_saturation: queue (the
 	// call's own deadline, when earlier, wins). Default 30s, range
 	// [10ms, 10m].
@@ -678,6 +691,20 @@ func (x *Policy) GetPdMode() PdMode {
 	return PdMode_PD_MODE_UNSPECIFIED
 }
 
+func (x *Policy) GetShortLanes() uint32 {
+	if x != nil && x.ShortLanes != nil {
+		return *x.ShortLanes
+	}
+	return 0
+}
+
+func (x *Policy) GetShortLaneMaxPrefillMs() float64 {
+	if x != nil && x.ShortLaneMaxPrefillMs != nil {
+		return *x.ShortLaneMaxPrefillMs
+	}
+	return 0
+}
+
 func (x *Policy) GetQueueTtl() *durationpb.Duration {
 	if x != nil {
 		return x.QueueTtl
@@ -703,7 +730,7 @@ var File_prefixroute_v1_policy_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xd0\x0e\n" +
+	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xe3\x0f\n" +
 	"\x06Policy\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12\x1e\n" +
 	"\blambda_h\x18\x02 \x01(\x01H\x00R\alambdaH\x88\x01\x01\x12\x1e\n" +
@@ -734,10 +761,13 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"pdFallback\x129\n" +
 	"\x16pd_interference_weight\x18! \x01(\x01H\x0eR\x14pdInterferenceWeight\x88\x01\x01\x124\n" +
 	"\x14pd_decode_running_ms\x18\" \x01(\x01H\x0fR\x11pdDecodeRunningMs\x88\x01\x01\x12/\n" +
-	"\apd_mode\x18# \x01(\x0e2\x16.prefixroute.v1.PdModeR\x06pdMode\x126\n" +
+	"\apd_mode\x18# \x01(\x0e2\x16.prefixroute.v1.PdModeR\x06pdMode\x12$\n" +
+	"\vshort_lanes\x18$ \x01(\rH\x10R\n" +
+	"shortLanes\x88\x01\x01\x12=\n" +
+	"\x19short_lane_max_prefill_ms\x18% \x01(\x01H\x11R\x15shortLaneMaxPrefillMs\x88\x01\x01\x126\n" +
 	"\tqueue_ttl\x18( \x01(\v2\x19.google.protobuf.DurationR\bqueueTtl\x12/\n" +
-	"\x11queue_max_waiting\x18) \x01(\rH\x10R\x0fqueueMaxWaiting\x88\x01\x01\x120\n" +
-	"\x12queue_max_per_band\x18* \x01(\rH\x11R\x0fqueueMaxPerBand\x88\x01\x01B\v\n" +
+	"\x11queue_max_waiting\x18) \x01(\rH\x12R\x0fqueueMaxWaiting\x88\x01\x01\x120\n" +
+	"\x12queue_max_per_band\x18* \x01(\rH\x13R\x0fqueueMaxPerBand\x88\x01\x01B\v\n" +
 	"\t_lambda_hB\v\n" +
 	"\t_delta_msB\x12\n" +
 	"\x10_threshold_ratioB\x13\n" +
@@ -753,7 +783,9 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\x17_pd_min_uncached_tokensB\x1b\n" +
 	"\x19_pd_transfer_ms_per_tokenB\x19\n" +
 	"\x17_pd_interference_weightB\x17\n" +
-	"\x15_pd_decode_running_msB\x14\n" +
+	"\x15_pd_decode_running_msB\x0e\n" +
+	"\f_short_lanesB\x1c\n" +
+	"\x1a_short_lane_max_prefill_msB\x14\n" +
 	"\x12_queue_max_waitingB\x15\n" +
 	"\x13_queue_max_per_band*g\n" +
 	"\bStrategy\x12\x18\n" +
