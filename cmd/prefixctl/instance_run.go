@@ -72,10 +72,13 @@ func (c *cli) instanceRun(fs *pflag.FlagSet) runner {
 			defer cancel()
 		}
 		<-ctx.Done()
-		st := r.Stats()
+		// Close first: it waits for the stream's end, before which the
+		// sidecar acks every report it applied, so an ack still in flight
+		// now is counted.
 		if err := r.Close(); err != nil {
 			return err
 		}
+		st := r.Stats()
 		fmt.Fprintf(c.stdout, "instance %s stopped: reports %d, acks %d, streams %d\n", pos[2], st.Reports, st.Acks, st.Streams)
 		if st.Acks == 0 {
 			if st.LastError != nil {

@@ -115,6 +115,17 @@ func endToEnd(t *testing.T, dialect, metrics string, kind enginemetrics.Engine, 
 		e.send(map[string]any{"op": "clear"})
 		return "agent not precise yet"
 	})
+	// The agent is precise (Exact) from the moment it starts swapping its
+	// approximate stream for a precise one; the router lists the instance
+	// disconnected until the new stream's first report, and a Pick then
+	// finds no instance. The approximate stream never reports cache
+	// events, so this is the precise stream, connected.
+	testwait.EventuallyOK(t, func() string {
+		if in := instance(picker, admin, "gpu-0"); !in.GetReportsCacheEvents() || in.GetState() != pb.InstanceState_INSTANCE_STATE_OK {
+			return fmt.Sprintf("the router does not list gpu-0 connected with cache events: %v", in)
+		}
+		return ""
+	})
 	e.send(map[string]any{"op": "store", "hashes": []int{1, 2, 3}, "parent": nil, "tokens": p[:3*blockSize]})
 	e.send(map[string]any{"op": "store", "hashes": []int{4}, "parent": 3, "tokens": p[3*blockSize:]})
 	want("stored", tokens32(p), 4)
