@@ -69,10 +69,14 @@ func TestLivezAndSilentKVEvents(t *testing.T) {
 		t.Errorf("/healthz with the router unreachable: %d %s", code, body)
 	}
 	testwait.Eventually(t, "the silence warning", func() bool { return testutil.ToFloat64(a.m.kvSilent) == 1 })
-	if want := `level=WARN msg="prefixagent: no KV event message received;`; !strings.Contains(logs.String(), want) ||
-		!strings.Contains(logs.String(), "endpoint="+endpoint) {
-		t.Errorf("log lacks %q with endpoint=%s:\n%s", want, endpoint, logs.String())
-	}
+	// The gauge is set a moment before the line is logged: wait for it.
+	want := `level=WARN msg="prefixagent: no KV event message received;`
+	testwait.EventuallyOK(t, func() string {
+		if l := logs.String(); !strings.Contains(l, want) || !strings.Contains(l, "endpoint="+endpoint) {
+			return fmt.Sprintf("log lacks %q with endpoint=%s:\n%s", want, endpoint, l)
+		}
+		return ""
+	})
 	code, body := get(h, "/status")
 	var st struct{ Agents []Status }
 	if err := json.Unmarshal([]byte(body), &st); code != http.StatusOK || err != nil || len(st.Agents) != 1 {
