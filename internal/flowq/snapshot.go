@@ -28,8 +28,9 @@ type FlowLen struct {
 // plain value.
 type PoolQueue struct {
 	Pool string
-	// At is when the snapshot was taken (the Rooms' clock): At minus an
-	// Oldest is how long that ticket has waited.
+	// At is when the snapshot was taken (the Rooms' clock), read after
+	// the bands and flows, so At minus an Oldest, how long that ticket has
+	// waited, is never negative.
 	At    time.Time
 	Bands []BandLen // non-empty bands, highest priority first
 	// Flows (Detail only) are the waiting flows, by band (highest first),
@@ -114,13 +115,15 @@ func (q *Queue) Flows(dst []FlowLen, perBand int) []FlowLen {
 func (r *Rooms) Snapshot(dst []PoolQueue) []PoolQueue {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	at := r.now()
 	for name, q := range r.pools {
-		dst = append(dst, PoolQueue{Pool: name, At: at, Bands: q.Bands(nil), Stats: r.dropped[name].add(q.Stats())})
+		bands := q.Bands(nil)
+		// At after the read: no ticket read entered after it, so no wait
+		// is negative.
+		dst = append(dst, PoolQueue{Pool: name, At: r.now(), Bands: bands, Stats: r.dropped[name].add(q.Stats())})
 	}
 	for name, st := range r.dropped {
 		if r.pools[name] == nil {
-			dst = append(dst, PoolQueue{Pool: name, At: at, Stats: st})
+			dst = append(dst, PoolQueue{Pool: name, At: r.now(), Stats: st})
 		}
 	}
 	return dst
@@ -132,7 +135,7 @@ func (r *Rooms) Snapshot(dst []PoolQueue) []PoolQueue {
 func (r *Rooms) Detail(pool string, perBand int) (PoolQueue, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	pq := PoolQueue{Pool: pool, At: r.now()}
+	pq := PoolQueue{Pool: pool}
 	st, seen := r.dropped[pool]
 	pq.Stats = st
 	if q := r.pools[pool]; q != nil {
@@ -140,5 +143,6 @@ func (r *Rooms) Detail(pool string, perBand int) (PoolQueue, bool) {
 		pq.Stats = st.add(q.Stats())
 		seen = true
 	}
+	pq.At = r.now() // after the read: no wait is negative
 	return pq, seen
 }
