@@ -95,6 +95,12 @@ func TestPickQueue(t *testing.T) {
 	cancel()
 	wantCode(t, <-gone, codes.Canceled)
 	testwait.Eventually(t, "the canceled pick leaves", func() bool { return waiting(e, "m") == 1 })
+	// Its leave is counted a moment after it is out of the queue (the
+	// client saw Canceled before either): wait for the count too.
+	testwait.Eventually(t, "the canceled pick counted", func() bool {
+		v, _ := servertest.MetricValue(e.Metrics(), "prefixroute_flow_leaves_total", map[string]string{"pool": "m", "result": "canceled"})
+		return v >= 1
+	})
 
 	// queue_ttl: a pick leaves at it with QUEUE_TIMEOUT.
 	setPolicy(&pb.Policy{QueueTtl: durationpb.New(20 * time.Millisecond)})

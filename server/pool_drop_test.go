@@ -2,9 +2,12 @@ package server_test
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/prefixroute/prefixroute/api/prefixroute/v1"
@@ -83,22 +86,32 @@ func TestReportCreatedPoolsAreDropped(t *testing.T) {
 	if _, err := e.Admin.SetWeights(ctx(t), &pb.SetWeightsRequest{AllowNewPool: true, Pool: "new", Weights: map[string]float64{"d": 1}}); err != nil {
 		t.Fatalf("SetWeights on a new pool after the sweep: %v", err)
 	}
-	fams := e.Metrics()
-	// Every series of p0 went with it but the pick latency histogram's,
+	// Every series of p0 goes with it but the pick latency histogram's,
 	// which OpenTelemetry cannot delete (SECURITY.md: bounded by the SDK's
-	// 2,000 series per instrument).
-	for name, fam := range fams {
-		if name == "prefixroute_pick_duration_seconds" {
-			continue
-		}
-		for _, m := range fam.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "pool" && l.GetValue() == "p0" {
-					t.Errorf("%s series for p0 after it was dropped: %v", name, m.GetLabel())
+	// 2,000 series per instrument). The sweep drops the pool from the
+	// registry (what ListPools shows) a moment before its series: wait.
+	var fams map[string]*dto.MetricFamily
+	testwait.EventuallyOK(t, func() string {
+		fams = e.Metrics()
+		var left []string
+		for name, fam := range fams {
+			if name == "prefixroute_pick_duration_seconds" {
+				continue
+			}
+			for _, m := range fam.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "pool" && l.GetValue() == "p0" {
+						left = append(left, fmt.Sprintf("%s%v", name, m.GetLabel()))
+					}
 				}
 			}
 		}
-	}
+		if len(left) > 0 {
+			slices.Sort(left)
+			return fmt.Sprintf("series for p0 after it was dropped: %s", strings.Join(left, "; "))
+		}
+		return ""
+	})
 	if v, ok := servertest.MetricValue(fams, "prefixroute_weights_version", map[string]string{"pool": "kept"}); !ok || v != 1 {
 		t.Errorf("configured pool: weights version %v (%v), want 1", v, ok)
 	}

@@ -265,6 +265,8 @@ func (a *Agent) setMode(exact bool) {
 		return
 	}
 	a.rep, a.exact = nil, exact
+	// With a.exact, under the lock: whoever sees Exact() sees the gauge.
+	a.m.exact.Set(b2f(exact))
 	a.mu.Unlock()
 	if old != nil {
 		if err := old.Close(); err != nil {
@@ -284,7 +286,6 @@ func (a *Agent) setMode(exact bool) {
 	a.mu.Lock()
 	a.rep = rep
 	a.mu.Unlock()
-	a.m.exact.Set(b2f(exact))
 	a.log.Info("prefixagent: reporting", "cache", map[bool]string{true: "precise (cache events)", false: "approximate (load only)"}[exact])
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,25 +87,24 @@ func TestSnapshotNoPeers(t *testing.T) {
 	a := dial(t, testConfig(ns.URL(), "a"), Handlers{})
 	dial(t, testConfig(ns.URL(), "b"), Handlers{}) // connected, not serving
 
+	// The fast path is told by its error, not by a clock: only the
+	// server's no-responders status says "no replica serves snapshots";
+	// the slow path waits SnapshotTimeout and says no replica answered.
+	const fast = "no replica serves snapshots"
 	start := time.Now()
 	_, _, err := a.RequestSnapshot(context.Background(), "p")
-	if !errors.Is(err, ErrNoPeers) {
-		t.Fatalf("nobody serving: %v, want ErrNoPeers", err)
+	if !errors.Is(err, ErrNoPeers) || !strings.Contains(err.Error(), fast) {
+		t.Fatalf("nobody serving: %v, want ErrNoPeers by the no-responders fast path (%q)", err, fast)
 	}
 	t.Logf("no peer -> ErrNoPeers in %v", time.Since(start))
-	if d := time.Since(start); d > time.Second {
-		t.Fatalf("ErrNoPeers took %v, want the no-responders fast path", d)
-	}
 
 	// Only the requester itself serves: still no peer (no-echo).
 	_ = a.ServeSnapshots(func(string) ([]byte, error) { return []byte("self"), nil })
 	start = time.Now()
-	if _, _, err := a.RequestSnapshot(context.Background(), "p"); !errors.Is(err, ErrNoPeers) {
-		t.Fatalf("only self serving: %v, want ErrNoPeers", err)
+	if _, _, err := a.RequestSnapshot(context.Background(), "p"); !errors.Is(err, ErrNoPeers) || !strings.Contains(err.Error(), fast) {
+		t.Fatalf("only self serving: %v, want ErrNoPeers by the no-responders fast path (%q)", err, fast)
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Fatalf("ErrNoPeers (self only) took %v", d)
-	}
+	t.Logf("self only -> ErrNoPeers in %v", time.Since(start))
 }
 
 func TestSnapshotHandlerError(t *testing.T) {
