@@ -224,6 +224,14 @@ type Policy struct {
 	// QueueMaxPerBand is the most picks waiting in one priority band of
 	// the pool in one router. Default 1000. Range [1, 100000].
 	QueueMaxPerBand uint32
+	// DispatchSpacingMs is the least time, in ms, between a router's
+	// answers to two picks for one instance, so a gateway's requests reach
+	// the instance's queue in the order they were picked (pace.go,
+	// DispatchHold). A pick is held only as long as the queue it was
+	// priced behind. Set it above the gateway's jitter from a pick's
+	// answer to its request reaching the engine (its p99). Default 0:
+	// off. Range [0, 1000] ms.
+	DispatchSpacingMs float64
 }
 
 // DefaultPolicy returns the defaults stated on each Policy field. It is safe
@@ -308,7 +316,8 @@ func (p *Policy) valid() bool {
 		in(p.ShortLaneMaxPrefillMs, MinShortLaneMaxPrefillMs, MaxShortLaneMaxPrefillMs) &&
 		p.QueueTTL >= MinQueueTTL && p.QueueTTL <= MaxQueueTTL &&
 		p.QueueMaxWaiting >= 1 && p.QueueMaxWaiting <= MaxQueueWaiting &&
-		p.QueueMaxPerBand >= 1 && p.QueueMaxPerBand <= MaxQueueWaiting
+		p.QueueMaxPerBand >= 1 && p.QueueMaxPerBand <= MaxQueueWaiting &&
+		in(p.DispatchSpacingMs, 0, MaxDispatchSpacingMs)
 }
 
 // explain returns a *PolicyError listing every invalid field of p, in

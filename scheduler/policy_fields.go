@@ -132,6 +132,8 @@ var policyFields = []PolicyField{
 		Meaning: "queue: most waiting, per pool", Uint32: func(p *Policy) *uint32 { return &p.QueueMaxWaiting }},
 	{Key: "queue_max_per_band", Kind: FieldUint32, Unit: "picks", Min: 1, Max: MaxQueueWaiting,
 		Meaning: "queue: most waiting, per band", Uint32: func(p *Policy) *uint32 { return &p.QueueMaxPerBand }},
+	{Key: "dispatch_spacing_ms", Kind: FieldFloat, Unit: "ms", ZeroOff: true, Max: MaxDispatchSpacingMs,
+		Meaning: "spacing of answers per instance", Float: func(p *Policy) *float64 { return &p.DispatchSpacingMs }},
 }
 
 // PolicyFields returns every Policy field, in the proto's field order (a

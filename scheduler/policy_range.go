@@ -33,6 +33,7 @@ const (
 	MinQueueTTL                       = 10 * time.Millisecond
 	MaxQueueTTL                       = 10 * time.Minute
 	MaxQueueWaiting                   = 100000 // queue_max_waiting and queue_max_per_band
+	MaxDispatchSpacingMs              = 1000
 )
 
 // PolicyError lists every problem Validate found in a policy, one per field

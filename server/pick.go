@@ -101,6 +101,9 @@ func (s *Server) pick(ctx context.Context, req *pb.PickRequest, sc *pickScratch,
 	s.bookPick(pool.Name(), req.GetRequestId(), &sc.pick, req.GetPromptTokens())
 	resp := pickResponseAt(req.GetAudit(), &sc.pick, seed, len(req.GetPrefixHashes()), req.GetPromptTokens())
 	hold.audit(resp)
+	if err := holdAnswer(ctx, pool.Name(), sc.pick.Hold, resp); err != nil {
+		return nil, err
+	}
 	return resp, nil
 }
 

@@ -105,6 +105,10 @@ func renderPick(w io.Writer, r *pb.PickResponse, explain bool) {
 		}
 		line("TTFT target %s: %s by prediction (on_slo_miss %s)", fmtMs(t), met, strings.ToLower(strings.TrimPrefix(p.GetOnSloMiss().String(), "SLO_ON_MISS_")))
 	}
+	if h := d.GetDispatchHoldMs(); h > 0 {
+		line("answer held %s (dispatch_spacing_ms %s), so the request reaches its instance after the one picked for it before",
+			fmtMs(h), fmtMs(p.GetDispatchSpacingMs()))
+	}
 }
 
 // fmtWeightFactor is the footer's prefill weight w (the backlog weight,

@@ -61,7 +61,7 @@ func defaultPolicy() *pb.Policy {
 		PdDecodeRunningMs:    f64(5),
 		PdMode:               pb.PdMode_PD_MODE_CONDITIONAL,
 		ShortLanes:           u32(0), ShortLaneMaxPrefillMs: f64(400),
-		QueueTtl: durationpb.New(30e9), QueueMaxWaiting: u32(1000), QueueMaxPerBand: u32(1000)}
+		QueueTtl: durationpb.New(30e9), QueueMaxWaiting: u32(1000), QueueMaxPerBand: u32(1000), DispatchSpacingMs: f64(0)}
 }
 
 // seedPick is the seed's cutover example: weights 1:9, A holding the whole
@@ -220,6 +220,12 @@ func TestRenderGolden(t *testing.T) {
 			in := r.Decision.Instances[1]
 			in.ShortLane, in.ExcludedReason, in.Probability, in.JointProbability = true, "short_lane", 0, 0
 			r.Decision.Instances[2].Probability, r.Decision.Instances[2].JointProbability = 1, 9.0/1033
+			renderPick(b, r, true)
+		}},
+		{"pick_explain_held", func(b *bytes.Buffer) {
+			r := seedPick()
+			r.Decision.Policy.DispatchSpacingMs = f64(10)
+			r.Decision.DispatchHoldMs = 7.5
 			renderPick(b, r, true)
 		}},
 		{"ramp_running", func(b *bytes.Buffer) { renderRamp(b, "m", longRamp(pb.RampState_RAMP_STATE_RUNNING, 5)) }},

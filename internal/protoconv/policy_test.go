@@ -81,7 +81,7 @@ func everyPolicyField() scheduler.Policy {
 		PDDecodeRunningMs:    7,
 		PDMode:               scheduler.PDAlways,
 		ShortLanes:           2, ShortLaneMaxPrefillMs: 250,
-		QueueTTL: 5 * time.Second, QueueMaxWaiting: 77, QueueMaxPerBand: 55}
+		QueueTTL: 5 * time.Second, QueueMaxWaiting: 77, QueueMaxPerBand: 55, DispatchSpacingMs: 12.5}
 }
 
 // TestPolicyRoundTrip: every field is rendered, and merging the message
@@ -107,7 +107,7 @@ func TestPolicyRoundTrip(t *testing.T) {
 		PdDecodeRunningMs:    proto.Float64(7),
 		PdMode:               pb.PdMode_PD_MODE_ALWAYS,
 		ShortLanes:           proto.Uint32(2), ShortLaneMaxPrefillMs: proto.Float64(250),
-		QueueTtl: durationpb.New(5 * time.Second), QueueMaxWaiting: proto.Uint32(77), QueueMaxPerBand: proto.Uint32(55)}
+		QueueTtl: durationpb.New(5 * time.Second), QueueMaxWaiting: proto.Uint32(77), QueueMaxPerBand: proto.Uint32(55), DispatchSpacingMs: proto.Float64(12.5)}
 	if !proto.Equal(m, want) {
 		t.Fatalf("PolicyProto = %v\nwant %v", m, want)
 	}

@@ -290,9 +290,11 @@ func (e *engine) dispatch(r *Request) error {
 	return nil
 }
 
-// place queues r on instance k, after its route delay if it has one.
+// place queues r on instance k, after its route delay or its router's
+// dispatch hold, whichever is longer (a live run's route delay includes
+// the hold).
 func (e *engine) place(k int, r *Request) {
-	if d := e.opts.RouteDelays[r.ID]; d > 0 {
+	if d := max(e.opts.RouteDelays[r.ID], r.Hold); d > 0 {
 		e.q.push(event{at: e.now + d, kind: evQueued, inst: int32(k), req: r})
 		return
 	}

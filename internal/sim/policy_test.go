@@ -103,7 +103,7 @@ func TestPolicyProtoSpeed(t *testing.T) {
 		OnSaturation: pb.OnSaturation_ON_SATURATION_SHED, DoublingContextTokens: proto.Float64(17000), // tokens: not scaled
 		OnSloMiss: pb.SloOnMiss_SLO_ON_MISS_BEST_EFFORT, Calibration: pb.SloCalibration_SLO_CALIBRATION_APPLY,
 		PdMinUncachedTokens: proto.Uint32(512), PdTransferMsPerToken: proto.Float64(0.0025), PdFallback: pb.PdFallback_PD_FALLBACK_LOCAL,
-		QueueTtl: durationpb.New(30 * time.Second), QueueMaxWaiting: proto.Uint32(1000), QueueMaxPerBand: proto.Uint32(1000),
+		QueueTtl: durationpb.New(30 * time.Second), QueueMaxWaiting: proto.Uint32(1000), QueueMaxPerBand: proto.Uint32(1000), DispatchSpacingMs: proto.Float64(0),
 		PdDecodeRunningMs: proto.Float64(2.5), // ms per running request: scaled
 		PdMode:            pb.PdMode_PD_MODE_CONDITIONAL,
 		ShortLanes:        proto.Uint32(0), ShortLaneMaxPrefillMs: proto.Float64(200), // a prefill's ms: scaled

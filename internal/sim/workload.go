@@ -174,7 +174,11 @@ type Request struct {
 	TargetMs, PredictedMs float64
 	// HeldBy is the deployment whose fullness held the request's last
 	// pick (scheduler.ErrDeploymentSaturated), under on_saturation: queue.
-	HeldBy      string
+	HeldBy string
+	// Hold is the router's dispatch hold of the pick (state.Pick.Hold,
+	// policy dispatch_spacing_ms): the request reaches its instance that
+	// much after the pick.
+	Hold        time.Duration
 	Start       time.Duration
 	FirstToken  time.Duration
 	HitTokens   uint32

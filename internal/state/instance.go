@@ -49,9 +49,10 @@ type instance struct {
 	connected      bool
 	disconnectedAt time.Time
 	session        *Session
-	assigned       uint64 // prefill work (scheduler.WorkTokens) picked onto it since its last report
-	assignedKV     uint64 // KV blocks of the uncached tokens picked onto it since (scheduler.KVBlocks)
-	ledger         ledger // its latest picks, for the queue estimate
+	assigned       uint64    // prefill work (scheduler.WorkTokens) picked onto it since its last report
+	assignedKV     uint64    // KV blocks of the uncached tokens picked onto it since (scheduler.KVBlocks)
+	ledger         ledger    // its latest picks, for the queue estimate
+	answered       time.Time // when the latest pick for it is answered (its dispatch hold's end; pace)
 	cache          *blockLRU
 	// unreachable: a gateway reported a failed connect at unreachableAt
 	// and the instance has not served since, nor reported after

@@ -60,6 +60,10 @@ type Pick struct {
 	// ApproximatePrefill is the same for the prefill instance of a
 	// disaggregated pick (Decision.PD.Disaggregated()).
 	ApproximatePrefill bool
+	// Hold is how long the caller holds its answer so that the request
+	// reaches its prefill instance after the ones picked for it earlier
+	// (Policy.DispatchSpacingMs, scheduler.DispatchHold); 0: answer now.
+	Hold time.Duration
 
 	recs                 []*instance
 	sums                 []scheduler.Summary // scratch of pickChosen
@@ -145,9 +149,12 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 	p.work.add(now, tokens+ptokens)
 	out.Approximate, out.nodes = p.assign(rec, tokens, out.KVBlocks(), in.Hashes, out.nodes)
 	out.ApproximatePrefill = false
+	paced := out.Decision.Instance
 	if pre := out.Decision.PD.Prefill; out.Decision.PD.Disaggregated() {
 		out.ApproximatePrefill, out.nodes = p.assign(out.recs[pre], ptokens, 0, in.Hashes, out.nodes)
+		paced = pre
 	}
+	out.Hold = p.pace(now, out.recs[paced], &out.Config.Policy, out.Decision.Instances[paced].QueueMs)
 	p.mu.Unlock()
 	p.tracker.Record(now, in.Hashes, in.PromptTokens, &out.Snapshot, &out.Decision)
 	return nil
@@ -346,4 +353,17 @@ func (pk *Pick) KVBlocks() uint64 {
 		bs = pk.Config.Policy.BlockSizeTokens
 	}
 	return scheduler.KVBlocks(pk.Decision.Instances[i].UncachedTokens, bs)
+}
+
+// pace returns the dispatch hold of a pick for rec priced behind aheadMs of
+// queue (scheduler.DispatchHold) and notes when its answer leaves. Called
+// with p.mu held; a rec forgotten since the snapshot is not held.
+func (p *Pool) pace(now time.Time, rec *instance, pol *scheduler.Policy, aheadMs float64) time.Duration {
+	if pol.DispatchSpacingMs <= 0 || p.slots[rec.slot] != rec {
+		return 0
+	}
+	spacing := time.Duration(pol.DispatchSpacingMs * float64(time.Millisecond))
+	hold := scheduler.DispatchHold(now, rec.answered, spacing, aheadMs)
+	rec.answered = now.Add(hold)
+	return hold
 }

@@ -45,7 +45,7 @@ func TestAuditLog(t *testing.T) {
 			"pd_min_uncached_tokens": json.Number("512"), "pd_transfer_ms_per_token": json.Number("0.005"), "pd_fallback": "local", "pd_mode": "conditional",
 			"short_lanes": json.Number("0"), "short_lane_max_prefill_ms": json.Number("400"),
 			"pd_interference_weight": json.Number("0.1"), "pd_decode_running_ms": json.Number("5"),
-			"queue_ttl": "30s", "queue_max_waiting": json.Number("1000"), "queue_max_per_band": json.Number("1000"),
+			"queue_ttl": "30s", "queue_max_waiting": json.Number("1000"), "queue_max_per_band": json.Number("1000"), "dispatch_spacing_ms": json.Number("0"),
 		}
 	}
 	want := []map[string]any{

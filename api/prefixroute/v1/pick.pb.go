@@ -858,8 +858,12 @@ type Decision struct {
 	// is unknown, so they count neither as saturated nor as free (they are
 	// excluded with reason stale).
 	UnknownInstances uint32 `protobuf:"varint,43,opt,name=unknown_instances,json=unknownInstances,proto3" json:"unknown_instances,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// dispatch_hold_ms is how long the router held its answer to keep the
+	// chosen instance's requests in pick order (policy dispatch_spacing_ms),
+	// 0 when it did not.
+	DispatchHoldMs float64 `protobuf:"fixed64,44,opt,name=dispatch_hold_ms,json=dispatchHoldMs,proto3" json:"dispatch_hold_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Decision) Reset() {
@@ -1028,6 +1032,13 @@ func (x *Decision) GetFlowId() string {
 func (x *Decision) GetUnknownInstances() uint32 {
 	if x != nil {
 		return x.UnknownInstances
+	}
+	return 0
+}
+
+func (x *Decision) GetDispatchHoldMs() float64 {
+	if x != nil {
+		return x.DispatchHoldMs
 	}
 	return 0
 }
@@ -1610,7 +1621,7 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
 	"instanceId\x12 \n" +
-	"\vprobability\x18\x03 \x01(\x01R\vprobability\"\x96\x06\n" +
+	"\vprobability\x18\x03 \x01(\x01R\vprobability\"\xc0\x06\n" +
 	"\bDecision\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12.\n" +
 	"\x06policy\x18\x02 \x01(\v2\x16.prefixroute.v1.PolicyR\x06policy\x12'\n" +
@@ -1633,7 +1644,8 @@ const file_prefixroute_v1_pick_proto_rawDesc = "" +
 	"\n" +
 	"queue_band\x18) \x01(\x05R\tqueueBand\x12\x17\n" +
 	"\aflow_id\x18* \x01(\tR\x06flowId\x12+\n" +
-	"\x11unknown_instances\x18+ \x01(\rR\x10unknownInstances\"\xd6\x03\n" +
+	"\x11unknown_instances\x18+ \x01(\rR\x10unknownInstances\x12(\n" +
+	"\x10dispatch_hold_ms\x18, \x01(\x01R\x0edispatchHoldMs\"\xd6\x03\n" +
 	"\n" +
 	"PdDecision\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12.\n" +

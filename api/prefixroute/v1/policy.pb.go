@@ -489,8 +489,18 @@ type Policy struct {
 	// one pool; the next is refused (queue_full). Default 1000, range
 	// [1, 100000].
 	QueueMaxPerBand *uint32 `protobuf:"varint,42,opt,name=queue_max_per_band,json=queueMaxPerBand,proto3,oneof" json:"queue_max_per_band,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// dispatch_spacing_ms is the least time between a router's answers to
+	// two picks for one instance, so that a gateway's requests reach the
+	// instance's FCFS queue in the order they were picked and each
+	// predicted_ttft_ms holds. A pick for an instance answered less than
+	// this long ago is held until this long after that answer, but never
+	// longer than the queue_ms it was priced behind (so it waits at the
+	// router instead of at the instance). Set it above the gateway's p99
+	// jitter from a pick's answer to its request reaching the engine.
+	// Default 0 (off), range [0, 1000] ms.
+	DispatchSpacingMs *float64 `protobuf:"fixed64,43,opt,name=dispatch_spacing_ms,json=dispatchSpacingMs,proto3,oneof" json:"dispatch_spacing_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
@@ -726,11 +736,18 @@ func (x *Policy) GetQueueMaxPerBand() uint32 {
 	return 0
 }
 
+func (x *Policy) GetDispatchSpacingMs() float64 {
+	if x != nil && x.DispatchSpacingMs != nil {
+		return *x.DispatchSpacingMs
+	}
+	return 0
+}
+
 var File_prefixroute_v1_policy_proto protoreflect.FileDescriptor
 
 const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xe3\x0f\n" +
+	"\x1bprefixroute/v1/policy.proto\x12\x0eprefixroute.v1\x1a\x1egoogle/protobuf/duration.proto\"\xb0\x10\n" +
 	"\x06Policy\x124\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x18.prefixroute.v1.StrategyR\bstrategy\x12\x1e\n" +
 	"\blambda_h\x18\x02 \x01(\x01H\x00R\alambdaH\x88\x01\x01\x12\x1e\n" +
@@ -767,7 +784,8 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\x19short_lane_max_prefill_ms\x18% \x01(\x01H\x11R\x15shortLaneMaxPrefillMs\x88\x01\x01\x126\n" +
 	"\tqueue_ttl\x18( \x01(\v2\x19.google.protobuf.DurationR\bqueueTtl\x12/\n" +
 	"\x11queue_max_waiting\x18) \x01(\rH\x12R\x0fqueueMaxWaiting\x88\x01\x01\x120\n" +
-	"\x12queue_max_per_band\x18* \x01(\rH\x13R\x0fqueueMaxPerBand\x88\x01\x01B\v\n" +
+	"\x12queue_max_per_band\x18* \x01(\rH\x13R\x0fqueueMaxPerBand\x88\x01\x01\x123\n" +
+	"\x13dispatch_spacing_ms\x18+ \x01(\x01H\x14R\x11dispatchSpacingMs\x88\x01\x01B\v\n" +
 	"\t_lambda_hB\v\n" +
 	"\t_delta_msB\x12\n" +
 	"\x10_threshold_ratioB\x13\n" +
@@ -787,7 +805,8 @@ const file_prefixroute_v1_policy_proto_rawDesc = "" +
 	"\f_short_lanesB\x1c\n" +
 	"\x1a_short_lane_max_prefill_msB\x14\n" +
 	"\x12_queue_max_waitingB\x15\n" +
-	"\x13_queue_max_per_band*g\n" +
+	"\x13_queue_max_per_bandB\x16\n" +
+	"\x14_dispatch_spacing_ms*g\n" +
 	"\bStrategy\x12\x18\n" +
 	"\x14STRATEGY_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STRATEGY_SOFTMAX\x10\x01\x12\x16\n" +
