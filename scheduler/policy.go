@@ -229,8 +229,10 @@ type Policy struct {
 	// the instance's queue in the order they were picked (pace.go,
 	// DispatchHold). A pick is held only as long as the queue it was
 	// priced behind. Set it above the gateway's jitter from a pick's
-	// answer to its request reaching the engine (its p99). Default 0:
-	// off. Range [0, 1000] ms.
+	// answer to its request reaching the engine (its p99), and well under
+	// the gap between requests to one instance at peak: while its queue
+	// lasts, picks for one instance are answered at most one per spacing.
+	// Default 0: off. Range [0, 1000] ms.
 	DispatchSpacingMs float64
 }
 

@@ -3,11 +3,11 @@ package sim_test
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/prefixroute/prefixroute/internal/sim"
+	"github.com/prefixroute/prefixroute/internal/simout"
 )
 
 // TestDispatchSpacing replays mooncake-slo (seed 1; the trace's bursts of
@@ -37,21 +37,15 @@ func TestDispatchSpacing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var errs, ttfts []float64
+		sum := simout.Summarise(res)
+		if sum.Prediction.N < 1500 {
+			t.Fatalf("%s: %d predicted requests after the warm-up, want ≥ 1,500", variant, sum.Prediction.N)
+		}
 		all := make(map[uint64]time.Duration, len(res.Records))
 		for _, r := range res.Records {
 			all[r.ID] = r.TTFT
-			if act := float64(r.TTFT) / 1e6; r.Arrival >= res.Warmup && r.PredictedMs > 0 && act > 0 {
-				errs = append(errs, math.Abs(float64(r.PredictedMs)-act)/act)
-				ttfts = append(ttfts, act)
-			}
 		}
-		if len(errs) < 1500 {
-			t.Fatalf("%s: %d predicted requests after the warm-up, want ≥ 1,500", variant, len(errs))
-		}
-		slices.Sort(errs)
-		slices.Sort(ttfts)
-		return figures{errs[len(errs)*9/10], ttfts[len(ttfts)/2]}, all
+		return figures{sum.Prediction.P90AbsRelErr, sum.TTFTP50}, all
 	}
 	unpaced, _ := measure("ours-overhead", jitter)
 	paced, _ := measure("ours-paced", jitter)

@@ -496,8 +496,10 @@ type Policy struct {
 	// this long ago is held until this long after that answer, but never
 	// longer than the queue_ms it was priced behind (so it waits at the
 	// router instead of at the instance). Set it above the gateway's p99
-	// jitter from a pick's answer to its request reaching the engine.
-	// Default 0 (off), range [0, 1000] ms.
+	// jitter from a pick's answer to its request reaching the engine, and
+	// well under the gap between requests to one instance at peak: while
+	// its queue lasts, picks for one instance are answered at most one per
+	// spacing. Default 0 (off), range [0, 1000] ms.
 	DispatchSpacingMs *float64 `protobuf:"fixed64,43,opt,name=dispatch_spacing_ms,json=dispatchSpacingMs,proto3,oneof" json:"dispatch_spacing_ms,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
