@@ -29,7 +29,7 @@ type gauges struct {
 	indexBlocks, indexPairs, indexBytes, eligible, winPicks metric.Int64ObservableGauge
 	reportAge, weight, weightShare, trafficShare, hitRatio  metric.Float64ObservableGauge
 	capEvicted, reports, picks, blocks, matched             metric.Int64ObservableCounter
-	excluded, flaps, takeovers, pd                          metric.Int64ObservableCounter
+	excluded, flaps, takeovers, pd, retries                 metric.Int64ObservableCounter
 }
 
 // registerGauges creates the observable gauges on m and registers their
@@ -82,6 +82,8 @@ func (o *observer) registerGauges(m metric.Meter) error {
 		"ReportLoad streams that replaced a stream still open for the same instance id, by pool and deployment: a reconnect counts once; steady growth means two instances share one id.")
 	g.takeovers = c64("prefixroute_instance_takeovers", "{takeover}",
 		"Report streams that took over an existing instance id, by pool and outcome: replaced (a stream still open in the same deployment), moved (the instance came back in another deployment), refused (the caller's binding does not cover the deployment where the instance lives; PermissionDenied).")
+	g.retries = c64("prefixroute_pick_retries", "{pick}",
+		"Picks decided again because a concurrent pick was accounted onto the chosen instance between their snapshot and their accounting (each then prices the other's work), by pool.")
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -90,7 +92,7 @@ func (o *observer) registerGauges(m metric.Meter) error {
 		return nil
 	}, g.instances, g.streams, g.weightsVersion, g.policyVersion, g.indexBlocks, g.indexPairs, g.indexBytes,
 		g.eligible, g.winPicks, g.reportAge, g.weight, g.weightShare, g.trafficShare, g.hitRatio, g.capEvicted, g.reports, g.picks, g.blocks, g.matched,
-		g.excluded, g.flaps, g.takeovers, g.pd)
+		g.excluded, g.flaps, g.takeovers, g.pd, g.retries)
 	return err
 }
 
@@ -114,6 +116,7 @@ func (o *observer) observe(ob metric.Observer, g *gauges) {
 		ob.ObserveInt64(g.indexBlocks, int64(blocks), popt)
 		ob.ObserveInt64(g.indexPairs, int64(pairs), popt)
 		ob.ObserveInt64(g.indexBytes, int64(blocks*indexBytesPerBlock+pairs*indexBytesPerPair), popt)
+		ob.ObserveInt64(g.retries, int64(pool.Retries()), popt)
 
 		type key struct {
 			dep string

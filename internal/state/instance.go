@@ -53,6 +53,7 @@ type instance struct {
 	assignedKV     uint64    // KV blocks of the uncached tokens picked onto it since (scheduler.KVBlocks)
 	ledger         ledger    // its latest picks, for the queue estimate
 	answered       time.Time // when the latest pick for it is answered (its dispatch hold's end; pace)
+	assignedAt     uint64    // Pool.assigns after its latest pick was accounted (pick_retry.go)
 	cache          *blockLRU
 	// unreachable: a gateway reported a failed connect at unreachableAt
 	// and the instance has not served since, nor reported after

@@ -77,6 +77,8 @@ type Pick struct {
 	matched              []int32  // matched blocks by slot (pickChosen: the drawn deployment's only)
 	live, active, nextBS []uint64
 	prefillWeight        float64 // scheduler.Request.PrefillWeight (backlogWeight)
+	snapAssigns          uint64  // Pool.assigns when the snapshot was taken
+	draws                drawLog // the first attempt's draws, replayed by a retry
 }
 
 // ValidatePick checks a pick request's sizes and figures against the limits.
@@ -124,7 +126,21 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 		p.snapshot(now, in, out) // the audit of a refused pick, as before any decision
 		return err
 	}
-	done, err := false, error(nil)
+	out.draws.start(rng)
+	for attempt := 1; ; attempt++ {
+		retry, err := p.pickOnce(now, in, &out.draws, out, attempt <= MaxPickRetries)
+		if !retry {
+			return err
+		}
+		out.draws.rewind()
+	}
+}
+
+// pickOnce is one attempt of Pick. With mayRetry, it reports retry instead
+// of accounting the decision when another pick was accounted onto the
+// chosen (or prefill) instance since this attempt's snapshot.
+func (p *Pool) pickOnce(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick, mayRetry bool) (retry bool, err error) {
+	done := false
 	if in.ChosenOnly && len(in.Overrides) == 0 {
 		done, err = p.pickChosen(now, in, rng, out)
 		if errors.Is(err, scheduler.ErrSLODeploymentMiss) {
@@ -141,11 +157,19 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 			PrefillWeight: out.prefillWeight, TTFTTargetMs: in.TTFTTargetMs}, &out.Snapshot, rng, &out.Decision)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	rec := out.recs[out.Decision.Instance]
 	tokens, ptokens := out.Work()
+	if testHookBeforeAccount != nil {
+		testHookBeforeAccount()
+	}
 	p.mu.Lock()
+	if mayRetry && p.stale(out) {
+		p.mu.Unlock()
+		p.retries.Add(1)
+		return true, nil
+	}
 	p.work.add(now, tokens+ptokens)
 	out.Approximate, out.nodes = p.assign(rec, tokens, out.KVBlocks(), in.Hashes, out.nodes)
 	out.ApproximatePrefill = false
@@ -157,7 +181,7 @@ func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) 
 	out.Hold = p.pace(now, out.recs[paced], &out.Config.Policy, out.Decision.Instances[paced].QueueMs)
 	p.mu.Unlock()
 	p.tracker.Record(now, in.Hashes, in.PromptTokens, &out.Snapshot, &out.Decision)
-	return nil
+	return false, nil
 }
 
 // assign accounts for tokens of prefill work and kvBlocks KV blocks picked
@@ -170,6 +194,8 @@ func (p *Pool) assign(rec *instance, tokens, kvBlocks uint64, hashes []uint64, n
 	}
 	rec.assigned += tokens
 	rec.ledger.add(tokens)
+	p.assigns++
+	rec.assignedAt = p.assigns
 	si := &p.tmpl[rec.ord]
 	si.AssignedTokens = rec.assigned
 	if kvBlocks > 0 {
@@ -222,6 +248,7 @@ func (p *Pool) record(rec *instance, hashes []uint64, nodes []uint32) []uint32 {
 func (p *Pool) snapshot(now time.Time, in *PickInput, out *Pick) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
+	out.snapAssigns = p.assigns
 	cfg := p.cfg.Load()
 	out.Config = cfg
 	out.prefillWeight = p.backlogWeight(now)

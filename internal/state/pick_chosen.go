@@ -36,6 +36,7 @@ func (p *Pool) pickChosen(now time.Time, in *PickInput, rng scheduler.RNG, out *
 	if n == 0 {
 		return false, nil
 	}
+	out.snapAssigns = p.assigns
 	cfg := p.cfg.Load()
 	pol := &cfg.Policy
 	out.Config = cfg

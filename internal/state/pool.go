@@ -29,8 +29,11 @@ type Pool struct {
 	calib map[string]scheduler.Calibration
 	// ensures counts the Ensure calls that returned the pool, for DropIdle.
 	ensures atomic.Uint64
+	// retries counts picks decided again (pick_retry.go).
+	retries atomic.Uint64
 
 	mu       sync.RWMutex
+	assigns  uint64               // picks accounted so far, under mu (pick_retry.go)
 	slots    []*instance          // by slot; nil = free
 	byID     map[string]*instance // by instance id
 	order    []*instance          // by (deployment, instance id): the snapshot order
