@@ -45,7 +45,8 @@ func TestReportCreatedPoolsAreDropped(t *testing.T) {
 		t.Fatal("no prefixroute_weights_version series for p0 before the sweep")
 	}
 	// p0 also counts a takeover, an identity flap and, once its instance
-	// is gone, a pick's exclusions: series that must go with the pool.
+	// is gone, a pick's exclusions, and its pick retries (0): series
+	// that must go with the pool.
 	streams = append(streams, report(e, rep("p0", "d", "i")))
 	for _, s := range streams {
 		s.close()
@@ -54,7 +55,8 @@ func TestReportCreatedPoolsAreDropped(t *testing.T) {
 		_, err := e.Pick.Pick(ctx(t), &pb.PickRequest{Pool: "p0"})
 		return err != nil
 	})
-	for _, name := range []string{"prefixroute_instance_takeovers_total", "prefixroute_instance_identity_flaps_total", "prefixroute_pick_excluded_instances_total"} {
+	for _, name := range []string{"prefixroute_instance_takeovers_total", "prefixroute_instance_identity_flaps_total", "prefixroute_pick_excluded_instances_total",
+		"prefixroute_pick_retries_total"} {
 		if _, ok := servertest.MetricValue(e.Metrics(), name, map[string]string{"pool": "p0"}); !ok {
 			t.Fatalf("no %s series for p0 before the sweep", name)
 		}

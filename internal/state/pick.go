@@ -122,6 +122,7 @@ func (r *Registry) ValidatePick(in *PickInput) error {
 // the decision fails (the error's audit needs every instance) or an
 // instance's figures need scheduler.Decide.
 func (p *Pool) Pick(now time.Time, in *PickInput, rng scheduler.RNG, out *Pick) error {
+	out.Hold = 0 // a reused Pick's, until this pick is accounted
 	if err := p.checkPromptCover(in); err != nil {
 		p.snapshot(now, in, out) // the audit of a refused pick, as before any decision
 		return err
