@@ -33,6 +33,10 @@ type Record struct {
 	// PredictedMs is the router's predicted TTFT of its choice (0 for
 	// baselines), TargetMs the request's target (0: none), ms.
 	PredictedMs, TargetMs float32
+	// PredictedQueueMs is the part of PredictedMs the router priced as
+	// queued ahead (the decision's queue_ms; 0 for baselines), ms: compare
+	// it with AheadMs, the queue the request really joined.
+	PredictedQueueMs float32
 	// Routed is the time from arrival to queueing on the instance: a live
 	// run's Pick round trip and scheduling, a replayed RouteDelays entry,
 	// else 0.
@@ -144,7 +148,7 @@ func (c *collector) record(r *Request, in *Instance) Record {
 		rec.OwnMs, rec.ChosenEstMs, rec.BestEstMs, rec.Best = r.ownMs, r.estChosen, r.estBest, r.best
 		rec.Routed = r.queued - r.Arrival
 		rec.AheadMs = r.aheadMs
-		rec.PredictedMs = float32(r.PredictedMs)
+		rec.PredictedMs, rec.PredictedQueueMs = float32(r.PredictedMs), float32(r.PredictedQueueMs)
 	}
 	return rec
 }

@@ -39,16 +39,23 @@ func TestOutcomesLearn(t *testing.T) {
 	sc := parse(t, strings.Replace(sloYAML, "TARGET", "400", 1))
 	medianErr := func(res *Result) float64 {
 		var errs []float64
+		queued := 0
 		for _, r := range res.Records {
 			if r.Arrival < res.Warmup {
 				continue
 			}
-			if r.PredictedMs <= 0 || r.TargetMs != 400 {
-				t.Fatalf("record %+v lacks its prediction or target", r)
+			if r.PredictedMs <= 0 || r.TargetMs != 400 || !(r.PredictedQueueMs >= 0 && r.PredictedQueueMs < r.PredictedMs) {
+				t.Fatalf("record %+v lacks its prediction or target, or its queue part is not in [0, predicted)", r)
+			}
+			if r.PredictedQueueMs > 0 {
+				queued++
 			}
 			act := float64(r.TTFT) / 1e6
 			e := (float64(r.PredictedMs) - act) / act
 			errs = append(errs, max(e, -e))
+		}
+		if queued == 0 {
+			t.Fatalf("%s: no request was priced behind a queue", res.Variant.Name)
 		}
 		return median(errs)
 	}

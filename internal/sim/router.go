@@ -114,6 +114,7 @@ func (sr *stateRouter) pick(now time.Duration, r *Request) (int, error) {
 	i := sr.index[sr.out.Snapshot.Instances[d.Instance].ID]
 	r.PredictedHit = r.PromptTokens - d.Instances[d.Instance].UncachedTokens
 	r.PredictedMs = d.Instances[d.Instance].PredictedTTFTMs()
+	r.PredictedQueueMs = d.Instances[d.Instance].QueueMs
 	r.Hold = sr.out.Hold
 	if sr.learn != nil {
 		sr.learn.features(now, r, &sr.out)

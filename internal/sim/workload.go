@@ -172,6 +172,9 @@ type Request struct {
 	// PredictedMs the router's predicted TTFT of its choice, ms (0 for
 	// baselines).
 	TargetMs, PredictedMs float64
+	// PredictedQueueMs is the part of PredictedMs the router priced as
+	// work queued ahead on the instance (the decision's queue_ms), ms.
+	PredictedQueueMs float64
 	// HeldBy is the deployment whose fullness held the request's last
 	// pick (scheduler.ErrDeploymentSaturated), under on_saturation: queue.
 	HeldBy string

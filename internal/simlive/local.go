@@ -17,7 +17,7 @@ const localAddr = "in-process"
 // MinReportInterval, as a Reporter sends them).
 func runLocal(ctx context.Context, d *sim.Driven, l *sim.LocalRouter, opts Options) (*sim.Result, error) {
 	lr := &liveRun{d: d, insts: d.Instances(), opts: opts, ctx: ctx, local: l,
-		localEvery: ReportInterval(d.ReportInterval(), opts.Speed), index: make(map[string]int)}
+		reportEvery: ReportInterval(d.ReportInterval(), opts.Speed), index: make(map[string]int)}
 	if err := l.SetWeights(d.FirstWeights(), 0); err != nil {
 		return nil, err
 	}
@@ -37,22 +37,23 @@ func runLocal(ctx context.Context, d *sim.Driven, l *sim.LocalRouter, opts Optio
 }
 
 // publishAll hands every instance's load and cache events to its
-// Reporter, or, for a local baseline, to the baseline once per
-// localEvery.
+// Reporter (every call; the next due reportEvery later), or, for a local
+// baseline, to the baseline once per reportEvery.
 func (lr *liveRun) publishAll() error {
+	now := time.Now()
 	if lr.local == nil {
 		for k := range lr.insts {
 			lr.publish(k)
 		}
+		lr.nextReport = now.Add(lr.reportEvery)
 		return nil
 	}
-	now := time.Now()
-	if now.Before(lr.localNext) {
+	if now.Before(lr.nextReport) {
 		return nil
 	}
-	lr.localNext = lr.localNext.Add(lr.localEvery) // on a fixed schedule, as a Reporter's ticker
-	if lr.localNext.Before(now) {
-		lr.localNext = now.Add(lr.localEvery) // late by more than an interval: skip, as a ticker drops ticks
+	lr.nextReport = lr.nextReport.Add(lr.reportEvery) // on a fixed schedule, as a Reporter's ticker
+	if lr.nextReport.Before(now) {
+		lr.nextReport = now.Add(lr.reportEvery) // late by more than an interval: skip, as a ticker drops ticks
 	}
 	for k := range lr.insts {
 		lr.d.Report(k, &lr.rep)

@@ -63,9 +63,7 @@ func (lr *liveRun) loop(start time.Time) error {
 		if more {
 			wait = min(wait, time.Duration(float64(next-virt())/speed))
 		}
-		if lr.local != nil { // the baseline's next reports are due then
-			wait = min(wait, time.Until(lr.localNext))
-		}
+		wait = min(wait, time.Until(lr.nextReport)) // the next reports are due then
 		timer.Reset(max(wait, 0))
 		select {
 		case m := <-inbox:

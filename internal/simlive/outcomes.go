@@ -34,13 +34,14 @@ func shedKind(err error) int {
 }
 
 // noteChoice sets r's target and the router's predicted TTFT of the
-// chosen instance (the decision's predicted_ttft_ms, wall-clock ms, in
-// virtual ms).
+// chosen instance and its queue ahead (the decision's predicted_ttft_ms
+// and queue_ms, wall-clock ms, in virtual ms).
 func (lr *liveRun) noteChoice(r *sim.Request, res *client.Result) {
 	for _, d := range res.Response.GetDecision().GetInstances() {
 		if d.GetInstanceId() == res.InstanceID {
 			r.PredictedHit = r.PromptTokens - min(r.PromptTokens, d.GetUncachedTokens())
 			r.PredictedMs = d.GetPredictedTtftMs() * lr.opts.Speed
+			r.PredictedQueueMs = d.GetQueueMs() * lr.opts.Speed
 		}
 	}
 }

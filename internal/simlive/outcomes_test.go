@@ -46,8 +46,9 @@ func TestLiveOutcomes(t *testing.T) {
 			l.Shed, len(res.Rejected), l.Unfinished, n, res.Generated)
 	}
 	for _, r := range res.Records {
-		if r.TargetMs != target || !(r.PredictedMs > 0) {
-			t.Fatalf("request %d: target %v ms, predicted %v ms; want %v and > 0", r.ID, r.TargetMs, r.PredictedMs, target)
+		if r.TargetMs != target || !(r.PredictedMs > 0) || !(r.PredictedQueueMs >= 0 && r.PredictedQueueMs < r.PredictedMs) {
+			t.Fatalf("request %d: target %v ms, predicted %v ms (queue %v ms); want %v, > 0 and a queue in [0, predicted)",
+				r.ID, r.TargetMs, r.PredictedMs, r.PredictedQueueMs, target)
 		}
 	}
 	o := l.Outcomes

@@ -59,6 +59,14 @@ type Options struct {
 // per-stream rate limit (50 reports/s).
 const MinReportInterval = 25 * time.Millisecond
 
+// publishesPerReport is how many times per report interval the loop
+// publishes each instance's load to its Reporter when nothing else wakes
+// it: a Reporter sends the latest published load, so this bounds its age
+// at a quarter of the interval (a real engine's report is current when
+// sent; a long prefill with no event in between would otherwise be
+// reported as it stood when it began).
+const publishesPerReport = 4
+
 // ReportInterval is the wall-clock report interval of a scenario whose
 // virtual one is virtual, played speed times faster: the interval the
 // Reporters start with and the router's acks should ask for
@@ -145,7 +153,7 @@ func RunLive(ctx context.Context, sc *sim.Scenario, variant string, opts Options
 		conns = append(conns, conn)
 	}
 	lr := &liveRun{d: d, insts: d.Instances(), opts: opts, admin: pb.NewAdminServiceClient(conns[0]), ctx: ctx,
-		target: sc.Workload.TTFTSLOMs, outcomes: d.Outcomes()}
+		target: sc.Workload.TTFTSLOMs, outcomes: d.Outcomes(), reportEvery: ReportInterval(d.ReportInterval(), opts.Speed) / publishesPerReport}
 	if err := errors.Join(lr.setup(conns), lr.startOutcomes()); err != nil {
 		return nil, errors.Join(err, lr.closeReporters(), lr.closeOutcomes())
 	}
@@ -192,11 +200,15 @@ type liveRun struct {
 	admin   pb.AdminServiceClient
 	pickers []*client.Picker // one per replica
 	// local is a baseline variant's picker (runLocal), nil otherwise; it
-	// gets every instance's report once per localEvery (wall clock), next
-	// at localNext, localReports in all (the loop's goroutine only).
+	// gets every instance's report once per reportEvery (wall clock),
+	// localReports in all. For prefixrouted, the loop publishes every
+	// instance's load to its Reporter at least once per reportEvery, so
+	// that a report carries the queue as it is when sent, not as it was
+	// at the loop's last event. The next is due at nextReport (the loop's
+	// goroutine only).
 	local        *sim.LocalRouter
-	localEvery   time.Duration
-	localNext    time.Time
+	reportEvery  time.Duration
+	nextReport   time.Time
 	localReports uint64
 	reporters    []*client.Reporter
 	loads        []*liveLoad

@@ -3,6 +3,8 @@ package simlive
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -183,4 +185,57 @@ func parse(t testing.TB) *sim.Scenario {
 		t.Fatalf("ParseScenario: %v", err)
 	}
 	return sc
+}
+
+// TestLiveReportsCurrent: a report carries an instance's queue as it is
+// when sent, as a real engine's does. One instance prefills 800 ms per
+// request while a request arrives every 500 ms, so each pick meets a
+// prefill in progress; the router's queue for it (the decision's queue_ms)
+// matches the queue the request really joined to within a few report
+// intervals. Before, the loop published loads only at events, so a report
+// said what the running prefill had left at the previous event: the
+// router's queue ran 200-500 ms over the truth.
+func TestLiveReportsCurrent(t *testing.T) {
+	sc, err := sim.ParseScenario([]byte(`
+name: current
+seed: 1
+duration: 6s
+block_tokens: 16
+report_interval: 50ms
+deployments:
+  - {name: a, instances: 1, prefill_tokens_per_second: 1000, batch_overhead: 0ms, kv_blocks: 4000, decode_per_token: 1ms, max_batch_tokens: 800}
+workload:
+  rate: 2
+  arrivals: uniform
+  classes:
+    - {name: solo, share: 1, groups: 100000, prefix_tokens: 784, suffix_tokens: 16, output_tokens: 1}
+variants:
+  - {name: softmax}
+`))
+	if err != nil {
+		t.Fatalf("ParseScenario: %v", err)
+	}
+	addr := startDaemon(t, 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := RunLive(ctx, sc, "softmax", Options{Addr: addr, Duration: 6 * time.Second, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs []float64
+	for _, r := range res.Records {
+		if r.AheadMs > 0 {
+			errs = append(errs, math.Abs(float64(r.PredictedQueueMs-r.AheadMs)))
+		}
+	}
+	slices.Sort(errs)
+	t.Logf("%d requests joined a queue; |router's queue − queue joined| ms: %.0f", len(errs), errs)
+	if len(errs) < 8 {
+		t.Fatalf("%d of %d requests joined a queue; want >= 8", len(errs), len(res.Records))
+	}
+	// A report is at most a quarter interval old when sent, and the router
+	// sees it up to an interval later: 50 ms of drain, plus scheduling.
+	if med := errs[len(errs)/2]; med > 100 {
+		t.Fatalf("median |router's queue − queue joined| %.0f ms; want <= 100 ms", med)
+	}
 }

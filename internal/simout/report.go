@@ -3,6 +3,7 @@ package simout
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,9 +18,10 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 func fileName(s string) string { return unsafeName.ReplaceAllString(s, "_") }
 
 // WriteReport writes a scenario's results under dir/<scenario>/: one CSV
-// series per variant, summary.md (the tables), summary.json (the
-// summaries), readiness.csv when a run has a readiness probe, and the PNG
-// plots unless plots is false. It returns the files written.
+// series per variant, <variant>-requests.csv (every served request,
+// WriteRequestsCSV), <variant>-routes.csv for a live run, summary.md (the
+// tables), summary.json (the summaries), tail.csv, readiness.csv when a run
+// has a readiness probe, and the PNG plots unless plots is false. It returns the files written.
 func WriteReport(dir string, sc *sim.Scenario, runs []*sim.Result, plots bool) ([]string, error) {
 	out := filepath.Join(dir, sc.Name)
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -30,32 +32,19 @@ func WriteReport(dir string, sc *sim.Scenario, runs []*sim.Result, plots bool) (
 	for i, res := range runs {
 		sums[i] = Summarise(res)
 		path := filepath.Join(out, fileName(res.Variant.Name)+".csv")
-		f, err := os.Create(path)
-		if err != nil {
-			return files, err
-		}
-		err = WriteCSV(f, res)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := writeFile(path, func(w io.Writer) error { return WriteCSV(w, res) }); err != nil {
 			return files, err
 		}
 		files = append(files, path)
 	}
-	md, err := os.Create(filepath.Join(out, "summary.md"))
-	if err != nil {
+	md := filepath.Join(out, "summary.md")
+	if err := writeFile(md, func(w io.Writer) error {
+		fmt.Fprintf(w, "# %s\n\n%s\n\n", sc.Name, sc.Description)
+		return WriteMarkdown(w, sc, sums)
+	}); err != nil {
 		return files, err
 	}
-	fmt.Fprintf(md, "# %s\n\n%s\n\n", sc.Name, sc.Description)
-	err = WriteMarkdown(md, sc, sums)
-	if cerr := md.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return files, err
-	}
-	files = append(files, md.Name())
+	files = append(files, md)
 	js, err := json.MarshalIndent(sums, "", "  ")
 	if err != nil {
 		return files, err
@@ -65,47 +54,28 @@ func WriteReport(dir string, sc *sim.Scenario, runs []*sim.Result, plots bool) (
 	}
 	files = append(files, filepath.Join(out, "summary.json"))
 	for _, res := range runs {
+		path := filepath.Join(out, fileName(res.Variant.Name)+"-requests.csv")
+		if err := writeFile(path, func(w io.Writer) error { return WriteRequestsCSV(w, res) }); err != nil {
+			return files, err
+		}
+		files = append(files, path)
 		if res.Live == nil {
 			continue
 		}
-		path := filepath.Join(out, fileName(res.Variant.Name)+"-routes.csv")
-		f, err := os.Create(path)
-		if err != nil {
-			return files, err
-		}
-		err = WriteRoutesCSV(f, res)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		path = filepath.Join(out, fileName(res.Variant.Name)+"-routes.csv")
+		if err := writeFile(path, func(w io.Writer) error { return WriteRoutesCSV(w, res) }); err != nil {
 			return files, err
 		}
 		files = append(files, path)
 	}
 	tail := filepath.Join(out, "tail.csv")
-	tf, err := os.Create(tail)
-	if err != nil {
-		return files, err
-	}
-	err = WriteTailCSV(tf, runs)
-	if cerr := tf.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := writeFile(tail, func(w io.Writer) error { return WriteTailCSV(w, runs) }); err != nil {
 		return files, err
 	}
 	files = append(files, tail)
 	if slices.ContainsFunc(runs, func(r *sim.Result) bool { return r.Readiness != nil }) {
 		path := filepath.Join(out, "readiness.csv")
-		f, err := os.Create(path)
-		if err != nil {
-			return files, err
-		}
-		err = WriteReadinessCSV(f, runs)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := writeFile(path, func(w io.Writer) error { return WriteReadinessCSV(w, runs) }); err != nil {
 			return files, err
 		}
 		files = append(files, path)
@@ -118,4 +88,17 @@ func WriteReport(dir string, sc *sim.Scenario, runs []*sim.Result, plots bool) (
 		}
 	}
 	return files, nil
+}
+
+// writeFile creates path and writes it with write, closing it either way.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

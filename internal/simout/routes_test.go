@@ -44,3 +44,24 @@ func TestLabel(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestsCSV: one row per served request, every column in order, in
+// virtual ms.
+func TestRequestsCSV(t *testing.T) {
+	res := &sim.Result{Instances: []sim.InstanceStats{{ID: "a-0"}, {ID: "a-1"}}, Records: []sim.Record{
+		{ID: 7, Arrival: 1500 * time.Millisecond, Routed: 2 * time.Millisecond, Instance: 1, Prompt: 4096, Hit: 2048,
+			Predicted: 1024, PredictedMs: 130.5, PredictedQueueMs: 80, AheadMs: 95.25, OwnMs: 40, Wait: 100 * time.Millisecond,
+			TTFT: 150 * time.Millisecond, TargetMs: 500},
+		{ID: 8, Instance: 0, Prompt: 16, TTFT: time.Millisecond},
+	}}
+	var b bytes.Buffer
+	if err := WriteRequestsCSV(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	want := "request,arrival_ms,routed_ms,instance,prompt_tokens,hit_tokens,predicted_hit_tokens,predicted_ms,predicted_queue_ms,ahead_ms,own_prefill_ms,wait_ms,ttft_ms,target_ms\n" +
+		"7,1500.000,2.000,a-1,4096,2048,1024,130.500,80.000,95.250,40.000,100.000,150.000,500.000\n" +
+		"8,0.000,0.000,a-0,16,0,0,0.000,0.000,0.000,0.000,0.000,1.000,0.000\n"
+	if got := b.String(); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
